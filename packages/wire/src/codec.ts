@@ -1,0 +1,607 @@
+import type { Bloom128 } from './bloom.js';
+import {
+  HEADER_BYTES,
+  MAX_MESSAGE_BYTES,
+  MAX_REPORT_CANDIDATES,
+  MAX_SLICES,
+  MessageType,
+  WIRE_VERSION,
+  type AdvertSliceEntry,
+  type ForcedReason,
+  type LinkDirection,
+  type LinkOp,
+  type LoadCandidate,
+  type Message,
+  type RejectReason,
+  type SwitchReason,
+  type TreeRole,
+  type WalkPurpose,
+} from './messages.js';
+
+/** Why a byte string is not a message. Each kind is a distinct, testable reason. */
+export type DecodeErrorKind =
+  | 'empty'
+  | 'tooLarge'
+  | 'unsupportedVersion'
+  | 'unknownType'
+  | 'truncated'
+  | 'trailingBytes'
+  | 'limitExceeded'
+  | 'invalidValue';
+
+export interface DecodeError {
+  readonly kind: DecodeErrorKind;
+  readonly message: string;
+  /** Byte offset where decoding stopped. */
+  readonly offset: number;
+}
+
+export type DecodeResult =
+  { readonly ok: true; readonly message: Message } | { readonly ok: false; readonly error: DecodeError };
+
+/** Thrown by `encode` when our own code hands it an impossible value: a programming error, not peer input. */
+export class EncodeError extends TypeError {
+  override readonly name = 'EncodeError';
+}
+
+const DATA_FIXED_BYTES = 1 + 4 + 16 + 1 + 4;
+/** Largest data payload that still fits in one message. */
+export const MAX_PAYLOAD_BYTES = MAX_MESSAGE_BYTES - HEADER_BYTES - DATA_FIXED_BYTES;
+const ADVERT_FIXED_BYTES = 1 + 2 * 4 + 4 + 4 + 2 + 1;
+const ADVERT_ENTRY_BYTES = 1 + 1 + 1 + 2 + 16;
+const NO_ECHO_HOLD = 0xffff;
+const OFFSET_MIN_MS = -32_767;
+const OFFSET_MAX_MS = 32_767;
+/** Encoded value of an unknown offset. */
+const OFFSET_UNKNOWN = -32_768;
+
+const ENUM_LIMITS = {
+  switchReason: 1,
+  rejectReason: 9,
+  forcedReason: 5,
+  treeRole: 1,
+  walkPurpose: 3,
+  linkOp: 1,
+  linkDirection: 1,
+} as const;
+
+/** Encoded size of `message` in bytes, header included. */
+export function encodedSize(message: Message): number {
+  switch (message.type) {
+    case MessageType.Data:
+      return HEADER_BYTES + DATA_FIXED_BYTES + message.payload.byteLength;
+    case MessageType.Probe:
+      return HEADER_BYTES + 1 + 4 + 16 + 1;
+    case MessageType.Advert:
+      return HEADER_BYTES + ADVERT_FIXED_BYTES + ADVERT_ENTRY_BYTES * message.entries.length;
+    case MessageType.LoadReport:
+      return HEADER_BYTES + 1 + 1 + 8 * message.candidates.length;
+    case MessageType.Instruction:
+      return HEADER_BYTES + 1 + 4 + 2;
+    case MessageType.SwitchRequest:
+      return HEADER_BYTES + 1 + 1 + 4 + 2 + 2;
+    case MessageType.SwitchReply:
+      return HEADER_BYTES + 1 + 4 + 1 + 1 + 2;
+    case MessageType.SwitchComplete:
+      return HEADER_BYTES + 1 + 4 + 4;
+    case MessageType.LatencyPermissionRequest:
+      return HEADER_BYTES + 1 + 4 + 2;
+    case MessageType.LatencyPermissionReply:
+      return HEADER_BYTES + 1 + 4 + 1;
+    case MessageType.Flood:
+      return HEADER_BYTES + 1 + 4 + 16 + 1;
+    case MessageType.ForcedParentRequest:
+      return HEADER_BYTES + 1 + 1 + 4;
+    case MessageType.Heartbeat:
+      return HEADER_BYTES;
+    case MessageType.Quit:
+      return HEADER_BYTES + 2;
+    case MessageType.TreeLeave:
+      return HEADER_BYTES + 1 + 1;
+    case MessageType.Walk:
+      return HEADER_BYTES + 4 + 4 + 1 + 1;
+    case MessageType.Link:
+      return HEADER_BYTES + 1 + 1;
+    case MessageType.Swap:
+      return HEADER_BYTES + 4 + 4;
+    case MessageType.SampleResult:
+      return HEADER_BYTES + 4;
+    case MessageType.SliceSourceAssign:
+      return HEADER_BYTES + 1 + 4 + 1;
+  }
+}
+
+class Writer {
+  private readonly view: DataView;
+  offset = 0;
+  constructor(readonly bytes: Uint8Array) {
+    this.view = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+  }
+  u8(value: number, field: string): void {
+    if (!Number.isInteger(value) || value < 0 || value > 0xff)
+      throw new EncodeError(`${field} must be a u8, got ${value}`);
+    this.view.setUint8(this.offset, value);
+    this.offset += 1;
+  }
+  u16(value: number, field: string): void {
+    if (!Number.isInteger(value) || value < 0 || value > 0xffff)
+      throw new EncodeError(`${field} must be a u16, got ${value}`);
+    this.view.setUint16(this.offset, value, true);
+    this.offset += 2;
+  }
+  i16(value: number): void {
+    this.view.setInt16(this.offset, value, true);
+    this.offset += 2;
+  }
+  u32(value: number, field: string): void {
+    if (!Number.isInteger(value) || value < 0 || value > 0xffff_ffff)
+      throw new EncodeError(`${field} must be a u32, got ${value}`);
+    this.view.setUint32(this.offset, value, true);
+    this.offset += 4;
+  }
+  bool(value: boolean): void {
+    this.view.setUint8(this.offset, value ? 1 : 0);
+    this.offset += 1;
+  }
+  slice(value: number): void {
+    if (!Number.isInteger(value) || value < 0 || value >= MAX_SLICES)
+      throw new EncodeError(`slice must be in 0..${MAX_SLICES - 1}, got ${value}`);
+    this.view.setUint8(this.offset, value);
+    this.offset += 1;
+  }
+  bloom(value: Bloom128): void {
+    this.u32(value[0], 'bloom[0]');
+    this.u32(value[1], 'bloom[1]');
+    this.u32(value[2], 'bloom[2]');
+    this.u32(value[3], 'bloom[3]');
+  }
+  raw(value: Uint8Array): void {
+    this.bytes.set(value, this.offset);
+    this.offset += value.byteLength;
+  }
+}
+
+/**
+ * Encode one message. Throws `EncodeError` only for values our own code should never produce
+ * (out-of-range integers, too many entries, an oversized payload).
+ */
+export function encode(message: Message): Uint8Array {
+  const size = encodedSize(message);
+  if (size > MAX_MESSAGE_BYTES)
+    throw new EncodeError(`message of ${size} bytes exceeds ${MAX_MESSAGE_BYTES}`);
+  const w = new Writer(new Uint8Array(size));
+  w.u8(WIRE_VERSION, 'version');
+  w.u8(message.type, 'type');
+  switch (message.type) {
+    case MessageType.Data:
+      w.slice(message.slice);
+      w.u32(message.seq, 'seq');
+      w.bloom(message.bloom);
+      w.u8(message.hops, 'hops');
+      w.u32(message.payload.byteLength, 'payload length');
+      w.raw(message.payload);
+      break;
+    case MessageType.Probe:
+      w.slice(message.slice);
+      w.u32(message.probeId, 'probeId');
+      w.bloom(message.bloom);
+      w.u8(message.hops, 'hops');
+      break;
+    case MessageType.Advert: {
+      if (message.entries.length > MAX_SLICES)
+        throw new EncodeError(`advert has ${message.entries.length} entries, max ${MAX_SLICES}`);
+      const hasEcho = message.echoSentAtMs !== null;
+      w.u8((message.full ? 1 : 0) | (hasEcho ? 2 : 0), 'advert flags');
+      w.u16(message.load, 'load');
+      w.u16(message.lowerLatencyThreshold, 'lowerLatencyThreshold');
+      w.u16(message.upperLatencyThreshold, 'upperLatencyThreshold');
+      w.u16(message.maxLoad, 'maxLoad');
+      w.u32(message.sentAtMs, 'sentAtMs');
+      w.u32(message.echoSentAtMs ?? 0, 'echoSentAtMs');
+      if (hasEcho && message.echoHoldMs >= NO_ECHO_HOLD)
+        throw new EncodeError(`echoHoldMs must be < ${NO_ECHO_HOLD}`);
+      w.u16(hasEcho ? message.echoHoldMs : NO_ECHO_HOLD, 'echoHoldMs');
+      w.u8(message.entries.length, 'entry count');
+      let previousSlice = -1;
+      for (const entry of message.entries) {
+        if (entry.slice <= previousSlice)
+          throw new EncodeError('advert entries must be in strictly ascending slice order');
+        previousSlice = entry.slice;
+        w.slice(entry.slice);
+        w.u8((entry.receiving ? 1 : 0) | (entry.isSliceSource ? 2 : 0), 'entry flags');
+        w.u8(entry.hops, 'hops');
+        if (entry.offsetMs === null) w.i16(OFFSET_UNKNOWN);
+        else w.i16(Math.max(OFFSET_MIN_MS, Math.min(OFFSET_MAX_MS, Math.round(entry.offsetMs))));
+        w.bloom(entry.filter);
+      }
+      break;
+    }
+    case MessageType.LoadReport:
+      if (message.candidates.length < 1 || message.candidates.length > MAX_REPORT_CANDIDATES) {
+        throw new EncodeError(
+          `a load report carries 1..${MAX_REPORT_CANDIDATES} candidates, got ${message.candidates.length}`,
+        );
+      }
+      w.slice(message.slice);
+      w.u8(message.candidates.length, 'candidate count');
+      for (const c of message.candidates) {
+        w.u32(c.peer, 'candidate peer');
+        w.u16(c.load, 'candidate load');
+        w.u16(c.lowerLatencyThreshold, 'candidate LLT');
+      }
+      break;
+    case MessageType.Instruction:
+      w.slice(message.slice);
+      w.u32(message.target, 'target');
+      w.u16(message.targetLoadSeen, 'targetLoadSeen');
+      break;
+    case MessageType.SwitchRequest:
+      w.slice(message.slice);
+      w.u8(message.reason, 'reason');
+      w.u32(message.handoffSeq, 'handoffSeq');
+      w.u16(message.targetLoadSeen, 'targetLoadSeen');
+      w.u16(message.parentLoadSeen, 'parentLoadSeen');
+      break;
+    case MessageType.SwitchReply:
+      if (message.accepted !== (message.rejectReason === 0))
+        throw new EncodeError('an accepted reply has no reject reason, a rejection has one');
+      w.slice(message.slice);
+      w.u32(message.handoffSeq, 'handoffSeq');
+      w.bool(message.accepted);
+      w.u8(message.rejectReason, 'rejectReason');
+      w.u16(message.load, 'load');
+      break;
+    case MessageType.SwitchComplete:
+      w.slice(message.slice);
+      w.u32(message.handoffSeq, 'handoffSeq');
+      w.u32(message.newParent, 'newParent');
+      break;
+    case MessageType.LatencyPermissionRequest:
+      w.slice(message.slice);
+      w.u32(message.target, 'target');
+      w.u16(message.parentLoadSeen, 'parentLoadSeen');
+      break;
+    case MessageType.LatencyPermissionReply:
+      w.slice(message.slice);
+      w.u32(message.target, 'target');
+      w.bool(message.granted);
+      break;
+    case MessageType.Flood:
+      w.slice(message.slice);
+      w.u32(message.epoch, 'epoch');
+      w.bloom(message.bloom);
+      w.u8(message.hops, 'hops');
+      break;
+    case MessageType.ForcedParentRequest:
+      w.slice(message.slice);
+      w.u8(message.reason, 'reason');
+      w.u32(message.fromSeq, 'fromSeq');
+      break;
+    case MessageType.Heartbeat:
+      break;
+    case MessageType.Quit:
+      w.u16(message.lingerMs, 'lingerMs');
+      break;
+    case MessageType.TreeLeave:
+      w.slice(message.slice);
+      w.u8(message.role, 'role');
+      break;
+    case MessageType.Walk:
+      w.u32(message.walkId, 'walkId');
+      w.u32(message.origin, 'origin');
+      w.u8(message.purpose, 'purpose');
+      w.u8(message.ttl, 'ttl');
+      break;
+    case MessageType.Link:
+      w.u8(message.op, 'op');
+      w.u8(message.direction, 'direction');
+      break;
+    case MessageType.Swap:
+      w.u32(message.walkId, 'walkId');
+      w.u32(message.newTarget, 'newTarget');
+      break;
+    case MessageType.SampleResult:
+      w.u32(message.walkId, 'walkId');
+      break;
+    case MessageType.SliceSourceAssign:
+      w.slice(message.slice);
+      w.u32(message.epoch, 'epoch');
+      w.bool(message.assigned);
+      break;
+  }
+  return w.bytes;
+}
+
+/** Internal control flow for `decode`; never escapes it. */
+class DecodeFailure extends Error {
+  constructor(
+    readonly kind: DecodeErrorKind,
+    message: string,
+    readonly offset: number,
+  ) {
+    super(message);
+  }
+}
+
+class Reader {
+  private readonly view: DataView;
+  offset = 0;
+  constructor(private readonly bytes: Uint8Array) {
+    this.view = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+  }
+  private need(count: number, field: string): void {
+    if (this.offset + count > this.bytes.byteLength) {
+      throw new DecodeFailure('truncated', `truncated while reading ${field}`, this.offset);
+    }
+  }
+  u8(field: string): number {
+    this.need(1, field);
+    const v = this.view.getUint8(this.offset);
+    this.offset += 1;
+    return v;
+  }
+  u16(field: string): number {
+    this.need(2, field);
+    const v = this.view.getUint16(this.offset, true);
+    this.offset += 2;
+    return v;
+  }
+  i16(field: string): number {
+    this.need(2, field);
+    const v = this.view.getInt16(this.offset, true);
+    this.offset += 2;
+    return v;
+  }
+  u32(field: string): number {
+    this.need(4, field);
+    const v = this.view.getUint32(this.offset, true);
+    this.offset += 4;
+    return v;
+  }
+  bool(field: string): boolean {
+    const v = this.u8(field);
+    if (v > 1) throw new DecodeFailure('invalidValue', `${field} must be 0 or 1, got ${v}`, this.offset - 1);
+    return v === 1;
+  }
+  enumValue(field: string, max: number): number {
+    const v = this.u8(field);
+    if (v > max)
+      throw new DecodeFailure(
+        'invalidValue',
+        `${field} ${v} is not a known value (max ${max})`,
+        this.offset - 1,
+      );
+    return v;
+  }
+  slice(): number {
+    const v = this.u8('slice');
+    if (v >= MAX_SLICES)
+      throw new DecodeFailure('limitExceeded', `slice ${v} is not below ${MAX_SLICES}`, this.offset - 1);
+    return v;
+  }
+  bloom(): Bloom128 {
+    this.need(16, 'bloom filter');
+    const o = this.offset;
+    this.offset += 16;
+    return [
+      this.view.getUint32(o, true),
+      this.view.getUint32(o + 4, true),
+      this.view.getUint32(o + 8, true),
+      this.view.getUint32(o + 12, true),
+    ];
+  }
+  bytesCopy(length: number, field: string): Uint8Array {
+    this.need(length, field);
+    const out = this.bytes.slice(this.offset, this.offset + length);
+    this.offset += length;
+    return out;
+  }
+  get remaining(): number {
+    return this.bytes.byteLength - this.offset;
+  }
+}
+
+/**
+ * Decode one message. Never throws: any byte string yields either a message or a typed error.
+ * Work is bounded by the input length (every count is checked against the bytes that remain).
+ */
+export function decode(bytes: Uint8Array): DecodeResult {
+  try {
+    return { ok: true, message: decodeOrFail(bytes) };
+  } catch (failure) {
+    if (failure instanceof DecodeFailure) {
+      return { ok: false, error: { kind: failure.kind, message: failure.message, offset: failure.offset } };
+    }
+    // A bug in this decoder, not in the input: still report it as data rather than crash the host.
+    return {
+      ok: false,
+      error: { kind: 'invalidValue', message: `decoder fault: ${String(failure)}`, offset: 0 },
+    };
+  }
+}
+
+function decodeOrFail(bytes: Uint8Array): Message {
+  if (bytes.byteLength === 0) throw new DecodeFailure('empty', 'empty message', 0);
+  if (bytes.byteLength > MAX_MESSAGE_BYTES) {
+    throw new DecodeFailure(
+      'tooLarge',
+      `message of ${bytes.byteLength} bytes exceeds ${MAX_MESSAGE_BYTES}`,
+      0,
+    );
+  }
+  const r = new Reader(bytes);
+  const version = r.u8('version');
+  if (version !== WIRE_VERSION)
+    throw new DecodeFailure('unsupportedVersion', `wire version ${version} is not ${WIRE_VERSION}`, 0);
+  const type = r.u8('type');
+  const message = decodeBody(r, type);
+  if (r.remaining !== 0)
+    throw new DecodeFailure('trailingBytes', `${r.remaining} bytes after a complete message`, r.offset);
+  return message;
+}
+
+function decodeBody(r: Reader, type: number): Message {
+  switch (type) {
+    case MessageType.Data: {
+      const slice = r.slice();
+      const seq = r.u32('seq');
+      const bloom = r.bloom();
+      const hops = r.u8('hops');
+      const length = r.u32('payload length');
+      if (length > MAX_PAYLOAD_BYTES)
+        throw new DecodeFailure(
+          'limitExceeded',
+          `payload of ${length} bytes exceeds ${MAX_PAYLOAD_BYTES}`,
+          r.offset - 4,
+        );
+      const payload = r.bytesCopy(length, 'payload');
+      return { type, slice, seq, bloom, hops, payload };
+    }
+    case MessageType.Probe:
+      return { type, slice: r.slice(), probeId: r.u32('probeId'), bloom: r.bloom(), hops: r.u8('hops') };
+    case MessageType.Advert: {
+      const flags = r.u8('advert flags');
+      if (flags > 3) throw new DecodeFailure('invalidValue', `unknown advert flags ${flags}`, r.offset - 1);
+      const load = r.u16('load');
+      const lowerLatencyThreshold = r.u16('lowerLatencyThreshold');
+      const upperLatencyThreshold = r.u16('upperLatencyThreshold');
+      const maxLoad = r.u16('maxLoad');
+      const sentAtMs = r.u32('sentAtMs');
+      const echoRaw = r.u32('echoSentAtMs');
+      const echoHoldMs = r.u16('echoHoldMs');
+      const hasEcho = (flags & 2) !== 0;
+      if (hasEcho === (echoHoldMs === NO_ECHO_HOLD))
+        throw new DecodeFailure('invalidValue', 'advert echo flag and hold time disagree', r.offset - 2);
+      const count = r.u8('entry count');
+      if (count > MAX_SLICES)
+        throw new DecodeFailure(
+          'limitExceeded',
+          `advert has ${count} entries, max ${MAX_SLICES}`,
+          r.offset - 1,
+        );
+      if (r.remaining < count * ADVERT_ENTRY_BYTES)
+        throw new DecodeFailure('truncated', `advert announces ${count} entries but is shorter`, r.offset);
+      const entries: AdvertSliceEntry[] = [];
+      let previousSlice = -1;
+      for (let i = 0; i < count; i++) {
+        const slice = r.slice();
+        if (slice <= previousSlice)
+          throw new DecodeFailure('invalidValue', 'advert entries out of order or repeated', r.offset - 1);
+        previousSlice = slice;
+        const entryFlags = r.u8('entry flags');
+        if (entryFlags > 3)
+          throw new DecodeFailure('invalidValue', `unknown entry flags ${entryFlags}`, r.offset - 1);
+        const hops = r.u8('hops');
+        const rawOffset = r.i16('offsetMs');
+        const filter = r.bloom();
+        entries.push({
+          slice,
+          receiving: (entryFlags & 1) !== 0,
+          isSliceSource: (entryFlags & 2) !== 0,
+          hops,
+          offsetMs: rawOffset === OFFSET_UNKNOWN ? null : rawOffset,
+          filter,
+        });
+      }
+      return {
+        type,
+        full: (flags & 1) !== 0,
+        load,
+        lowerLatencyThreshold,
+        upperLatencyThreshold,
+        maxLoad,
+        sentAtMs,
+        echoSentAtMs: hasEcho ? echoRaw : null,
+        echoHoldMs: hasEcho ? echoHoldMs : 0,
+        entries,
+      };
+    }
+    case MessageType.LoadReport: {
+      const slice = r.slice();
+      const count = r.u8('candidate count');
+      if (count < 1 || count > MAX_REPORT_CANDIDATES) {
+        throw new DecodeFailure(
+          'limitExceeded',
+          `load report with ${count} candidates (1..${MAX_REPORT_CANDIDATES})`,
+          r.offset - 1,
+        );
+      }
+      const candidates: LoadCandidate[] = [];
+      for (let i = 0; i < count; i++) {
+        candidates.push({
+          peer: r.u32('candidate peer'),
+          load: r.u16('candidate load'),
+          lowerLatencyThreshold: r.u16('candidate LLT'),
+        });
+      }
+      return { type, slice, candidates };
+    }
+    case MessageType.Instruction:
+      return { type, slice: r.slice(), target: r.u32('target'), targetLoadSeen: r.u16('targetLoadSeen') };
+    case MessageType.SwitchRequest:
+      return {
+        type,
+        slice: r.slice(),
+        reason: r.enumValue('reason', ENUM_LIMITS.switchReason) as SwitchReason,
+        handoffSeq: r.u32('handoffSeq'),
+        targetLoadSeen: r.u16('targetLoadSeen'),
+        parentLoadSeen: r.u16('parentLoadSeen'),
+      };
+    case MessageType.SwitchReply: {
+      const slice = r.slice();
+      const handoffSeq = r.u32('handoffSeq');
+      const accepted = r.bool('accepted');
+      const rejectReason = r.enumValue('rejectReason', ENUM_LIMITS.rejectReason) as RejectReason;
+      if (accepted !== (rejectReason === 0))
+        throw new DecodeFailure(
+          'invalidValue',
+          'an accepted reply has no reject reason, a rejection has one',
+          r.offset - 1,
+        );
+      return { type, slice, handoffSeq, accepted, rejectReason, load: r.u16('load') };
+    }
+    case MessageType.SwitchComplete:
+      return { type, slice: r.slice(), handoffSeq: r.u32('handoffSeq'), newParent: r.u32('newParent') };
+    case MessageType.LatencyPermissionRequest:
+      return { type, slice: r.slice(), target: r.u32('target'), parentLoadSeen: r.u16('parentLoadSeen') };
+    case MessageType.LatencyPermissionReply:
+      return { type, slice: r.slice(), target: r.u32('target'), granted: r.bool('granted') };
+    case MessageType.Flood:
+      return { type, slice: r.slice(), epoch: r.u32('epoch'), bloom: r.bloom(), hops: r.u8('hops') };
+    case MessageType.ForcedParentRequest:
+      return {
+        type,
+        slice: r.slice(),
+        reason: r.enumValue('reason', ENUM_LIMITS.forcedReason) as ForcedReason,
+        fromSeq: r.u32('fromSeq'),
+      };
+    case MessageType.Heartbeat:
+      return { type };
+    case MessageType.Quit:
+      return { type, lingerMs: r.u16('lingerMs') };
+    case MessageType.TreeLeave:
+      return { type, slice: r.slice(), role: r.enumValue('role', ENUM_LIMITS.treeRole) as TreeRole };
+    case MessageType.Walk:
+      return {
+        type,
+        walkId: r.u32('walkId'),
+        origin: r.u32('origin'),
+        purpose: r.enumValue('purpose', ENUM_LIMITS.walkPurpose) as WalkPurpose,
+        ttl: r.u8('ttl'),
+      };
+    case MessageType.Link:
+      return {
+        type,
+        op: r.enumValue('op', ENUM_LIMITS.linkOp) as LinkOp,
+        direction: r.enumValue('direction', ENUM_LIMITS.linkDirection) as LinkDirection,
+      };
+    case MessageType.Swap:
+      return { type, walkId: r.u32('walkId'), newTarget: r.u32('newTarget') };
+    case MessageType.SampleResult:
+      return { type, walkId: r.u32('walkId') };
+    case MessageType.SliceSourceAssign:
+      return { type, slice: r.slice(), epoch: r.u32('epoch'), assigned: r.bool('assigned') };
+    default:
+      throw new DecodeFailure('unknownType', `unknown message type ${type}`, 1);
+  }
+}

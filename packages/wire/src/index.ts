@@ -1,0 +1,3 @@
+export * from './bloom.js';
+export * from './messages.js';
+export * from './codec.js';

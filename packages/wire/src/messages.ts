@@ -1,0 +1,360 @@
+import type { Bloom128 } from './bloom.js';
+
+/**
+ * Every message two Chunkycast peers exchange. The engine produces and consumes these typed
+ * values; only this package turns them into bytes and back.
+ *
+ * Peer ids are unsigned 32-bit integers assigned by the rendezvous server (never chosen by a
+ * client). Slices are 0‥M−1. Sequence numbers count packets within one slice (one per block).
+ */
+export type PeerId = number;
+
+/** The wire format version; a decoder refuses any other. */
+export const WIRE_VERSION = 1;
+
+/**
+ * The largest message we ever send or accept: the SCTP maximum message size Chromium and
+ * node-datachannel negotiate (262,144 bytes, measured in environment.md). Larger sends throw there.
+ */
+export const MAX_MESSAGE_BYTES = 262_144;
+
+/** Bytes of every header: version + type. */
+export const HEADER_BYTES = 2;
+
+/**
+ * Upper bound on slices per stream. The thesis's default is M = 16 (L2929) and it experimented with
+ * 8 and 32 (L5983–6003); 64 leaves room for redundant slices without letting a peer make us allocate.
+ */
+export const MAX_SLICES = 64;
+
+/** At most this many underloaded candidates in one load-switch report (a "subset of the most underloaded", L3333). */
+export const MAX_REPORT_CANDIDATES = 8;
+
+/** Sequence value meaning "no particular packet: start with the next one you get". */
+export const SEQ_NONE = 0xffff_ffff;
+
+export const MessageType = {
+  Data: 1,
+  Probe: 2,
+  Advert: 3,
+  LoadReport: 4,
+  Instruction: 5,
+  SwitchRequest: 6,
+  SwitchReply: 7,
+  SwitchComplete: 8,
+  LatencyPermissionRequest: 9,
+  LatencyPermissionReply: 10,
+  Flood: 11,
+  ForcedParentRequest: 12,
+  Heartbeat: 13,
+  Quit: 14,
+  TreeLeave: 15,
+  Walk: 16,
+  Link: 17,
+  Swap: 18,
+  SampleResult: 19,
+  SliceSourceAssign: 20,
+} as const;
+export type MessageType = (typeof MessageType)[keyof typeof MessageType];
+
+/** A slice-stream packet, parent → child. The payload is opaque to the engine. */
+export interface DataMessage {
+  readonly type: typeof MessageType.Data;
+  readonly slice: number;
+  readonly seq: number;
+  /** OR of the masks of every node that forwarded this packet, the true source excluded. */
+  readonly bloom: Bloom128;
+  /** Overlay hops from the slice source (the slice source's own children see 1). */
+  readonly hops: number;
+  readonly payload: Uint8Array;
+}
+
+/** Sent down a tree while no data flows, so a loop is caught even without data (L3311–3317). */
+export interface ProbeMessage {
+  readonly type: typeof MessageType.Probe;
+  readonly slice: number;
+  readonly probeId: number;
+  readonly bloom: Bloom128;
+  readonly hops: number;
+}
+
+/** Per-slice facts in an advertisement (L3272–3280). */
+export interface AdvertSliceEntry {
+  readonly slice: number;
+  /** Data for this slice currently reaches the sender. */
+  readonly receiving: boolean;
+  readonly isSliceSource: boolean;
+  /** Hops from the slice source of the sender's latest packet. */
+  readonly hops: number;
+  /**
+   * When this slice reaches the sender relative to the sender's other slices (moving average, ms;
+   * negative = earlier than the sender's average slice). null until measured. No clock sync needed
+   * (L3387–3413).
+   */
+  readonly offsetMs: number | null;
+  /** The Bloom filter the sender receives on this slice. */
+  readonly filter: Bloom128;
+}
+
+/**
+ * Periodic advertisement, node → every neighbour (L3270–3280): load, thresholds and per-slice
+ * filters / arrival offsets. It doubles as the 1 s heartbeat. `full` adverts carry every slice;
+ * others carry only slices whose facts changed since the sender's previous advert (the control
+ * channel is reliable and ordered, so a delta is safe).
+ */
+export interface AdvertMessage {
+  readonly type: typeof MessageType.Advert;
+  readonly full: boolean;
+  readonly load: number;
+  readonly lowerLatencyThreshold: number;
+  readonly upperLatencyThreshold: number;
+  readonly maxLoad: number;
+  /** Sender's local clock (ms mod 2^32) when sent; echoed back for round-trip time. */
+  readonly sentAtMs: number;
+  /** The receiver's own `sentAtMs` most recently seen by the sender, or null. */
+  readonly echoSentAtMs: number | null;
+  /** How long the sender held that echo before sending (ms). */
+  readonly echoHoldMs: number;
+  readonly entries: readonly AdvertSliceEntry[];
+}
+
+export interface LoadCandidate {
+  readonly peer: PeerId;
+  readonly load: number;
+  readonly lowerLatencyThreshold: number;
+}
+
+/** Child → its overloaded parent: underloaded loop-free neighbours that could take `slice` (L3325–3333). */
+export interface LoadReportMessage {
+  readonly type: typeof MessageType.LoadReport;
+  readonly slice: number;
+  readonly candidates: readonly LoadCandidate[];
+}
+
+/** Overloaded parent → the one child it picked: switch `slice` to `target` (L3333–3341). */
+export interface InstructionMessage {
+  readonly type: typeof MessageType.Instruction;
+  readonly slice: number;
+  readonly target: PeerId;
+  readonly targetLoadSeen: number;
+}
+
+export const SwitchReason = { Load: 0, Latency: 1 } as const;
+export type SwitchReason = (typeof SwitchReason)[keyof typeof SwitchReason];
+
+/**
+ * Child → prospective parent (L3343, L3355–3367): start sending `slice` at `handoffSeq`; the load
+ * figures the decision was made on travel along, so the receiver can abort if they changed.
+ */
+export interface SwitchRequestMessage {
+  readonly type: typeof MessageType.SwitchRequest;
+  readonly slice: number;
+  readonly reason: SwitchReason;
+  readonly handoffSeq: number;
+  readonly targetLoadSeen: number;
+  readonly parentLoadSeen: number;
+}
+
+export const RejectReason = {
+  None: 0,
+  OverMaxLoad: 1,
+  Loop: 2,
+  LoadChanged: 3,
+  NotReceiving: 4,
+  NotUnderloaded: 5,
+  OverUpperThreshold: 6,
+  NotNeighbour: 7,
+  Busy: 8,
+  Quitting: 9,
+} as const;
+export type RejectReason = (typeof RejectReason)[keyof typeof RejectReason];
+
+/** Prospective parent → child, for switch and forced requests alike (L3343–3349). */
+export interface SwitchReplyMessage {
+  readonly type: typeof MessageType.SwitchReply;
+  readonly slice: number;
+  readonly handoffSeq: number;
+  readonly accepted: boolean;
+  readonly rejectReason: RejectReason;
+  readonly load: number;
+}
+
+/** Child → old parent: stop sending `slice` at `handoffSeq`; the new parent starts there (L3349, L3355–3359). */
+export interface SwitchCompleteMessage {
+  readonly type: typeof MessageType.SwitchComplete;
+  readonly slice: number;
+  readonly handoffSeq: number;
+  readonly newParent: PeerId;
+}
+
+/** Child → current parent: may I move `slice` to `target` for latency? (L5878–5880) */
+export interface LatencyPermissionRequestMessage {
+  readonly type: typeof MessageType.LatencyPermissionRequest;
+  readonly slice: number;
+  readonly target: PeerId;
+  readonly parentLoadSeen: number;
+}
+
+export interface LatencyPermissionReplyMessage {
+  readonly type: typeof MessageType.LatencyPermissionReply;
+  readonly slice: number;
+  readonly target: PeerId;
+  readonly granted: boolean;
+}
+
+/** Controlled flood that kick-starts a slice tree (L3440–3452); `epoch` counts slice-source changes. */
+export interface FloodMessage {
+  readonly type: typeof MessageType.Flood;
+  readonly slice: number;
+  readonly epoch: number;
+  readonly bloom: Bloom128;
+  readonly hops: number;
+}
+
+export const ForcedReason = {
+  Join: 0,
+  Loop: 1,
+  ParentLost: 2,
+  NeighbourChange: 3,
+  Flood: 4,
+  ParentQuit: 5,
+} as const;
+export type ForcedReason = (typeof ForcedReason)[keyof typeof ForcedReason];
+
+/**
+ * Child → neighbour: be my parent for `slice`. May only be refused above ML or on a loop
+ * (L3452–3491). `fromSeq` is the first packet the child still needs (SEQ_NONE: the next one).
+ */
+export interface ForcedParentRequestMessage {
+  readonly type: typeof MessageType.ForcedParentRequest;
+  readonly slice: number;
+  readonly reason: ForcedReason;
+  readonly fromSeq: number;
+}
+
+/** Liveness on links that carry no advertisement (true source ↔ slice sources). */
+export interface HeartbeatMessage {
+  readonly type: typeof MessageType.Heartbeat;
+}
+
+/** Graceful quit: the sender keeps forwarding for `lingerMs` while its children find new parents. */
+export interface QuitMessage {
+  readonly type: typeof MessageType.Quit;
+  readonly lingerMs: number;
+}
+
+export const TreeRole = { Child: 0, Parent: 1 } as const;
+export type TreeRole = (typeof TreeRole)[keyof typeof TreeRole];
+
+/** "I am no longer your child (or parent) for `slice`": ends a tree edge without a hand-off. */
+export interface TreeLeaveMessage {
+  readonly type: typeof MessageType.TreeLeave;
+  readonly slice: number;
+  readonly role: TreeRole;
+}
+
+export const WalkPurpose = { Join: 0, OutRepair: 1, InRepair: 2, Sample: 3 } as const;
+export type WalkPurpose = (typeof WalkPurpose)[keyof typeof WalkPurpose];
+
+/** A Swaplinks random walk, forwarded hop by hop until `ttl` runs out. */
+export interface WalkMessage {
+  readonly type: typeof MessageType.Walk;
+  readonly walkId: number;
+  readonly origin: PeerId;
+  readonly purpose: WalkPurpose;
+  readonly ttl: number;
+}
+
+export const LinkOp = { Add: 0, Remove: 1 } as const;
+export type LinkOp = (typeof LinkOp)[keyof typeof LinkOp];
+export const LinkDirection = { Out: 0, In: 1 } as const;
+export type LinkDirection = (typeof LinkDirection)[keyof typeof LinkDirection];
+
+/**
+ * Swaplinks link bookkeeping: the sender added or removed one link `Out` (sender → receiver) or
+ * `In` (receiver → sender). Links are multisets, so each message moves one unit.
+ */
+export interface LinkMessage {
+  readonly type: typeof MessageType.Link;
+  readonly op: LinkOp;
+  readonly direction: LinkDirection;
+}
+
+/** Swaplinks swap step: move one of your out-links to me so it points at `newTarget` instead. */
+export interface SwapMessage {
+  readonly type: typeof MessageType.Swap;
+  readonly walkId: number;
+  readonly newTarget: PeerId;
+}
+
+/** End of a sampling walk → its origin: "I am your sample". */
+export interface SampleResultMessage {
+  readonly type: typeof MessageType.SampleResult;
+  readonly walkId: number;
+}
+
+/** True source → node: you are (or no longer are) the slice source of `slice` in `epoch` (L3245–3256). */
+export interface SliceSourceAssignMessage {
+  readonly type: typeof MessageType.SliceSourceAssign;
+  readonly slice: number;
+  readonly epoch: number;
+  readonly assigned: boolean;
+}
+
+export type Message =
+  | DataMessage
+  | ProbeMessage
+  | AdvertMessage
+  | LoadReportMessage
+  | InstructionMessage
+  | SwitchRequestMessage
+  | SwitchReplyMessage
+  | SwitchCompleteMessage
+  | LatencyPermissionRequestMessage
+  | LatencyPermissionReplyMessage
+  | FloodMessage
+  | ForcedParentRequestMessage
+  | HeartbeatMessage
+  | QuitMessage
+  | TreeLeaveMessage
+  | WalkMessage
+  | LinkMessage
+  | SwapMessage
+  | SampleResultMessage
+  | SliceSourceAssignMessage;
+
+/** Messages that negotiate a parent change (what the thesis counts as "switch messages", L5872–5884). */
+export function isSwitchMessage(type: MessageType): boolean {
+  return (
+    type === MessageType.Instruction ||
+    type === MessageType.SwitchRequest ||
+    type === MessageType.SwitchReply ||
+    type === MessageType.SwitchComplete ||
+    type === MessageType.LatencyPermissionRequest ||
+    type === MessageType.LatencyPermissionReply ||
+    type === MessageType.ForcedParentRequest
+  );
+}
+
+export const MESSAGE_TYPE_NAMES: Readonly<Record<MessageType, string>> = {
+  1: 'data',
+  2: 'probe',
+  3: 'advert',
+  4: 'loadReport',
+  5: 'instruction',
+  6: 'switchRequest',
+  7: 'switchReply',
+  8: 'switchComplete',
+  9: 'latencyPermissionRequest',
+  10: 'latencyPermissionReply',
+  11: 'flood',
+  12: 'forcedParentRequest',
+  13: 'heartbeat',
+  14: 'quit',
+  15: 'treeLeave',
+  16: 'walk',
+  17: 'link',
+  18: 'swap',
+  19: 'sampleResult',
+  20: 'sliceSourceAssign',
+};

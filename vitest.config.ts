@@ -1,0 +1,20 @@
+import { defineConfig } from 'vitest/config';
+import { fileURLToPath } from 'node:url';
+
+const src = (name: string): string =>
+  fileURLToPath(new URL(`./packages/${name}/src/index.ts`, import.meta.url));
+
+export default defineConfig({
+  resolve: {
+    alias: {
+      '@chunkycast/wire': src('wire'),
+      '@chunkycast/engine': src('engine'),
+      '@chunkycast/sim': src('sim'),
+    },
+  },
+  test: {
+    include: ['packages/*/test/**/*.test.ts'],
+    testTimeout: 120_000,
+    pool: 'forks',
+  },
+});
