@@ -1,1 +1,6 @@
 export * from './random.js';
+export * from './config.js';
+export * from './mask.js';
+export * from './types.js';
+export { Engine, type EngineCounters } from './engine.js';
+export { Swaplinks, type SwaplinksHost } from './swaplinks.js';

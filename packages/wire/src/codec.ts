@@ -101,13 +101,17 @@ export function encodedSize(message: Message): number {
     case MessageType.Walk:
       return HEADER_BYTES + 4 + 4 + 1 + 1;
     case MessageType.Link:
-      return HEADER_BYTES + 1 + 1;
+      return HEADER_BYTES + 1 + 1 + 4;
     case MessageType.Swap:
       return HEADER_BYTES + 4 + 4;
     case MessageType.SampleResult:
       return HEADER_BYTES + 4;
     case MessageType.SliceSourceAssign:
       return HEADER_BYTES + 1 + 4 + 1;
+    default: {
+      const unknown: { readonly type: unknown } = message;
+      throw new EncodeError(`unknown message type ${String(unknown.type)}`);
+    }
   }
 }
 
@@ -139,6 +143,13 @@ class Writer {
     this.view.setUint32(this.offset, value, true);
     this.offset += 4;
   }
+  /** An enum code the decoder accepts: 0..max. */
+  enumValue(value: number, max: number, field: string): void {
+    if (!Number.isInteger(value) || value < 0 || value > max)
+      throw new EncodeError(`${field} must be in 0..${max}, got ${value}`);
+    this.view.setUint8(this.offset, value);
+    this.offset += 1;
+  }
   bool(value: boolean): void {
     this.view.setUint8(this.offset, value ? 1 : 0);
     this.offset += 1;
@@ -163,7 +174,8 @@ class Writer {
 
 /**
  * Encode one message. Throws `EncodeError` only for values our own code should never produce
- * (out-of-range integers, too many entries, an oversized payload).
+ * (out-of-range integers or enum codes, too many entries, an oversized payload, an echo hold time
+ * without an echo).
  */
 export function encode(message: Message): Uint8Array {
   const size = encodedSize(message);
@@ -200,6 +212,9 @@ export function encode(message: Message): Uint8Array {
       w.u32(message.echoSentAtMs ?? 0, 'echoSentAtMs');
       if (hasEcho && message.echoHoldMs >= NO_ECHO_HOLD)
         throw new EncodeError(`echoHoldMs must be < ${NO_ECHO_HOLD}`);
+      // Not sent without an echo; the decoder reports 0, so anything else would not round trip.
+      if (!hasEcho && message.echoHoldMs !== 0)
+        throw new EncodeError(`echoHoldMs must be 0 without an echo, got ${message.echoHoldMs}`);
       w.u16(hasEcho ? message.echoHoldMs : NO_ECHO_HOLD, 'echoHoldMs');
       w.u8(message.entries.length, 'entry count');
       let previousSlice = -1;
@@ -211,6 +226,8 @@ export function encode(message: Message): Uint8Array {
         w.u8((entry.receiving ? 1 : 0) | (entry.isSliceSource ? 2 : 0), 'entry flags');
         w.u8(entry.hops, 'hops');
         if (entry.offsetMs === null) w.i16(OFFSET_UNKNOWN);
+        else if (Number.isNaN(entry.offsetMs))
+          throw new EncodeError('offsetMs must be a number or null, got NaN');
         else w.i16(Math.max(OFFSET_MIN_MS, Math.min(OFFSET_MAX_MS, Math.round(entry.offsetMs))));
         w.bloom(entry.filter);
       }
@@ -237,7 +254,7 @@ export function encode(message: Message): Uint8Array {
       break;
     case MessageType.SwitchRequest:
       w.slice(message.slice);
-      w.u8(message.reason, 'reason');
+      w.enumValue(message.reason, ENUM_LIMITS.switchReason, 'reason');
       w.u32(message.handoffSeq, 'handoffSeq');
       w.u16(message.targetLoadSeen, 'targetLoadSeen');
       w.u16(message.parentLoadSeen, 'parentLoadSeen');
@@ -248,7 +265,7 @@ export function encode(message: Message): Uint8Array {
       w.slice(message.slice);
       w.u32(message.handoffSeq, 'handoffSeq');
       w.bool(message.accepted);
-      w.u8(message.rejectReason, 'rejectReason');
+      w.enumValue(message.rejectReason, ENUM_LIMITS.rejectReason, 'rejectReason');
       w.u16(message.load, 'load');
       break;
     case MessageType.SwitchComplete:
@@ -274,7 +291,7 @@ export function encode(message: Message): Uint8Array {
       break;
     case MessageType.ForcedParentRequest:
       w.slice(message.slice);
-      w.u8(message.reason, 'reason');
+      w.enumValue(message.reason, ENUM_LIMITS.forcedReason, 'reason');
       w.u32(message.fromSeq, 'fromSeq');
       break;
     case MessageType.Heartbeat:
@@ -284,17 +301,18 @@ export function encode(message: Message): Uint8Array {
       break;
     case MessageType.TreeLeave:
       w.slice(message.slice);
-      w.u8(message.role, 'role');
+      w.enumValue(message.role, ENUM_LIMITS.treeRole, 'role');
       break;
     case MessageType.Walk:
       w.u32(message.walkId, 'walkId');
       w.u32(message.origin, 'origin');
-      w.u8(message.purpose, 'purpose');
+      w.enumValue(message.purpose, ENUM_LIMITS.walkPurpose, 'purpose');
       w.u8(message.ttl, 'ttl');
       break;
     case MessageType.Link:
-      w.u8(message.op, 'op');
-      w.u8(message.direction, 'direction');
+      w.enumValue(message.op, ENUM_LIMITS.linkOp, 'op');
+      w.enumValue(message.direction, ENUM_LIMITS.linkDirection, 'direction');
+      w.u32(message.walkId, 'walkId');
       break;
     case MessageType.Swap:
       w.u32(message.walkId, 'walkId');
@@ -467,9 +485,12 @@ function decodeBody(r: Reader, type: number): Message {
       const upperLatencyThreshold = r.u16('upperLatencyThreshold');
       const maxLoad = r.u16('maxLoad');
       const sentAtMs = r.u32('sentAtMs');
-      const echoRaw = r.u32('echoSentAtMs');
-      const echoHoldMs = r.u16('echoHoldMs');
       const hasEcho = (flags & 2) !== 0;
+      const echoRaw = r.u32('echoSentAtMs');
+      // Canonical form: without an echo the echo field is all zero (as `encode` writes it).
+      if (!hasEcho && echoRaw !== 0)
+        throw new DecodeFailure('invalidValue', 'advert without echo has a non-zero echo time', r.offset - 4);
+      const echoHoldMs = r.u16('echoHoldMs');
       if (hasEcho === (echoHoldMs === NO_ECHO_HOLD))
         throw new DecodeFailure('invalidValue', 'advert echo flag and hold time disagree', r.offset - 2);
       const count = r.u8('entry count');
@@ -594,6 +615,7 @@ function decodeBody(r: Reader, type: number): Message {
         type,
         op: r.enumValue('op', ENUM_LIMITS.linkOp) as LinkOp,
         direction: r.enumValue('direction', ENUM_LIMITS.linkDirection) as LinkDirection,
+        walkId: r.u32('walkId'),
       };
     case MessageType.Swap:
       return { type, walkId: r.u32('walkId'), newTarget: r.u32('newTarget') };

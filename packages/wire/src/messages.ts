@@ -113,7 +113,7 @@ export interface AdvertMessage {
   readonly sentAtMs: number;
   /** The receiver's own `sentAtMs` most recently seen by the sender, or null. */
   readonly echoSentAtMs: number | null;
-  /** How long the sender held that echo before sending (ms). */
+  /** How long the sender held that echo before sending (ms, < 0xffff); 0 when `echoSentAtMs` is null. */
   readonly echoHoldMs: number;
   readonly entries: readonly AdvertSliceEntry[];
 }
@@ -278,6 +278,8 @@ export interface LinkMessage {
   readonly type: typeof MessageType.Link;
   readonly op: LinkOp;
   readonly direction: LinkDirection;
+  /** The walk this link answers (so its origin can tell which walk completed), or 0. */
+  readonly walkId: number;
 }
 
 /** Swaplinks swap step: move one of your out-links to me so it points at `newTarget` instead. */

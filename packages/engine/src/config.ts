@@ -1,0 +1,270 @@
+import { MAX_SLICES, type PeerId } from '@chunkycast/wire';
+
+/**
+ * Protocol parameters. Line numbers (L…) point into the thesis (shared/seeds/003_…txt, Chapter 4).
+ * Where the thesis leaves a value open, the reason for our choice is written beside it, and the
+ * simulator can override it (`npm run sim -- --set name=value`) to show its effect
+ * (docs/reproduction.md, "Choices the thesis leaves open").
+ */
+export interface ProtocolConfig {
+  /** M, slices per stream. Default 16 (L2929: "gave a satisfactory load control as well as an acceptable overhead"). */
+  readonly slices: number;
+  /** MND, the smallest Swaplinks degree. 8 (L3182: "as far as we know, this value is universally appropriate"). */
+  readonly minNodeDegree: number;
+  /** MinL, the expected smallest target load in slices (L3235–3243). 4 = the smallest TL of the thesis's population (L3630). */
+  readonly minLoadSlices: number;
+  /**
+   * Half-width of the LLT–ULT range as a fraction of TL. Lat2 = 2·TL/16 = 0.125 (L3643–3647);
+   * Lat0 = 0, i.e. LLT = ULT = TL (L3641–3643).
+   */
+  readonly latencyRangeFraction: number;
+  /** ML as a multiple of TL when the host gives no maximum: 1.5 (L3632–3634). */
+  readonly maxLoadFactor: number;
+  /** Heartbeat (and advertisement) period: 1 s (L3651–3653). */
+  readonly heartbeatMs: number;
+  /** A peer silent this long is declared failed: 4 s (L3653–3655). */
+  readonly failureTimeoutMs: number;
+  /** Parent-switch decisions are made every second (L3655). */
+  readonly decisionIntervalMs: number;
+  /**
+   * Swaplinks walk length (hops). Not in the thesis (Swaplinks is ref. [66]). A random graph of
+   * degree ≥ 8 mixes in about log₈ N ≈ 4 steps at N = 5000; 6 leaves margin while keeping a join
+   * to ~6 one-way latencies (≈2.4 s at the thesis's 400 ms median).
+   */
+  readonly walkLength: number;
+  /** A walk not answered within this time is presumed lost (a node on its path failed) and retried. */
+  readonly walkTimeoutMs: number;
+  /**
+   * Latency-switch margin in ms: switch only when the expected gain beats it (L3408: "a certain
+   * margin", value not given). 40 ms = 10% of the thesis's median network latency: below the
+   * typical difference between two neighbours' paths yet above the jitter of the moving average.
+   */
+  readonly latencySwitchMarginMs: number;
+  /**
+   * Weight of the newest block in the moving average of relative slice arrival offsets (L3411–3413:
+   * "calculated as a moving average", window not given). 0.2 ≈ a window of 5 blocks: smooths one
+   * late packet, follows a parent change within a few seconds.
+   */
+  readonly offsetSmoothing: number;
+  /**
+   * Anti-implosion set size: a parent picks at random among this many best candidates, not the
+   * single best (L3430–3438, size not given). 3 spreads simultaneous requests over 3 targets while
+   * staying near the best.
+   */
+  readonly candidateSetSize: number;
+  /**
+   * How far ahead (ms of stream) a switch's hand-off sequence number lies (L3355–3367, not given).
+   * A switch needs request → accept → completion, three one-way trips; at the thesis's 650 ms
+   * maximum latency that is < 2 s, so with a 2 s lead the old parent usually stops exactly where the
+   * new one starts: no loss, no duplicates.
+   */
+  readonly handoffLeadMs: number;
+  /**
+   * "Changed significantly" abort rule (L3366–3367, not given): a latency switch is refused when
+   * the target's load has risen by more than this many slices since the child decided.
+   */
+  readonly switchAbortLoadDelta: number;
+  /**
+   * After the first flooded packet of a new tree, wait this long for more before choosing a parent
+   * (L3446–3449 "shortly after", not given): long enough to hear a few neighbours, short against
+   * the thesis's 8 s startup.
+   */
+  readonly floodCollectMs: number;
+  /** Packets per slice kept for hand-offs and for a new child that lost its parent. */
+  readonly resendWindowPackets: number;
+  /** A graceful leaver keeps forwarding this long (L2866–2869 "briefly"): hand-off lead plus a round trip. */
+  readonly quitLingerMs: number;
+  /** A parent that has sent nothing on a slice for this long makes its node probe its subtree for loops (L3313–3317). */
+  readonly probeAfterSilenceMs: number;
+  /** A neighbour is "receiving" a slice if a packet arrived within this time. */
+  readonly receivingTimeoutMs: number;
+  /** A switch or forced request without an answer is abandoned after this long. */
+  readonly requestTimeoutMs: number;
+  /** Every advert is a delta except one full advert per neighbour this often (and on every new link). */
+  readonly fullAdvertIntervalMs: number;
+  /** Relative offsets are re-advertised only when they move by at least this much. */
+  readonly offsetAdvertStepMs: number;
+  /** A peer that rejected our request for a slice is not asked again for that slice for this long. */
+  readonly rejectBackoffMs: number;
+  /** A peer that commits this many protocol violations is cut off. */
+  readonly maxViolationsPerPeer: number;
+  /** Bootstrap peers asked of the rendezvous server when joining. */
+  readonly bootstrapPeers: number;
+}
+
+export const DEFAULT_PROTOCOL: ProtocolConfig = Object.freeze({
+  slices: 16,
+  minNodeDegree: 8,
+  minLoadSlices: 4,
+  latencyRangeFraction: 2 / 16,
+  maxLoadFactor: 1.5,
+  heartbeatMs: 1000,
+  failureTimeoutMs: 4000,
+  decisionIntervalMs: 1000,
+  walkLength: 6,
+  walkTimeoutMs: 8000,
+  latencySwitchMarginMs: 40,
+  offsetSmoothing: 0.2,
+  candidateSetSize: 3,
+  handoffLeadMs: 2000,
+  switchAbortLoadDelta: 1,
+  floodCollectMs: 300,
+  resendWindowPackets: 48,
+  quitLingerMs: 3000,
+  probeAfterSilenceMs: 2500,
+  receivingTimeoutMs: 3000,
+  requestTimeoutMs: 3000,
+  fullAdvertIntervalMs: 10_000,
+  offsetAdvertStepMs: 10,
+  rejectBackoffMs: 5000,
+  maxViolationsPerPeer: 20,
+  bootstrapPeers: 4,
+});
+
+export type Role = 'member' | 'source';
+
+/** What a host passes to create one engine. Loads are in slices; the host converts from kbps. */
+export interface EngineInit {
+  readonly id: PeerId;
+  readonly role: Role;
+  /** The true source's id (members need it to recognise slice-source data). */
+  readonly sourceId: PeerId;
+  /** TL in slices (ignored for the true source). */
+  readonly targetLoadSlices: number;
+  /** ML in slices; default `maxLoadFactor`·TL. */
+  readonly maxLoadSlices?: number;
+  readonly protocol?: Partial<ProtocolConfig>;
+}
+
+export class ConfigError extends RangeError {
+  override readonly name = 'ConfigError';
+}
+
+export interface Thresholds {
+  readonly lower: number;
+  readonly upper: number;
+}
+
+/**
+ * LLT and ULT for a target load (L2933–2945, L3641–3647): TL ∓ fraction·TL, ULT rounded up and
+ * LLT rounded down (Lat2: TL = 16 gives 14 and 18).
+ */
+export function latencyThresholds(targetLoadSlices: number, rangeFraction: number): Thresholds {
+  const half = targetLoadSlices * rangeFraction;
+  // The epsilon keeps exact products (16 · 0.125 = 2) from rounding outward through float error.
+  return {
+    lower: Math.max(0, Math.floor(targetLoadSlices - half + 1e-9)),
+    upper: Math.ceil(targetLoadSlices + half - 1e-9),
+  };
+}
+
+/**
+ * Swaplinks node degree. The thesis prints ND = min[8, (TL/MinL)·MND] (L3229–3231), but its own
+ * text says degree grows with TL and MND is the *smallest* degree, and that TL < MinL gives MND;
+ * `min` would cap every node at 8. We therefore use max(MND, (TL/MinL)·MND).
+ */
+export function nodeDegree(targetLoadSlices: number, minLoadSlices: number, minNodeDegree: number): number {
+  return Math.max(minNodeDegree, Math.round((targetLoadSlices / minLoadSlices) * minNodeDegree));
+}
+
+/**
+ * Swaplinks keeps |out| = |in| = L per node; a node's neighbours are the union, so L = ⌈ND/2⌉ gives
+ * about ND neighbours (the thesis's population has degrees 8–50 for TL 4–28, L3618–3630).
+ */
+export function linksPerDirection(degree: number): number {
+  return Math.ceil(degree / 2);
+}
+
+export interface ResolvedConfig {
+  readonly id: PeerId;
+  readonly role: Role;
+  readonly sourceId: PeerId;
+  readonly protocol: ProtocolConfig;
+  readonly targetLoad: number;
+  readonly maxLoad: number;
+  readonly lowerLatencyThreshold: number;
+  readonly upperLatencyThreshold: number;
+  readonly degree: number;
+  readonly linksPerDirection: number;
+}
+
+function checkInteger(name: string, value: number, min: number, max: number): void {
+  if (!Number.isInteger(value) || value < min || value > max) {
+    throw new ConfigError(`${name} must be an integer in [${min}, ${max}], got ${value}`);
+  }
+}
+
+function checkNumber(name: string, value: number, min: number, max: number): void {
+  if (!Number.isFinite(value) || value < min || value > max) {
+    throw new ConfigError(`${name} must be a number in [${min}, ${max}], got ${value}`);
+  }
+}
+
+/** Merge defaults and validate in one place; every bad value gets a message naming it. */
+export function resolveConfig(init: EngineInit): ResolvedConfig {
+  const protocol: ProtocolConfig = { ...DEFAULT_PROTOCOL, ...init.protocol };
+  checkInteger('id', init.id, 0, 0xffff_ffff);
+  checkInteger('sourceId', init.sourceId, 0, 0xffff_ffff);
+  const role: string = init.role; // hosts may pass unchecked JSON
+  if (role !== 'member' && role !== 'source') throw new ConfigError(`role must be "member" or "source"`);
+  if (init.role === 'member' && init.id === init.sourceId)
+    throw new ConfigError('a member cannot have the true source id');
+  checkInteger('slices', protocol.slices, 1, MAX_SLICES);
+  checkInteger('minNodeDegree', protocol.minNodeDegree, 1, 1000);
+  checkNumber('minLoadSlices', protocol.minLoadSlices, 0.01, 10_000);
+  checkNumber('latencyRangeFraction', protocol.latencyRangeFraction, 0, 1);
+  checkNumber('maxLoadFactor', protocol.maxLoadFactor, 1, 100);
+  for (const key of [
+    'heartbeatMs',
+    'failureTimeoutMs',
+    'decisionIntervalMs',
+    'walkTimeoutMs',
+    'handoffLeadMs',
+    'floodCollectMs',
+    'quitLingerMs',
+    'probeAfterSilenceMs',
+    'receivingTimeoutMs',
+    'requestTimeoutMs',
+    'fullAdvertIntervalMs',
+    'rejectBackoffMs',
+  ] as const) {
+    checkInteger(key, protocol[key], 1, 3_600_000);
+  }
+  if (protocol.failureTimeoutMs <= protocol.heartbeatMs) {
+    throw new ConfigError(
+      'failureTimeoutMs must exceed heartbeatMs, or every peer would time out between heartbeats',
+    );
+  }
+  checkInteger('quitLingerMs', protocol.quitLingerMs, 1, 0xfffe);
+  checkInteger('walkLength', protocol.walkLength, 1, 64);
+  checkNumber('latencySwitchMarginMs', protocol.latencySwitchMarginMs, 0, 60_000);
+  checkNumber('offsetSmoothing', protocol.offsetSmoothing, 0.001, 1);
+  checkInteger('candidateSetSize', protocol.candidateSetSize, 1, 64);
+  checkInteger('switchAbortLoadDelta', protocol.switchAbortLoadDelta, 0, 1000);
+  checkInteger('resendWindowPackets', protocol.resendWindowPackets, 1, 4096);
+  checkNumber('offsetAdvertStepMs', protocol.offsetAdvertStepMs, 0, 10_000);
+  checkInteger('maxViolationsPerPeer', protocol.maxViolationsPerPeer, 1, 1_000_000);
+  checkInteger('bootstrapPeers', protocol.bootstrapPeers, 1, 64);
+
+  const targetLoad = init.role === 'source' ? protocol.slices : init.targetLoadSlices;
+  checkInteger('targetLoadSlices', targetLoad, 0, 0xfff0);
+  const maxLoad = init.maxLoadSlices ?? Math.floor(targetLoad * protocol.maxLoadFactor);
+  checkInteger('maxLoadSlices', maxLoad, 0, 0xfff0);
+  if (maxLoad < targetLoad)
+    throw new ConfigError(`maxLoadSlices (${maxLoad}) must be at least targetLoadSlices (${targetLoad})`);
+  const thresholds = latencyThresholds(targetLoad, protocol.latencyRangeFraction);
+  const upper = Math.min(thresholds.upper, maxLoad);
+  const degree = nodeDegree(targetLoad, protocol.minLoadSlices, protocol.minNodeDegree);
+  return {
+    id: init.id,
+    role: init.role,
+    sourceId: init.sourceId,
+    protocol,
+    targetLoad,
+    maxLoad,
+    lowerLatencyThreshold: Math.min(thresholds.lower, upper),
+    upperLatencyThreshold: upper,
+    degree,
+    linksPerDirection: linksPerDirection(degree),
+  };
+}

@@ -1,0 +1,1586 @@
+import {
+  EMPTY_BLOOM,
+  ForcedReason,
+  MessageType,
+  RejectReason,
+  SEQ_NONE,
+  SwitchReason,
+  TreeRole,
+  bloomContains,
+  bloomOr,
+  type AdvertMessage,
+  type AdvertSliceEntry,
+  type Bloom128,
+  type DataMessage,
+  type FloodMessage,
+  type ForcedParentRequestMessage,
+  type InstructionMessage,
+  type LatencyPermissionReplyMessage,
+  type LatencyPermissionRequestMessage,
+  type LoadCandidate,
+  type LoadReportMessage,
+  type Message,
+  type PeerId,
+  type ProbeMessage,
+  type SliceSourceAssignMessage,
+  type SwitchCompleteMessage,
+  type SwitchReplyMessage,
+  type SwitchRequestMessage,
+  type TreeLeaveMessage,
+} from '@chunkycast/wire';
+import { resolveConfig, type EngineInit, type ResolvedConfig } from './config.js';
+import { bloomMaskFor } from './mask.js';
+import type { Random } from './random.js';
+import { PeerState, SliceState, type PendingKind } from './state.js';
+import { Swaplinks } from './swaplinks.js';
+import type { Action, EngineEvent, Input, SwitchKind } from './types.js';
+
+/** Blocks of arrival times kept for the relative-offset measurement. */
+const OFFSET_BLOCKS = 8;
+/** Ring size floor: dedupe must remember at least this many packets per slice. */
+const MIN_RING_PACKETS = 64;
+const U32 = 4294967296;
+/** Load reports kept per decision round; more would only repeat the same candidates. */
+const MAX_STORED_REPORTS = 64;
+/** Flood senders remembered per slice, in arrival order. */
+const MAX_FLOOD_SENDERS = 16;
+
+interface StoredReport {
+  readonly child: PeerId;
+  readonly slice: number;
+  readonly candidates: readonly LoadCandidate[];
+}
+
+/** Counters a host can read for stats; never reset. */
+export interface EngineCounters {
+  packetsDelivered: number;
+  duplicatePackets: number;
+  latePackets: number;
+  strayPackets: number;
+  loopsDetected: number;
+  switchesLoad: number;
+  switchesLatency: number;
+  switchesForced: number;
+  switchRejections: number;
+  /** Time of the last completed load or latency switch (the thesis's convergence time, L4860–4890). */
+  lastOptimisingSwitchAt: number;
+}
+
+/**
+ * One Chunkyspread node (member or true source) as a sans-IO state machine: the host calls
+ * `handle(now, input)` and carries out the returned actions, and calls `handle(now, {kind:'timer'})`
+ * when `nextDeadline()` is reached. Time and randomness come only from the host.
+ */
+export class Engine {
+  readonly config: ResolvedConfig;
+  readonly mask: Bloom128;
+  readonly counters: EngineCounters = {
+    packetsDelivered: 0,
+    duplicatePackets: 0,
+    latePackets: 0,
+    strayPackets: 0,
+    loopsDetected: 0,
+    switchesLoad: 0,
+    switchesLatency: 0,
+    switchesForced: 0,
+    switchRejections: 0,
+    lastOptimisingSwitchAt: -Infinity,
+  };
+  private readonly random: Random;
+  private readonly swaplinks: Swaplinks;
+  private readonly peers = new Map<PeerId, PeerState>();
+  private readonly sliceStates: SliceState[];
+  private readonly banned = new Set<PeerId>();
+  private actions: Action[] = [];
+  private now = 0;
+  private started = false;
+  private stopped = false;
+  private quittingUntil = Infinity;
+  private nextTickAt = Infinity;
+  private load = 0;
+  private reports: StoredReport[] = [];
+  private latencyGrantsThisRound = 0;
+  private instructedUntil = new Map<PeerId, number>();
+  private linksInstalled = false;
+  // Relative arrival offsets (L3387–3413): arrival times per block, one row of M slices per block.
+  private readonly blockSeq = new Float64Array(OFFSET_BLOCKS).fill(-1);
+  private readonly blockArrivals: Float64Array;
+  private readonly blockCounts = new Uint8Array(OFFSET_BLOCKS);
+  // True source only.
+  private readonly sliceSources: (PeerId | null)[] = [];
+  private readonly sliceEpochs: number[] = [];
+  private readonly nextSeq: number[] = [];
+  private publishedPackets = 0;
+  private spares: { peer: PeerId; at: number }[] = [];
+  private readonly sourceLastHeard = new Map<PeerId, number>();
+
+  constructor(init: EngineInit, random: Random) {
+    this.config = resolveConfig(init);
+    this.random = random;
+    this.mask = bloomMaskFor(this.config.id);
+    const slices = this.config.protocol.slices;
+    const ringSize = Math.max(MIN_RING_PACKETS, this.config.protocol.resendWindowPackets);
+    this.sliceStates = Array.from({ length: slices }, () => new SliceState(ringSize));
+    this.blockArrivals = new Float64Array(OFFSET_BLOCKS * slices).fill(Number.NaN);
+    for (let s = 0; s < slices; s++) {
+      this.sliceSources.push(null);
+      this.sliceEpochs.push(0);
+      this.nextSeq.push(0);
+    }
+    const links = this.config.role === 'source' ? 0 : this.config.linksPerDirection;
+    this.swaplinks = new Swaplinks(
+      {
+        id: this.config.id,
+        random: this.random,
+        send: (to, message) => {
+          this.send(to, message);
+        },
+        neighbourAdded: (peer) => {
+          this.onNeighbourAdded(peer);
+        },
+        neighbourRemoved: (peer) => {
+          this.onNeighbourRemoved(peer);
+        },
+        sampled: (_walkId, peer) => {
+          this.onSampled(peer);
+        },
+        needBootstrap: () => {
+          this.actions.push({ kind: 'requestBootstrap', count: this.config.protocol.bootstrapPeers });
+        },
+      },
+      links,
+      this.config.protocol.walkLength,
+      this.config.protocol.walkTimeoutMs,
+    );
+  }
+
+  // ───────────────────────────── public API ─────────────────────────────
+
+  get id(): PeerId {
+    return this.config.id;
+  }
+
+  get isStopped(): boolean {
+    return this.stopped;
+  }
+
+  /** Number of (slice, child) streams this node sends: its load in slices. */
+  get currentLoad(): number {
+    return this.load;
+  }
+
+  /** The earliest time this engine wants a `timer` input; Infinity when it needs none. */
+  nextDeadline(): number {
+    if (this.stopped) return Infinity;
+    let deadline = this.nextTickAt;
+    if (this.quittingUntil < deadline) deadline = this.quittingUntil;
+    for (const st of this.sliceStates) if (st.floodDecideAt < deadline) deadline = st.floodDecideAt;
+    return deadline;
+  }
+
+  handle(now: number, input: Input): Action[] {
+    if (this.stopped) return [];
+    if (now < this.now) throw new RangeError(`time went backwards: ${now} < ${this.now}`);
+    this.now = now;
+    this.actions = [];
+    switch (input.kind) {
+      case 'start':
+        this.start();
+        break;
+      case 'installLinks':
+        if (!this.started) {
+          this.linksInstalled = true;
+          this.swaplinks.install(
+            input.out.filter((p) => p !== this.id),
+            input.in.filter((p) => p !== this.id),
+          );
+        }
+        break;
+      case 'bootstrap':
+        this.swaplinks.setBootstrap(input.peers);
+        if (this.config.role === 'member') this.swaplinks.maintain(now);
+        else this.sourceSample();
+        break;
+      case 'message':
+        this.onMessage(input.from, input.message);
+        break;
+      case 'timer':
+        break;
+      case 'publish':
+        this.publish(input.payload);
+        break;
+      case 'quit':
+        this.quit(input.graceful);
+        break;
+      case 'peerUnreachable':
+        if (this.peers.has(input.peer)) this.peerFailed(input.peer, 'failed');
+        break;
+    }
+    this.runTimers();
+    return this.actions;
+  }
+
+  /** Parent of each slice (null if none), for stats and tests. */
+  parents(): (PeerId | null)[] {
+    return this.sliceStates.map((st) => st.parent);
+  }
+
+  /** Active children of each slice. */
+  children(): PeerId[][] {
+    return this.sliceStates.map((st) =>
+      [...st.children].filter(([, e]) => e.untilSeq === Infinity).map(([p]) => p),
+    );
+  }
+
+  neighbours(): PeerId[] {
+    return this.swaplinks.neighbours();
+  }
+
+  outLinks(): ReadonlyMap<PeerId, number> {
+    return this.swaplinks.out;
+  }
+
+  inLinks(): ReadonlyMap<PeerId, number> {
+    return this.swaplinks.in;
+  }
+
+  /** Hops of the latest packet per slice (from the slice source). */
+  sliceHops(): number[] {
+    return this.sliceStates.map((st) => st.hops);
+  }
+
+  /** Slices this node is the slice source of. */
+  sliceSourceOf(): number[] {
+    const out: number[] = [];
+    this.sliceStates.forEach((st, s) => {
+      if (st.isSliceSource) out.push(s);
+    });
+    return out;
+  }
+
+  /** True source only: the slice source of each slice. */
+  currentSliceSources(): (PeerId | null)[] {
+    return [...this.sliceSources];
+  }
+
+  /** Whether a packet arrived on `slice` within the receiving timeout. */
+  isReceiving(slice: number): boolean {
+    const st = this.sliceStates[slice];
+    return st !== undefined && this.sliceReceiving(st);
+  }
+
+  relativeOffsetMs(slice: number): number {
+    return this.sliceStates[slice]?.offsetMs ?? Number.NaN;
+  }
+
+  swaplinksCounters(): Readonly<Swaplinks['counters']> {
+    return this.swaplinks.counters;
+  }
+
+  // ───────────────────────────── plumbing ─────────────────────────────
+
+  private send(to: PeerId, message: Message): void {
+    this.actions.push({ kind: 'send', to, message });
+  }
+
+  private emit(event: EngineEvent): void {
+    this.actions.push({ kind: 'event', event });
+  }
+
+  private slice(s: number): SliceState {
+    return this.sliceStates[s] as SliceState;
+  }
+
+  private peer(id: PeerId): PeerState {
+    let p = this.peers.get(id);
+    if (p === undefined) {
+      p = new PeerState(this.now, this.config.protocol.slices);
+      this.peers.set(id, p);
+    }
+    return p;
+  }
+
+  private start(): void {
+    if (this.started) return;
+    this.started = true;
+    // Random phase so thousands of nodes do not all decide in the same millisecond.
+    this.nextTickAt = this.now + this.random.int(this.config.protocol.decisionIntervalMs);
+    if (this.config.role === 'source') {
+      this.actions.push({ kind: 'requestBootstrap', count: this.config.protocol.bootstrapPeers });
+      return;
+    }
+    if (!this.linksInstalled)
+      this.actions.push({ kind: 'requestBootstrap', count: this.config.protocol.bootstrapPeers });
+  }
+
+  private runTimers(): void {
+    if (this.stopped) return;
+    if (this.now >= this.quittingUntil) {
+      this.stopped = true;
+      this.emit({ type: 'stopped' });
+      return;
+    }
+    for (let s = 0; s < this.sliceStates.length; s++) {
+      const st = this.slice(s);
+      if (st.floodDecideAt <= this.now) this.floodDecide(s);
+    }
+    if (this.now >= this.nextTickAt) {
+      const interval = this.config.protocol.decisionIntervalMs;
+      this.nextTickAt += interval;
+      if (this.nextTickAt <= this.now) this.nextTickAt = this.now + interval;
+      if (this.config.role === 'source') this.sourceTick();
+      else this.tick();
+    }
+  }
+
+  private violation(peer: PeerId, reason: string): void {
+    const p = this.peers.get(peer);
+    this.emit({ type: 'protocolViolation', peer, reason });
+    if (p === undefined) return;
+    p.violations++;
+    if (p.violations >= this.config.protocol.maxViolationsPerPeer) {
+      this.banned.add(peer);
+      this.peerFailed(peer, 'cutOff');
+      this.actions.push({ kind: 'disconnect', peer });
+    }
+  }
+
+  // ───────────────────────────── messages ─────────────────────────────
+
+  private onMessage(from: PeerId, message: Message): void {
+    if (this.banned.has(from) || from === this.id) return;
+    if (!this.started) return;
+    const known = this.peers.get(from);
+    if (known !== undefined) known.lastHeardAt = this.now;
+    if (this.config.role === 'source') {
+      this.sourceOnMessage(from, message);
+      return;
+    }
+    if (this.quittingUntil !== Infinity) {
+      this.onMessageWhileQuitting(from, message);
+      return;
+    }
+    if ('slice' in message && message.slice >= this.config.protocol.slices) {
+      this.violation(from, `slice ${message.slice} out of range`);
+      return;
+    }
+    switch (message.type) {
+      case MessageType.Data:
+        this.onData(from, message);
+        return;
+      case MessageType.Advert:
+        this.onAdvert(from, message);
+        return;
+      case MessageType.Heartbeat:
+        if (from === this.config.sourceId) this.sourceLastHeard.set(from, this.now);
+        return;
+      case MessageType.Probe:
+        this.onProbe(from, message);
+        return;
+      case MessageType.LoadReport:
+        this.onLoadReport(from, message);
+        return;
+      case MessageType.Instruction:
+        this.onInstruction(from, message);
+        return;
+      case MessageType.SwitchRequest:
+        this.onSwitchRequest(from, message);
+        return;
+      case MessageType.SwitchReply:
+        this.onSwitchReply(from, message);
+        return;
+      case MessageType.SwitchComplete:
+        this.onSwitchComplete(from, message);
+        return;
+      case MessageType.LatencyPermissionRequest:
+        this.onLatencyPermissionRequest(from, message);
+        return;
+      case MessageType.LatencyPermissionReply:
+        this.onLatencyPermissionReply(from, message);
+        return;
+      case MessageType.Flood:
+        this.onFlood(from, message);
+        return;
+      case MessageType.ForcedParentRequest:
+        this.onForcedParentRequest(from, message);
+        return;
+      case MessageType.Quit:
+        this.onQuit(from);
+        return;
+      case MessageType.TreeLeave:
+        this.onTreeLeave(from, message);
+        return;
+      case MessageType.Walk:
+        this.swaplinks.onWalk(message);
+        return;
+      case MessageType.Link:
+        this.swaplinks.onLink(from, message);
+        return;
+      case MessageType.Swap:
+        this.swaplinks.onSwap(from, message);
+        return;
+      case MessageType.SampleResult:
+        this.violation(from, 'members do not sample');
+        return;
+      case MessageType.SliceSourceAssign:
+        this.onSliceSourceAssign(from, message);
+        return;
+    }
+  }
+
+  /** A graceful leaver only keeps its tree edges alive until they are handed off. */
+  private onMessageWhileQuitting(from: PeerId, message: Message): void {
+    switch (message.type) {
+      case MessageType.Data:
+        if (message.slice < this.config.protocol.slices) this.onData(from, message);
+        return;
+      case MessageType.SwitchComplete:
+        if (message.slice < this.config.protocol.slices) this.onSwitchComplete(from, message);
+        return;
+      case MessageType.TreeLeave:
+        if (message.slice < this.config.protocol.slices && message.role === TreeRole.Child)
+          this.removeChild(message.slice, from);
+        return;
+      case MessageType.SwitchRequest:
+      case MessageType.ForcedParentRequest:
+        if (message.slice < this.config.protocol.slices)
+          this.reject(
+            from,
+            message.slice,
+            message.type === MessageType.SwitchRequest ? message.handoffSeq : message.fromSeq,
+            RejectReason.Quitting,
+          );
+        return;
+      default:
+        return;
+    }
+  }
+
+  // ───────────────────────────── data plane ─────────────────────────────
+
+  private onData(from: PeerId, msg: DataMessage): void {
+    const s = msg.slice;
+    const st = this.slice(s);
+    const fromParent = from === st.parent && msg.seq >= st.parentFromSeq;
+    const fromOldParent = from === st.oldParent && msg.seq < st.oldParentUntilSeq;
+    if (!fromParent && !fromOldParent) {
+      this.counters.strayPackets++;
+      // Someone still sends us a slice we no longer take from them: tell them, at most once a second.
+      if (
+        from !== st.parent &&
+        from !== st.oldParent &&
+        from !== this.config.sourceId &&
+        this.now - st.lastStrayNoticeAt >= 1000
+      ) {
+        st.lastStrayNoticeAt = this.now;
+        this.send(from, { type: MessageType.TreeLeave, slice: s, role: TreeRole.Child });
+      }
+      return;
+    }
+    if (from !== this.config.sourceId && bloomContains(msg.bloom, this.mask)) {
+      // Our own mask came back: the packet went round a loop (L3311–3317), or a false positive.
+      this.counters.loopsDetected++;
+      this.emit({ type: 'loopDetected', slice: s, by: 'data' });
+      this.leaveLoop(s);
+      return;
+    }
+    if (fromParent) {
+      st.filter = msg.bloom;
+      st.hops = msg.hops;
+    }
+    st.lastDataAt = this.now;
+    if (st.highestSeq >= 0 && msg.seq <= st.highestSeq - st.ringSize) {
+      this.counters.latePackets++;
+      return;
+    }
+    if (!st.remember(msg.seq, msg.payload)) {
+      this.counters.duplicatePackets++;
+      return;
+    }
+    if (msg.seq > st.highestSeq) {
+      if (st.highestSeq >= 0 && st.lastHighestAt > -Infinity) {
+        const interval = (this.now - st.lastHighestAt) / (msg.seq - st.highestSeq);
+        st.seqIntervalMs = Number.isNaN(st.seqIntervalMs)
+          ? interval
+          : st.seqIntervalMs + 0.1 * (interval - st.seqIntervalMs);
+      }
+      st.highestSeq = msg.seq;
+      st.lastHighestAt = this.now;
+    }
+    if (st.oldParent !== null && st.highestSeq >= st.oldParentUntilSeq - 1 && from === st.parent) {
+      // The new parent has taken over; the old one's share is complete.
+      st.oldParent = null;
+    }
+    this.recordArrival(s, msg.seq);
+    this.counters.packetsDelivered++;
+    this.actions.push({
+      kind: 'deliver',
+      slice: s,
+      seq: msg.seq,
+      hops: msg.hops,
+      from,
+      payload: msg.payload,
+    });
+    this.forward(st, s, msg.seq, msg.bloom, msg.hops, msg.payload);
+  }
+
+  private forward(
+    st: SliceState,
+    s: number,
+    seq: number,
+    bloom: Bloom128,
+    hops: number,
+    payload: Uint8Array,
+  ): void {
+    if (st.children.size === 0) return;
+    let out: DataMessage | null = null;
+    for (const [child, entry] of st.children) {
+      if (seq < entry.fromSeq) continue;
+      if (seq >= entry.untilSeq) {
+        st.children.delete(child);
+        continue;
+      }
+      out ??= {
+        type: MessageType.Data,
+        slice: s,
+        seq,
+        bloom: bloomOr(bloom, this.mask),
+        hops: Math.min(255, hops + 1),
+        payload,
+      };
+      this.send(child, out);
+    }
+  }
+
+  /** Send a new child what we still hold from `fromSeq` on, so a hand-off or a repair loses nothing. */
+  private resend(st: SliceState, s: number, child: PeerId, fromSeq: number): void {
+    if (st.highestSeq < 0) return;
+    const first = Math.max(fromSeq, st.highestSeq - st.ringSize + 1, 0);
+    const bloom = bloomOr(st.filter, this.mask);
+    const hops = Math.min(255, st.hops + 1);
+    for (let seq = first; seq <= st.highestSeq; seq++) {
+      const payload = st.payloadOf(seq);
+      if (payload !== undefined)
+        this.send(child, { type: MessageType.Data, slice: s, seq, bloom, hops, payload });
+    }
+  }
+
+  /** Relative arrival time of each slice within its block, smoothed (the no-clock-sync trick, L3387–3413). */
+  private recordArrival(s: number, seq: number): void {
+    const row = seq % OFFSET_BLOCKS;
+    const slices = this.config.protocol.slices;
+    if (this.blockSeq[row] !== seq) {
+      if ((this.blockSeq[row] ?? -1) >= 0) this.finishBlock(row);
+      this.blockSeq[row] = seq;
+      this.blockCounts[row] = 0;
+      this.blockArrivals.fill(Number.NaN, row * slices, (row + 1) * slices);
+    }
+    const cell = row * slices + s;
+    if (Number.isNaN(this.blockArrivals[cell] ?? 0)) {
+      this.blockArrivals[cell] = this.now;
+      const count = (this.blockCounts[row] ?? 0) + 1;
+      this.blockCounts[row] = count;
+      if (count === slices) {
+        this.finishBlock(row);
+        this.blockSeq[row] = -1;
+      }
+    }
+  }
+
+  private finishBlock(row: number): void {
+    const slices = this.config.protocol.slices;
+    const count = this.blockCounts[row] ?? 0;
+    // With fewer than half the slices the block mean would be biased by which slices are missing.
+    if (count < Math.max(2, slices / 2)) return;
+    let sum = 0;
+    for (let s = 0; s < slices; s++) {
+      const a = this.blockArrivals[row * slices + s] ?? Number.NaN;
+      if (!Number.isNaN(a)) sum += a;
+    }
+    const mean = sum / count;
+    const alpha = this.config.protocol.offsetSmoothing;
+    for (let s = 0; s < slices; s++) {
+      const a = this.blockArrivals[row * slices + s] ?? Number.NaN;
+      if (Number.isNaN(a)) continue;
+      const st = this.slice(s);
+      const offset = a - mean;
+      st.offsetMs = Number.isNaN(st.offsetMs) ? offset : st.offsetMs + alpha * (offset - st.offsetMs);
+    }
+  }
+
+  private sliceReceiving(st: SliceState): boolean {
+    return (
+      (st.parent !== null || st.isSliceSource) &&
+      this.now - st.lastDataAt <= this.config.protocol.receivingTimeoutMs
+    );
+  }
+
+  // ───────────────────────────── advertisements ─────────────────────────────
+
+  private sliceEntry(s: number): AdvertSliceEntry {
+    const st = this.slice(s);
+    return {
+      slice: s,
+      receiving: this.sliceReceiving(st),
+      isSliceSource: st.isSliceSource,
+      hops: st.hops,
+      offsetMs: Number.isNaN(st.offsetMs) ? null : Math.round(st.offsetMs),
+      filter: st.filter,
+    };
+  }
+
+  private sendAdverts(): void {
+    const slices = this.config.protocol.slices;
+    const full: AdvertSliceEntry[] = [];
+    const delta: AdvertSliceEntry[] = [];
+    const step = this.config.protocol.offsetAdvertStepMs;
+    for (let s = 0; s < slices; s++) {
+      const entry = this.sliceEntry(s);
+      full.push(entry);
+      const st = this.slice(s);
+      const prev = st.advertised;
+      const changed =
+        prev === null ||
+        prev.receiving !== entry.receiving ||
+        prev.isSliceSource !== entry.isSliceSource ||
+        prev.hops !== entry.hops ||
+        prev.filter !== entry.filter ||
+        (prev.offsetMs === null) !== (entry.offsetMs === null) ||
+        (prev.offsetMs !== null &&
+          entry.offsetMs !== null &&
+          Math.abs(prev.offsetMs - entry.offsetMs) >= step);
+      if (changed) {
+        delta.push(entry);
+        st.advertised = { ...entry };
+      }
+    }
+    for (const peerId of this.swaplinks.neighbours()) {
+      const p = this.peer(peerId);
+      const sendFull =
+        p.needsFullAdvert || this.now - p.lastFullAdvertAt >= this.config.protocol.fullAdvertIntervalMs;
+      if (sendFull) {
+        p.needsFullAdvert = false;
+        p.lastFullAdvertAt = this.now;
+      }
+      this.send(peerId, this.advert(p, sendFull, sendFull ? full : delta));
+    }
+  }
+
+  private advert(p: PeerState, full: boolean, entries: readonly AdvertSliceEntry[]): AdvertMessage {
+    const hold =
+      p.echoSentAtMs === null ? 0 : Math.min(0xfffe, Math.max(0, Math.round(this.now - p.echoReceivedAt)));
+    return {
+      type: MessageType.Advert,
+      full,
+      load: Math.min(0xffff, this.load),
+      lowerLatencyThreshold: this.config.lowerLatencyThreshold,
+      upperLatencyThreshold: this.config.upperLatencyThreshold,
+      maxLoad: this.config.maxLoad,
+      sentAtMs: Math.floor(this.now) % U32,
+      echoSentAtMs: p.echoSentAtMs,
+      echoHoldMs: hold,
+      entries,
+    };
+  }
+
+  /** A new link: introduce ourselves at once with a full advert, so a joiner can pick parents quickly. */
+  private sendFullAdvertTo(peerId: PeerId): void {
+    const p = this.peer(peerId);
+    const entries: AdvertSliceEntry[] = [];
+    for (let s = 0; s < this.config.protocol.slices; s++) entries.push(this.sliceEntry(s));
+    p.needsFullAdvert = false;
+    p.lastFullAdvertAt = this.now;
+    this.send(peerId, this.advert(p, true, entries));
+  }
+
+  private onAdvert(from: PeerId, msg: AdvertMessage): void {
+    if (!this.swaplinks.isNeighbour(from)) return;
+    const p = this.peer(from);
+    const slices = this.config.protocol.slices;
+    for (const entry of msg.entries) {
+      if (entry.slice >= slices) {
+        this.violation(from, `advert for slice ${entry.slice}`);
+        return;
+      }
+    }
+    if (msg.upperLatencyThreshold < msg.lowerLatencyThreshold || msg.maxLoad < msg.upperLatencyThreshold) {
+      this.violation(from, 'advert thresholds out of order');
+      return;
+    }
+    const wasKnown = p.hasAdvert;
+    if (!msg.full && !wasKnown) return; // a delta before any full advert cannot be applied
+    p.hasAdvert = true;
+    p.load = msg.load;
+    p.lowerLatencyThreshold = msg.lowerLatencyThreshold;
+    p.upperLatencyThreshold = msg.upperLatencyThreshold;
+    p.maxLoad = msg.maxLoad;
+    if (msg.full) p.resetSlices();
+    for (const entry of msg.entries) {
+      p.sliceFlags[entry.slice] = (entry.receiving ? 1 : 0) | (entry.isSliceSource ? 2 : 0);
+      p.sliceHops[entry.slice] = entry.hops;
+      p.sliceOffsets[entry.slice] = entry.offsetMs ?? Number.NaN;
+      p.setFilter(entry.slice, entry.filter);
+    }
+    if (msg.echoSentAtMs !== null) {
+      const rtt = (((Math.floor(this.now) % U32) - msg.echoSentAtMs + U32) % U32) - msg.echoHoldMs;
+      if (rtt >= 0 && rtt < 60_000) p.rttMs = Number.isNaN(p.rttMs) ? rtt : p.rttMs + 0.25 * (rtt - p.rttMs);
+    }
+    p.echoSentAtMs = msg.sentAtMs;
+    p.echoReceivedAt = this.now;
+    if (!wasKnown) this.acquireMissingParents();
+  }
+
+  // ───────────────────────────── neighbours and liveness ─────────────────────────────
+
+  private onNeighbourAdded(peerId: PeerId): void {
+    const p = this.peer(peerId);
+    p.needsFullAdvert = true;
+    this.emit({ type: 'neighbourUp', peer: peerId });
+    if (this.started) this.sendFullAdvertTo(peerId);
+  }
+
+  private onNeighbourRemoved(peerId: PeerId): void {
+    const p = this.peers.get(peerId);
+    if (p !== undefined) p.hasAdvert = false;
+    this.emit({ type: 'neighbourDown', peer: peerId, reason: 'unlinked' });
+    // A Swaplinks change took away a parent: a forced switch with a normal hand-off (L3481–3491).
+    const reason = p?.quitting === true ? ForcedReason.ParentQuit : ForcedReason.NeighbourChange;
+    for (let s = 0; s < this.sliceStates.length; s++) {
+      const st = this.slice(s);
+      if (st.parent === peerId && st.pending === null && !st.isSliceSource) {
+        this.requestParent(s, reason, [peerId]);
+      }
+    }
+  }
+
+  private isTreePeer(peerId: PeerId): boolean {
+    for (const st of this.sliceStates) {
+      if (st.parent === peerId || st.oldParent === peerId || st.children.has(peerId)) return true;
+      if (st.pending?.target === peerId) return true;
+    }
+    return false;
+  }
+
+  /** A peer is gone (silent past the timeout, unreachable, or cut off): repair links and trees. */
+  private peerFailed(peerId: PeerId, reason: 'failed' | 'quit' | 'cutOff'): void {
+    this.instructedUntil.delete(peerId);
+    this.reports = this.reports.filter((r) => r.child !== peerId);
+    this.emit({ type: 'neighbourDown', peer: peerId, reason });
+    // Trees first (so no hand-off is attempted with a dead parent), then links.
+    for (let s = 0; s < this.sliceStates.length; s++) {
+      const st = this.slice(s);
+      this.removeChild(s, peerId);
+      if (st.oldParent === peerId) st.oldParent = null;
+      const pending = st.pending;
+      if (pending !== null && pending.target === peerId) {
+        const wasForced = pending.kind === 'forced';
+        st.pending = null;
+        if (wasForced && st.parent === null)
+          this.requestParent(s, st.lostReason ?? ForcedReason.ParentLost, []);
+      }
+      if (st.parent === peerId) {
+        if (st.isSliceSource) continue; // the true source itself: nothing we can do
+        this.loseParent(s, ForcedReason.ParentLost, peerId);
+      }
+    }
+    this.swaplinks.dropPeer(peerId);
+    this.peers.delete(peerId);
+  }
+
+  private loseParent(s: number, reason: ForcedReason, exclude: PeerId | null): void {
+    const st = this.slice(s);
+    const previous = st.parent;
+    st.parent = null;
+    st.lostReason = reason;
+    this.emit({ type: 'parentChanged', slice: s, parent: null, previous, switchKind: 'lost' });
+    if (st.pending === null) this.requestParent(s, reason, exclude === null ? [] : [exclude]);
+  }
+
+  private leaveLoop(s: number): void {
+    const st = this.slice(s);
+    const parent = st.parent;
+    if (parent !== null) {
+      this.send(parent, { type: MessageType.TreeLeave, slice: s, role: TreeRole.Child });
+      st.rejectedUntil.set(parent, this.now + this.config.protocol.rejectBackoffMs);
+    }
+    if (st.pending !== null) st.pending = null;
+    this.loseParent(s, ForcedReason.Loop, parent);
+  }
+
+  private onQuit(from: PeerId): void {
+    const p = this.peers.get(from);
+    if (p !== undefined) p.quitting = true;
+    for (let s = 0; s < this.sliceStates.length; s++) {
+      const st = this.slice(s);
+      this.removeChild(s, from);
+      if (st.parent === from && st.pending?.kind !== 'forced' && !st.isSliceSource) {
+        // The leaver keeps forwarding for a while: hand off like a normal switch (L2866–2869).
+        st.pending = null;
+        this.requestParent(s, ForcedReason.ParentQuit, [from]);
+      }
+    }
+    this.swaplinks.dropPeer(from);
+  }
+
+  private onTreeLeave(from: PeerId, msg: TreeLeaveMessage): void {
+    const st = this.slice(msg.slice);
+    if (msg.role === TreeRole.Child) {
+      this.removeChild(msg.slice, from);
+      return;
+    }
+    if (st.parent === from) this.loseParent(msg.slice, ForcedReason.ParentLost, from);
+  }
+
+  private removeChild(s: number, child: PeerId): void {
+    const st = this.slice(s);
+    const entry = st.children.get(child);
+    if (entry === undefined) return;
+    st.children.delete(child);
+    if (entry.untilSeq === Infinity) {
+      st.activeChildren--;
+      this.load--;
+    }
+  }
+
+  private addChild(s: number, child: PeerId, fromSeq: number): void {
+    const st = this.slice(s);
+    const existing = st.children.get(child);
+    if (existing !== undefined && existing.untilSeq === Infinity) {
+      existing.fromSeq = Math.min(existing.fromSeq, fromSeq);
+      return;
+    }
+    st.children.set(child, { fromSeq, untilSeq: Infinity, drainingSince: Infinity });
+    st.activeChildren++;
+    this.load++;
+    this.peer(child);
+  }
+
+  // ───────────────────────────── parent acquisition (forced) ─────────────────────────────
+
+  /** Periodic requests for every slice without a parent, until each has one (L3453–3460). */
+  private acquireMissingParents(): void {
+    for (let s = 0; s < this.sliceStates.length; s++) {
+      const st = this.slice(s);
+      if (st.parent === null && st.pending === null && !st.isSliceSource && st.floodDecideAt === Infinity) {
+        this.requestParent(
+          s,
+          st.lostReason ?? (st.everHadParent ? ForcedReason.ParentLost : ForcedReason.Join),
+          [],
+        );
+      }
+    }
+  }
+
+  private fromSeqFor(st: SliceState): number {
+    return st.highestSeq >= 0 ? st.highestSeq + 1 : SEQ_NONE;
+  }
+
+  private handoffSeqFor(st: SliceState): number {
+    if (st.highestSeq < 0) return SEQ_NONE;
+    const interval = Number.isNaN(st.seqIntervalMs) || st.seqIntervalMs <= 0 ? 1000 : st.seqIntervalMs;
+    const lead = Math.max(1, Math.ceil(this.config.protocol.handoffLeadMs / interval));
+    return Math.min(SEQ_NONE - 1, st.highestSeq + lead);
+  }
+
+  /** Can `q` be our parent on slice `s` at all? Loop rule: not if our mask is in its filter (L3296–3309). */
+  private eligibleParent(q: PeerState, qId: PeerId, s: number, st: SliceState): boolean {
+    if (!q.hasAdvert || q.quitting || !q.receiving(s)) return false;
+    if (st.children.has(qId) || q.filterContains(s, this.mask)) return false;
+    const until = st.rejectedUntil.get(qId);
+    return until === undefined || until <= this.now;
+  }
+
+  /**
+   * Ask a neighbour to be our parent; it may refuse only above ML or on a loop (L3481–3491).
+   * Prefers neighbours with room under ULT and short paths, at random among the best few so
+   * simultaneous orphans do not all ask the same node (L3430–3438).
+   */
+  private requestParent(s: number, reason: ForcedReason, exclude: readonly PeerId[]): void {
+    const st = this.slice(s);
+    if (st.pending !== null || st.isSliceSource) return;
+    const scored: { peer: PeerId; score: number }[] = [];
+    for (const peerId of this.swaplinks.neighbours()) {
+      if (exclude.includes(peerId) || peerId === st.parent) continue;
+      const q = this.peers.get(peerId);
+      if (q === undefined || !this.eligibleParent(q, peerId, s, st)) continue;
+      if (q.load + 1 > q.maxLoad) continue;
+      const overUpper = q.load + 1 > q.upperLatencyThreshold ? 1000 : 0;
+      scored.push({ peer: peerId, score: overUpper + (q.sliceHops[s] ?? 0) + this.random.nextFloat() * 0.5 });
+    }
+    if (scored.length === 0) return;
+    scored.sort((a, b) => a.score - b.score);
+    const pick = scored[this.random.int(Math.min(this.config.protocol.candidateSetSize, scored.length))];
+    if (pick === undefined) return;
+    this.sendForced(s, pick.peer, reason);
+  }
+
+  private sendForced(s: number, target: PeerId, reason: ForcedReason): void {
+    const st = this.slice(s);
+    // With a live parent (neighbour change, parent quitting) we hand off ahead; otherwise we ask for
+    // everything from the first packet we miss.
+    const liveParent =
+      st.parent !== null && (reason === ForcedReason.NeighbourChange || reason === ForcedReason.ParentQuit);
+    const fromSeq = liveParent ? this.handoffSeqFor(st) : this.fromSeqFor(st);
+    st.pending = { kind: 'forced', target, handoffSeq: fromSeq, sentAt: this.now, forcedReason: reason };
+    this.send(target, { type: MessageType.ForcedParentRequest, slice: s, reason, fromSeq });
+  }
+
+  private onForcedParentRequest(from: PeerId, msg: ForcedParentRequestMessage): void {
+    const s = msg.slice;
+    const st = this.slice(s);
+    if (!this.swaplinks.isNeighbour(from)) {
+      this.reject(from, s, msg.fromSeq, RejectReason.NotNeighbour);
+      return;
+    }
+    // Refused only above ML or on a loop (L3481–3491), even while we wait for a parent ourselves:
+    // during a flood that is what lets a tree grow faster than one request round trip per level.
+    const existing = st.children.get(from);
+    if (existing === undefined || existing.untilSeq !== Infinity) {
+      if (this.load + 1 > this.config.maxLoad) {
+        this.reject(from, s, msg.fromSeq, RejectReason.OverMaxLoad);
+        return;
+      }
+      if (from === st.parent || from === st.pending?.target || bloomContains(st.filter, bloomMaskFor(from))) {
+        this.reject(from, s, msg.fromSeq, RejectReason.Loop);
+        return;
+      }
+    }
+    const fromSeq = msg.fromSeq === SEQ_NONE ? (st.highestSeq >= 0 ? st.highestSeq + 1 : 0) : msg.fromSeq;
+    this.acceptChild(from, s, fromSeq);
+  }
+
+  private acceptChild(child: PeerId, s: number, fromSeq: number): void {
+    const st = this.slice(s);
+    this.addChild(s, child, fromSeq);
+    this.send(child, {
+      type: MessageType.SwitchReply,
+      slice: s,
+      handoffSeq: fromSeq,
+      accepted: true,
+      rejectReason: RejectReason.None,
+      load: this.load,
+    });
+    this.resend(st, s, child, fromSeq);
+  }
+
+  private reject(to: PeerId, s: number, handoffSeq: number, reason: RejectReason): void {
+    this.send(to, {
+      type: MessageType.SwitchReply,
+      slice: s,
+      handoffSeq,
+      accepted: false,
+      rejectReason: reason,
+      load: Math.min(0xffff, this.load),
+    });
+  }
+
+  // ───────────────────────────── switching ─────────────────────────────
+
+  private onSwitchRequest(from: PeerId, msg: SwitchRequestMessage): void {
+    const s = msg.slice;
+    const st = this.slice(s);
+    const existing = st.children.get(from);
+    if (existing !== undefined && existing.untilSeq === Infinity) {
+      // Already our child (a repeated request): just confirm.
+      this.acceptChild(from, s, Math.min(existing.fromSeq, msg.handoffSeq));
+      return;
+    }
+    if (!this.swaplinks.isNeighbour(from)) {
+      this.reject(from, s, msg.handoffSeq, RejectReason.NotNeighbour);
+      return;
+    }
+    if (!this.sliceReceiving(st)) {
+      this.reject(from, s, msg.handoffSeq, RejectReason.NotReceiving);
+      return;
+    }
+    if (from === st.parent || bloomContains(st.filter, bloomMaskFor(from))) {
+      this.reject(from, s, msg.handoffSeq, RejectReason.Loop);
+      return;
+    }
+    if (this.load + 1 > this.config.maxLoad) {
+      this.reject(from, s, msg.handoffSeq, RejectReason.OverMaxLoad);
+      return;
+    }
+    if (msg.reason === SwitchReason.Load) {
+      // A load switch must raise a node below LLT (L3369–3383); re-checked here, where it is current.
+      if (this.load >= this.config.lowerLatencyThreshold) {
+        this.reject(from, s, msg.handoffSeq, RejectReason.NotUnderloaded);
+        return;
+      }
+    } else {
+      if (this.load + 1 > this.config.upperLatencyThreshold) {
+        this.reject(from, s, msg.handoffSeq, RejectReason.OverUpperThreshold);
+        return;
+      }
+      if (this.load > msg.targetLoadSeen + this.config.protocol.switchAbortLoadDelta) {
+        this.reject(from, s, msg.handoffSeq, RejectReason.LoadChanged);
+        return;
+      }
+    }
+    const handoff = msg.handoffSeq === SEQ_NONE ? Math.max(0, st.highestSeq + 1) : msg.handoffSeq;
+    this.acceptChild(from, s, handoff);
+  }
+
+  private onSwitchReply(from: PeerId, msg: SwitchReplyMessage): void {
+    const s = msg.slice;
+    const st = this.slice(s);
+    const pending = st.pending;
+    if (pending === null || pending.target !== from || pending.kind === 'permission') {
+      // A late acceptance we no longer want: undo it so the sender does not count us as load.
+      if (msg.accepted && st.parent !== from)
+        this.send(from, { type: MessageType.TreeLeave, slice: s, role: TreeRole.Child });
+      return;
+    }
+    st.pending = null;
+    if (!msg.accepted) {
+      this.counters.switchRejections++;
+      st.rejectedUntil.set(from, this.now + this.config.protocol.rejectBackoffMs);
+      this.emit({ type: 'switchRejected', slice: s, by: from, rejectReason: msg.rejectReason });
+      if (pending.kind === 'forced') this.retryForced(s, pending.forcedReason ?? ForcedReason.ParentLost);
+      return;
+    }
+    this.adoptParent(s, from, msg.handoffSeq, pending.kind);
+  }
+
+  private retryForced(s: number, reason: ForcedReason): void {
+    const st = this.slice(s);
+    if (reason === ForcedReason.Flood) {
+      while (st.floodSenders.length > 0) {
+        const next = st.floodSenders.shift();
+        if (next === undefined) break;
+        const until = st.rejectedUntil.get(next.peer);
+        if (this.swaplinks.isNeighbour(next.peer) && (until === undefined || until <= this.now)) {
+          st.filter = next.bloom;
+          this.sendForced(s, next.peer, reason);
+          return;
+        }
+      }
+    }
+    this.requestParent(s, reason === ForcedReason.Flood ? ForcedReason.Join : reason, []);
+  }
+
+  private adoptParent(s: number, parent: PeerId, handoffSeq: number, kind: PendingKind): void {
+    const st = this.slice(s);
+    const previous = st.parent;
+    if (previous !== null && previous !== parent) {
+      // Tell the old parent where to stop; it keeps sending until then (L3355–3359).
+      this.send(previous, { type: MessageType.SwitchComplete, slice: s, handoffSeq, newParent: parent });
+      st.oldParent = previous;
+      st.oldParentUntilSeq = handoffSeq;
+    }
+    st.parent = parent;
+    st.parentFromSeq = handoffSeq;
+    st.parentSince = this.now;
+    st.lostReason = null;
+    st.everHadParent = true;
+    st.floodSenders = [];
+    this.peer(parent);
+    const switchKind: SwitchKind = kind === 'permission' ? 'latency' : kind;
+    if (switchKind === 'load') this.counters.switchesLoad++;
+    else if (switchKind === 'latency') this.counters.switchesLatency++;
+    else this.counters.switchesForced++;
+    if (switchKind !== 'forced') this.counters.lastOptimisingSwitchAt = this.now;
+    this.emit({ type: 'parentChanged', slice: s, parent, previous, switchKind });
+  }
+
+  private onSwitchComplete(from: PeerId, msg: SwitchCompleteMessage): void {
+    const st = this.slice(msg.slice);
+    const entry = st.children.get(from);
+    if (entry?.untilSeq !== Infinity) return;
+    entry.untilSeq = msg.handoffSeq;
+    entry.drainingSince = this.now;
+    st.activeChildren--;
+    this.load--;
+    if (st.highestSeq >= msg.handoffSeq - 1) st.children.delete(from);
+  }
+
+  private onLoadReport(from: PeerId, msg: LoadReportMessage): void {
+    const entry = this.slice(msg.slice).children.get(from);
+    if (entry?.untilSeq !== Infinity) return;
+    this.reports = this.reports.filter((r) => !(r.child === from && r.slice === msg.slice));
+    if (this.reports.length >= MAX_STORED_REPORTS) this.reports.shift();
+    this.reports.push({ child: from, slice: msg.slice, candidates: msg.candidates });
+  }
+
+  private onInstruction(from: PeerId, msg: InstructionMessage): void {
+    const s = msg.slice;
+    const st = this.slice(s);
+    if (st.parent !== from || st.pending !== null) return;
+    const q = this.peers.get(msg.target);
+    if (q === undefined || msg.target === this.id || !this.swaplinks.isNeighbour(msg.target)) return;
+    if (!this.eligibleParent(q, msg.target, s, st) || q.load >= q.lowerLatencyThreshold) return;
+    const handoffSeq = this.handoffSeqFor(st);
+    if (handoffSeq === SEQ_NONE) return;
+    const parentLoad = this.peers.get(from)?.load ?? 0;
+    st.pending = { kind: 'load', target: msg.target, handoffSeq, sentAt: this.now, forcedReason: null };
+    this.send(msg.target, {
+      type: MessageType.SwitchRequest,
+      slice: s,
+      reason: SwitchReason.Load,
+      handoffSeq,
+      targetLoadSeen: Math.min(0xffff, q.load),
+      parentLoadSeen: Math.min(0xffff, parentLoad),
+    });
+  }
+
+  private onLatencyPermissionRequest(from: PeerId, msg: LatencyPermissionRequestMessage): void {
+    const entry = this.slice(msg.slice).children.get(from);
+    const active = entry?.untilSeq === Infinity;
+    // Grant only if losing this child keeps us inside LLT–ULT, counting grants already given.
+    const granted =
+      active && this.load - 1 - this.latencyGrantsThisRound >= this.config.lowerLatencyThreshold;
+    if (granted) this.latencyGrantsThisRound++;
+    this.send(from, {
+      type: MessageType.LatencyPermissionReply,
+      slice: msg.slice,
+      target: msg.target,
+      granted,
+    });
+  }
+
+  private onLatencyPermissionReply(from: PeerId, msg: LatencyPermissionReplyMessage): void {
+    const s = msg.slice;
+    const st = this.slice(s);
+    const pending = st.pending;
+    if (pending?.kind !== 'permission' || st.parent !== from || pending.target !== msg.target) return;
+    st.pending = null;
+    if (!msg.granted) return;
+    const q = this.peers.get(msg.target);
+    if (
+      q === undefined ||
+      !this.swaplinks.isNeighbour(msg.target) ||
+      !this.eligibleParent(q, msg.target, s, st)
+    )
+      return;
+    if (q.load + 1 > q.upperLatencyThreshold) return;
+    const handoffSeq = this.handoffSeqFor(st);
+    if (handoffSeq === SEQ_NONE) return;
+    st.pending = { kind: 'latency', target: msg.target, handoffSeq, sentAt: this.now, forcedReason: null };
+    this.send(msg.target, {
+      type: MessageType.SwitchRequest,
+      slice: s,
+      reason: SwitchReason.Latency,
+      handoffSeq,
+      targetLoadSeen: Math.min(0xffff, q.load),
+      parentLoadSeen: Math.min(0xffff, this.peers.get(from)?.load ?? 0),
+    });
+  }
+
+  // ───────────────────────────── loops, probes, floods ─────────────────────────────
+
+  private onProbe(from: PeerId, msg: ProbeMessage): void {
+    const st = this.slice(msg.slice);
+    if (st.parent !== from) return;
+    if (bloomContains(msg.bloom, this.mask)) {
+      this.counters.loopsDetected++;
+      this.emit({ type: 'loopDetected', slice: msg.slice, by: 'probe' });
+      this.leaveLoop(msg.slice);
+      return;
+    }
+    if (msg.probeId === st.lastProbeSeen || msg.hops >= 255) return;
+    st.lastProbeSeen = msg.probeId;
+    const probe: ProbeMessage = {
+      type: MessageType.Probe,
+      slice: msg.slice,
+      probeId: msg.probeId,
+      bloom: bloomOr(msg.bloom, this.mask),
+      hops: msg.hops + 1,
+    };
+    for (const [child, entry] of st.children) if (entry.untilSeq === Infinity) this.send(child, probe);
+  }
+
+  private onFlood(from: PeerId, msg: FloodMessage): void {
+    const s = msg.slice;
+    const st = this.slice(s);
+    if (!this.swaplinks.isNeighbour(from)) return;
+    if (msg.epoch > st.floodEpoch) {
+      st.floodEpoch = msg.epoch;
+      st.floodSenders = [];
+      // Controlled flooding (Chainsaw-like, L3440–3452): forward the first copy of each epoch once.
+      const out: FloodMessage = {
+        type: MessageType.Flood,
+        slice: s,
+        epoch: msg.epoch,
+        bloom: bloomOr(msg.bloom, this.mask),
+        hops: Math.min(255, msg.hops + 1),
+      };
+      for (const n of this.swaplinks.neighbours()) if (n !== from) this.send(n, out);
+      if (!st.isSliceSource && !this.sliceReceiving(st))
+        st.floodDecideAt = this.now + this.config.protocol.floodCollectMs;
+    }
+    if (
+      msg.epoch === st.floodEpoch &&
+      st.floodDecideAt !== Infinity &&
+      st.floodSenders.length < MAX_FLOOD_SENDERS
+    ) {
+      if (!bloomContains(msg.bloom, this.mask))
+        st.floodSenders.push({ peer: from, bloom: msg.bloom, hops: msg.hops });
+    }
+  }
+
+  /** Pick a parent among the neighbours the flood came from (L3446–3449). */
+  private floodDecide(s: number): void {
+    const st = this.slice(s);
+    st.floodDecideAt = Infinity;
+    if (st.isSliceSource || st.pending !== null || this.sliceReceiving(st)) return;
+    if (st.parent !== null) {
+      // Our parent belongs to the dead tree the flood replaces.
+      this.send(st.parent, { type: MessageType.TreeLeave, slice: s, role: TreeRole.Child });
+      st.parent = null;
+    }
+    const k = Math.min(this.config.protocol.candidateSetSize, st.floodSenders.length);
+    if (k === 0) {
+      this.requestParent(s, ForcedReason.Join, []);
+      return;
+    }
+    const [chosen] = st.floodSenders.splice(this.random.int(k), 1);
+    if (chosen === undefined) return;
+    // Until data flows, the chosen sender's flood path stands in for our received filter, so we
+    // refuse as children the nodes upstream of us on it.
+    st.filter = chosen.bloom;
+    this.sendForced(s, chosen.peer, ForcedReason.Flood);
+  }
+
+  private onSliceSourceAssign(from: PeerId, msg: SliceSourceAssignMessage): void {
+    if (from !== this.config.sourceId) {
+      this.violation(from, 'slice source assignment from a member');
+      return;
+    }
+    const s = msg.slice;
+    const st = this.slice(s);
+    this.peer(from).lastHeardAt = this.now;
+    this.sourceLastHeard.set(from, this.now);
+    if (msg.epoch < st.epoch) return;
+    st.epoch = msg.epoch;
+    if (msg.assigned) {
+      if (st.parent !== null && st.parent !== from)
+        this.send(st.parent, { type: MessageType.TreeLeave, slice: s, role: TreeRole.Child });
+      st.pending = null;
+      st.isSliceSource = true;
+      st.parent = from;
+      st.parentFromSeq = 0;
+      st.parentSince = this.now;
+      st.oldParent = null;
+      st.filter = EMPTY_BLOOM;
+      st.hops = 0;
+      st.floodDecideAt = Infinity;
+      st.everHadParent = true;
+      st.floodEpoch = msg.epoch;
+      // Drop children that are our ancestors' … none: as root we have no ancestors. Flood the new tree.
+      const flood: FloodMessage = {
+        type: MessageType.Flood,
+        slice: s,
+        epoch: msg.epoch,
+        bloom: this.mask,
+        hops: 1,
+      };
+      for (const n of this.swaplinks.neighbours()) this.send(n, flood);
+    } else if (st.isSliceSource) {
+      st.isSliceSource = false;
+      st.parent = null;
+      this.requestParent(s, ForcedReason.ParentLost, [from]);
+    }
+    this.emit({ type: 'sliceSource', slice: s, epoch: msg.epoch, assigned: msg.assigned });
+  }
+
+  // ───────────────────────────── the member's periodic round ─────────────────────────────
+
+  private tick(): void {
+    const now = this.now;
+    const p = this.config.protocol;
+    // Failure detection: heartbeat 1 s, timeout 4 s (L3651–3655).
+    for (const [peerId, peer] of this.peers) {
+      if (now - peer.lastHeardAt > p.failureTimeoutMs)
+        this.peerFailed(peerId, peer.quitting ? 'quit' : 'failed');
+    }
+    // Forget peers that are neither neighbours nor tree relations.
+    for (const peerId of this.peers.keys()) {
+      if (!this.swaplinks.isNeighbour(peerId) && !this.isTreePeer(peerId) && peerId !== this.config.sourceId)
+        this.peers.delete(peerId);
+    }
+    this.swaplinks.maintain(now);
+    this.sendAdverts();
+    // Tree relations that are not neighbours (slice source ↔ true source, edges after a swap) need heartbeats.
+    for (const [peerId, peer] of this.peers) {
+      if (
+        !this.swaplinks.isNeighbour(peerId) &&
+        this.isTreePeer(peerId) &&
+        now - peer.lastHeartbeatSentAt >= p.heartbeatMs
+      ) {
+        peer.lastHeartbeatSentAt = now;
+        this.send(peerId, { type: MessageType.Heartbeat });
+      }
+    }
+    this.expireStale();
+    this.parentLoadDecision();
+    this.latencyGrantsThisRound = 0;
+    this.acquireMissingParents();
+    this.childLoadReports();
+    this.latencyPhase();
+    this.probeSilentSlices();
+  }
+
+  private expireStale(): void {
+    const p = this.config.protocol;
+    for (let s = 0; s < this.sliceStates.length; s++) {
+      const st = this.slice(s);
+      if (st.pending !== null && this.now - st.pending.sentAt > p.requestTimeoutMs) {
+        const pending = st.pending;
+        st.pending = null;
+        if (pending.kind === 'forced' && st.parent === null)
+          this.requestParent(s, pending.forcedReason ?? ForcedReason.ParentLost, [pending.target]);
+      }
+      for (const [child, entry] of st.children) {
+        if (entry.untilSeq !== Infinity && this.now - entry.drainingSince > p.requestTimeoutMs)
+          st.children.delete(child);
+      }
+      if (st.oldParent !== null && this.now - st.parentSince > p.requestTimeoutMs + p.handoffLeadMs)
+        st.oldParent = null;
+      for (const [peer, until] of st.rejectedUntil) if (until <= this.now) st.rejectedUntil.delete(peer);
+    }
+    for (const [peer, until] of this.instructedUntil)
+      if (until <= this.now) this.instructedUntil.delete(peer);
+  }
+
+  /** Overloaded parent: pick one reported child among a set of good candidates (L3333–3341). */
+  private parentLoadDecision(): void {
+    const reports = this.reports;
+    this.reports = [];
+    if (this.load <= this.config.upperLatencyThreshold || reports.length === 0) return;
+    const options: { child: PeerId; slice: number; candidate: LoadCandidate }[] = [];
+    for (const r of reports) {
+      if (this.slice(r.slice).children.get(r.child)?.untilSeq !== Infinity) continue;
+      if (this.instructedUntil.has(r.child)) continue;
+      for (const c of r.candidates) {
+        if (c.peer !== r.child && c.peer !== this.id && c.load < c.lowerLatencyThreshold)
+          options.push({ child: r.child, slice: r.slice, candidate: c });
+      }
+    }
+    if (options.length === 0) return;
+    // Most underloaded first; then a random one of the best few, so not every parent picks the same target.
+    options.sort(
+      (a, b) =>
+        a.candidate.load -
+        a.candidate.lowerLatencyThreshold -
+        (b.candidate.load - b.candidate.lowerLatencyThreshold),
+    );
+    const pick = options[this.random.int(Math.min(this.config.protocol.candidateSetSize, options.length))];
+    if (pick === undefined) return;
+    this.instructedUntil.set(pick.child, this.now + this.config.protocol.requestTimeoutMs);
+    this.send(pick.child, {
+      type: MessageType.Instruction,
+      slice: pick.slice,
+      target: pick.candidate.peer,
+      targetLoadSeen: Math.min(0xffff, pick.candidate.load),
+    });
+  }
+
+  /** Child side of the load phase (L3323–3333): tell an overloaded parent who could take us. */
+  private childLoadReports(): void {
+    const reported = new Set<PeerId>();
+    const neighbours = this.swaplinks.neighbours();
+    for (let s = 0; s < this.sliceStates.length; s++) {
+      const st = this.slice(s);
+      const parentId = st.parent;
+      if (parentId === null || st.isSliceSource || st.pending !== null || reported.has(parentId)) continue;
+      const parent = this.peers.get(parentId);
+      if (parent?.hasAdvert !== true || parent.load <= parent.upperLatencyThreshold) continue;
+      const candidates: LoadCandidate[] = [];
+      for (const qId of neighbours) {
+        if (qId === parentId) continue;
+        const q = this.peers.get(qId);
+        if (q === undefined || q.load >= q.lowerLatencyThreshold || !this.eligibleParent(q, qId, s, st))
+          continue;
+        candidates.push({ peer: qId, load: q.load, lowerLatencyThreshold: q.lowerLatencyThreshold });
+      }
+      if (candidates.length === 0) continue;
+      candidates.sort((a, b) => a.load - a.lowerLatencyThreshold - (b.load - b.lowerLatencyThreshold));
+      reported.add(parentId);
+      this.send(parentId, { type: MessageType.LoadReport, slice: s, candidates: candidates.slice(0, 4) });
+    }
+  }
+
+  /**
+   * Latency phase (L3387–3413): once every parent is inside its LLT–ULT range, move one slice to a
+   * neighbour that receives it relatively earlier, by more than the margin, if both loads stay in range.
+   * Expected arrival via X = X's advertised relative offset for the slice + half our RTT to X.
+   */
+  private latencyPhase(): void {
+    const slices = this.sliceStates.length;
+    for (let s = 0; s < slices; s++) {
+      const st = this.slice(s);
+      if (st.pending !== null) return; // one latency switch in flight at a time, and none during another switch
+      if (st.parent === null) return;
+      if (st.isSliceSource) continue;
+      const parent = this.peers.get(st.parent);
+      if (parent?.hasAdvert !== true) return;
+      if (parent.load < parent.lowerLatencyThreshold || parent.load > parent.upperLatencyThreshold) return;
+    }
+    const margin = this.config.protocol.latencySwitchMarginMs;
+    const options: { slice: number; target: PeerId; gain: number }[] = [];
+    const neighbours = this.swaplinks.neighbours();
+    for (let s = 0; s < slices; s++) {
+      const st = this.slice(s);
+      if (st.isSliceSource || st.parent === null) continue;
+      const parent = this.peers.get(st.parent);
+      if (parent === undefined || parent.load - 1 < parent.lowerLatencyThreshold) continue;
+      const viaParent = (parent.sliceOffsets[s] ?? Number.NaN) + parent.rttMs / 2;
+      if (Number.isNaN(viaParent)) continue;
+      for (const qId of neighbours) {
+        if (qId === st.parent) continue;
+        const q = this.peers.get(qId);
+        if (q === undefined || q.load + 1 > q.upperLatencyThreshold || !this.eligibleParent(q, qId, s, st))
+          continue;
+        const viaQ = (q.sliceOffsets[s] ?? Number.NaN) + q.rttMs / 2;
+        if (Number.isNaN(viaQ)) continue;
+        const gain = viaParent - viaQ;
+        if (gain > margin) options.push({ slice: s, target: qId, gain });
+      }
+    }
+    if (options.length === 0) return;
+    options.sort((a, b) => b.gain - a.gain);
+    const pick = options[this.random.int(Math.min(this.config.protocol.candidateSetSize, options.length))];
+    if (pick === undefined) return;
+    const st = this.slice(pick.slice);
+    const parentId = st.parent;
+    if (parentId === null) return;
+    st.pending = {
+      kind: 'permission',
+      target: pick.target,
+      handoffSeq: SEQ_NONE,
+      sentAt: this.now,
+      forcedReason: null,
+    };
+    this.send(parentId, {
+      type: MessageType.LatencyPermissionRequest,
+      slice: pick.slice,
+      target: pick.target,
+      parentLoadSeen: Math.min(0xffff, this.peers.get(parentId)?.load ?? 0),
+    });
+  }
+
+  /** No data from a parent for a while: send a probe down our subtree; if it comes back to us, there is a loop (L3313–3317). */
+  private probeSilentSlices(): void {
+    const after = this.config.protocol.probeAfterSilenceMs;
+    for (let s = 0; s < this.sliceStates.length; s++) {
+      const st = this.slice(s);
+      if (st.parent === null || st.isSliceSource || st.activeChildren === 0) continue;
+      if (this.now - Math.max(st.lastDataAt, st.parentSince) < after || this.now - st.lastProbeSentAt < after)
+        continue;
+      st.lastProbeSentAt = this.now;
+      const probe: ProbeMessage = {
+        type: MessageType.Probe,
+        slice: s,
+        probeId: this.random.nextU32(),
+        bloom: this.mask,
+        hops: 1,
+      };
+      for (const [child, entry] of st.children) if (entry.untilSeq === Infinity) this.send(child, probe);
+    }
+  }
+
+  // ───────────────────────────── quitting ─────────────────────────────
+
+  private quit(graceful: boolean): void {
+    if (!graceful || !this.started) {
+      this.stopped = true;
+      this.emit({ type: 'stopped' });
+      return;
+    }
+    if (this.quittingUntil !== Infinity) return;
+    const linger = this.config.protocol.quitLingerMs;
+    this.quittingUntil = this.now + linger;
+    const told = new Set<PeerId>();
+    for (const peerId of [...this.swaplinks.neighbours(), ...this.peers.keys()]) {
+      if (told.has(peerId)) continue;
+      told.add(peerId);
+      this.send(peerId, { type: MessageType.Quit, lingerMs: linger });
+    }
+  }
+
+  // ───────────────────────────── true source ─────────────────────────────
+
+  private publish(payload: Uint8Array): void {
+    if (this.config.role !== 'source') throw new Error('only the true source publishes');
+    const slices = this.config.protocol.slices;
+    const s = this.publishedPackets % slices;
+    this.publishedPackets++;
+    const seq = this.nextSeq[s] ?? 0;
+    this.nextSeq[s] = seq + 1;
+    const target = this.sliceSources[s];
+    if (target === null || target === undefined) return;
+    // Each packet of each slice is sent exactly once, to that slice's source (L2842–2853).
+    this.send(target, { type: MessageType.Data, slice: s, seq, bloom: EMPTY_BLOOM, hops: 0, payload });
+  }
+
+  /** Sequence number the next published packet of `slice` will carry. */
+  nextSequence(slice: number): number {
+    return this.nextSeq[slice] ?? 0;
+  }
+
+  private sourceOnMessage(from: PeerId, message: Message): void {
+    if (message.type === MessageType.SampleResult) {
+      this.swaplinks.onSampleResult(from, message.walkId);
+      return;
+    }
+    if (this.sourceLastHeard.has(from)) this.sourceLastHeard.set(from, this.now);
+  }
+
+  private onSampled(peer: PeerId): void {
+    if (this.config.role !== 'source') return;
+    this.spares.push({ peer, at: this.now });
+    this.assignSliceSources();
+  }
+
+  /** The true source keeps exactly M neighbours, each rooting one slice's tree (L3245–3256). */
+  private assignSliceSources(): void {
+    for (let s = 0; s < this.sliceSources.length; s++) {
+      if (this.sliceSources[s] !== null) continue;
+      const spare = this.spares.shift();
+      if (spare === undefined) return;
+      const epoch = (this.sliceEpochs[s] ?? 0) + 1;
+      this.sliceEpochs[s] = epoch;
+      this.sliceSources[s] = spare.peer;
+      this.sourceLastHeard.set(spare.peer, this.now);
+      this.send(spare.peer, { type: MessageType.SliceSourceAssign, slice: s, epoch, assigned: true });
+      this.emit({ type: 'sliceSource', slice: s, epoch, assigned: true });
+    }
+  }
+
+  private sourceSample(): void {
+    const missing = this.sliceSources.filter((p) => p === null).length;
+    // Keep two spares sampled ahead, so a failed slice source is replaced without waiting for a walk.
+    const wanted = missing + 2 - this.spares.length - this.swaplinks.pendingSamples();
+    for (let i = 0; i < wanted; i++) {
+      if (this.swaplinks.sample(this.now) === undefined) {
+        this.actions.push({ kind: 'requestBootstrap', count: this.config.protocol.bootstrapPeers });
+        return;
+      }
+    }
+  }
+
+  private sourceTick(): void {
+    const now = this.now;
+    const p = this.config.protocol;
+    this.swaplinks.maintain(now); // the source has no links: this only expires lost sampling walks
+    // Spares go stale: a node sampled long ago may have left.
+    this.spares = this.spares.filter((sp) => now - sp.at < 30_000);
+    const sources = new Set<PeerId>();
+    for (let s = 0; s < this.sliceSources.length; s++) {
+      const src = this.sliceSources[s];
+      if (src === null || src === undefined) continue;
+      const heard = this.sourceLastHeard.get(src) ?? -Infinity;
+      if (now - heard > p.failureTimeoutMs) {
+        // Slice source failed: a new random node roots the tree and re-floods it (L3253–3256).
+        this.sliceSources[s] = null;
+        this.emit({ type: 'sliceSource', slice: s, epoch: this.sliceEpochs[s] ?? 0, assigned: false });
+        continue;
+      }
+      sources.add(src);
+    }
+    for (const src of this.sourceLastHeard.keys()) if (!sources.has(src)) this.sourceLastHeard.delete(src);
+    this.assignSliceSources();
+    for (const src of sources) this.send(src, { type: MessageType.Heartbeat });
+    this.sourceSample();
+  }
+}

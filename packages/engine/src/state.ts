@@ -1,0 +1,171 @@
+import { EMPTY_BLOOM, type Bloom128, type ForcedReason, type PeerId } from '@chunkycast/wire';
+import type { SwitchKind } from './types.js';
+
+/** What we know of one peer: liveness, and the latest advertisement if it is a neighbour. */
+export class PeerState {
+  lastHeardAt: number;
+  hasAdvert = false;
+  load = 0;
+  lowerLatencyThreshold = 0;
+  upperLatencyThreshold = 0;
+  maxLoad = 0;
+  /** Per slice: bit 0 receiving, bit 1 slice source. */
+  readonly sliceFlags: Uint8Array;
+  readonly sliceHops: Uint8Array;
+  /** Per slice relative arrival offset (ms), NaN when unknown. */
+  readonly sliceOffsets: Float32Array;
+  /** Per slice 128-bit received filter, 4 words each. */
+  readonly sliceFilters: Uint32Array;
+  /** Smoothed round-trip time, NaN until measured. */
+  rttMs = Number.NaN;
+  /** The peer's last `sentAtMs`, echoed back in our next advert. */
+  echoSentAtMs: number | null = null;
+  echoReceivedAt = 0;
+  needsFullAdvert = true;
+  lastFullAdvertAt = -Infinity;
+  violations = 0;
+  quitting = false;
+  /** Our out-going heartbeat to a non-neighbour tree peer was last sent at. */
+  lastHeartbeatSentAt = -Infinity;
+
+  constructor(now: number, slices: number) {
+    this.lastHeardAt = now;
+    this.sliceFlags = new Uint8Array(slices);
+    this.sliceHops = new Uint8Array(slices);
+    this.sliceOffsets = new Float32Array(slices).fill(Number.NaN);
+    this.sliceFilters = new Uint32Array(slices * 4);
+  }
+
+  receiving(slice: number): boolean {
+    return ((this.sliceFlags[slice] ?? 0) & 1) !== 0;
+  }
+
+  /** True when every bit of `mask` is in the filter this peer advertised for `slice`. */
+  filterContains(slice: number, mask: Bloom128): boolean {
+    const f = this.sliceFilters;
+    const o = slice * 4;
+    return (
+      ((f[o] ?? 0) & mask[0]) >>> 0 === mask[0] &&
+      ((f[o + 1] ?? 0) & mask[1]) >>> 0 === mask[1] &&
+      ((f[o + 2] ?? 0) & mask[2]) >>> 0 === mask[2] &&
+      ((f[o + 3] ?? 0) & mask[3]) >>> 0 === mask[3]
+    );
+  }
+
+  setFilter(slice: number, filter: Bloom128): void {
+    const o = slice * 4;
+    this.sliceFilters[o] = filter[0];
+    this.sliceFilters[o + 1] = filter[1];
+    this.sliceFilters[o + 2] = filter[2];
+    this.sliceFilters[o + 3] = filter[3];
+  }
+
+  resetSlices(): void {
+    this.sliceFlags.fill(0);
+    this.sliceHops.fill(0);
+    this.sliceOffsets.fill(Number.NaN);
+    this.sliceFilters.fill(0);
+  }
+}
+
+/** A child on one slice: forward packets with fromSeq ≤ seq < untilSeq. */
+export interface ChildEntry {
+  fromSeq: number;
+  /** Infinity while active; the hand-off sequence number once the child has moved on (draining). */
+  untilSeq: number;
+  drainingSince: number;
+}
+
+export type PendingKind = SwitchKind | 'permission';
+
+/** A parent change in flight for one slice. */
+export interface PendingSwitch {
+  readonly kind: PendingKind;
+  readonly target: PeerId;
+  readonly handoffSeq: number;
+  readonly sentAt: number;
+  readonly forcedReason: ForcedReason | null;
+}
+
+export interface FloodSender {
+  readonly peer: PeerId;
+  readonly bloom: Bloom128;
+  readonly hops: number;
+}
+
+/** What this node advertised for a slice last time, to send only changes. */
+export interface AdvertisedSlice {
+  receiving: boolean;
+  isSliceSource: boolean;
+  hops: number;
+  offsetMs: number | null;
+  filter: Bloom128;
+}
+
+export class SliceState {
+  parent: PeerId | null = null;
+  /** Packets from the parent are taken from this sequence number on. */
+  parentFromSeq = 0;
+  parentSince = -Infinity;
+  /** During a hand-off, the previous parent still supplies seq < oldParentUntilSeq. */
+  oldParent: PeerId | null = null;
+  oldParentUntilSeq = 0;
+  readonly children = new Map<PeerId, ChildEntry>();
+  activeChildren = 0;
+  /** Filter of the packets we receive (ancestors' masks), advertised to neighbours. */
+  filter: Bloom128 = EMPTY_BLOOM;
+  hops = 0;
+  lastDataAt = -Infinity;
+  highestSeq = -1;
+  lastHighestAt = -Infinity;
+  /** Smoothed packet interval on this slice, for hand-off sequence numbers. */
+  seqIntervalMs = Number.NaN;
+  /** Ring of recent packets: dedupe and resend to a new child. Slot = seq mod size; −1 empty. */
+  readonly ringSeq: Int32Array;
+  readonly ringPayload: (Uint8Array | undefined)[];
+  offsetMs = Number.NaN;
+  pending: PendingSwitch | null = null;
+  isSliceSource = false;
+  epoch = 0;
+  floodEpoch = 0;
+  floodSenders: FloodSender[] = [];
+  floodDecideAt = Infinity;
+  /** Peers that refused us on this slice, and until when we leave them alone. */
+  readonly rejectedUntil = new Map<PeerId, number>();
+  lastProbeSentAt = -Infinity;
+  lastProbeSeen = -1;
+  lastStrayNoticeAt = -Infinity;
+  /** Why we are looking for a parent, when we are. */
+  lostReason: ForcedReason | null = null;
+  everHadParent = false;
+  advertised: AdvertisedSlice | null = null;
+
+  constructor(ringSize: number) {
+    this.ringSeq = new Int32Array(ringSize).fill(-1);
+    this.ringPayload = new Array<Uint8Array | undefined>(ringSize).fill(undefined);
+  }
+
+  get ringSize(): number {
+    return this.ringSeq.length;
+  }
+
+  /** Record a packet; false if it is a duplicate or older than the ring remembers. */
+  remember(seq: number, payload: Uint8Array): boolean {
+    const size = this.ringSeq.length;
+    if (this.highestSeq >= 0 && seq <= this.highestSeq - size) return false;
+    const slot = seq % size;
+    if (this.ringSeq[slot] === (seq | 0)) return false;
+    this.ringSeq[slot] = seq | 0;
+    this.ringPayload[slot] = payload;
+    return true;
+  }
+
+  has(seq: number): boolean {
+    return this.ringSeq[seq % this.ringSeq.length] === (seq | 0);
+  }
+
+  payloadOf(seq: number): Uint8Array | undefined {
+    const slot = seq % this.ringSeq.length;
+    return this.ringSeq[slot] === (seq | 0) ? this.ringPayload[slot] : undefined;
+  }
+}

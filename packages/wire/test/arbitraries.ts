@@ -1,0 +1,229 @@
+/**
+ * fast-check arbitraries for every wire message, generating only values `encode` accepts and
+ * `decode` reproduces exactly. Shared by the round-trip, fuzz and (later) engine tests.
+ */
+import fc from 'fast-check';
+import {
+  ForcedReason,
+  LinkDirection,
+  LinkOp,
+  MAX_REPORT_CANDIDATES,
+  MAX_SLICES,
+  MessageType,
+  RejectReason,
+  SwitchReason,
+  TreeRole,
+  WalkPurpose,
+  type AdvertMessage,
+  type AdvertSliceEntry,
+  type Bloom128,
+  type DataMessage,
+  type LoadCandidate,
+  type LoadReportMessage,
+  type Message,
+  type SwitchReplyMessage,
+} from '@chunkycast/wire';
+
+export type MessageTypeName = keyof typeof MessageType;
+export type MessageOf<T extends MessageType> = Extract<Message, { readonly type: T }>;
+
+export const u8 = (): fc.Arbitrary<number> => fc.integer({ min: 0, max: 0xff });
+export const u16 = (): fc.Arbitrary<number> => fc.integer({ min: 0, max: 0xffff });
+export const u32 = (): fc.Arbitrary<number> => fc.integer({ min: 0, max: 0xffff_ffff });
+export const slice = (): fc.Arbitrary<number> => fc.integer({ min: 0, max: MAX_SLICES - 1 });
+export const peerId = u32;
+export const bloom128 = (): fc.Arbitrary<Bloom128> => fc.tuple(u32(), u32(), u32(), u32());
+/** A valid advert offset: an integer the i16 field holds (−32768 is reserved for "unknown"), or null. */
+export const offsetMs = (): fc.Arbitrary<number | null> =>
+  fc.option(fc.integer({ min: -32_767, max: 32_767 }), { nil: null });
+
+/** `fc.record` with ordinary (not null-prototype) objects, so values compare like decoded ones. */
+function record<T>(model: { [K in keyof T]: fc.Arbitrary<T[K]> }): fc.Arbitrary<T> {
+  return fc.record(model, { noNullPrototype: true });
+}
+
+/** Every value of a `{ Name: code }` enum object. */
+function enumOf<E extends Readonly<Record<string, number>>>(values: E): fc.Arbitrary<E[keyof E]> {
+  return fc.constantFrom(...(Object.values(values) as E[keyof E][]));
+}
+
+export interface MessageArbitraryOptions {
+  /** Largest data payload generated (default 4096 bytes). */
+  readonly maxPayloadBytes?: number;
+  /** Largest number of advert entries generated (default MAX_SLICES). */
+  readonly maxAdvertEntries?: number;
+}
+
+const advertEntry = (): fc.Arbitrary<AdvertSliceEntry> =>
+  record({
+    slice: slice(),
+    receiving: fc.boolean(),
+    isSliceSource: fc.boolean(),
+    hops: u8(),
+    offsetMs: offsetMs(),
+    filter: bloom128(),
+  });
+
+const loadCandidate = (): fc.Arbitrary<LoadCandidate> =>
+  record({ peer: peerId(), load: u16(), lowerLatencyThreshold: u16() });
+
+/** No echo ⇒ hold time 0; an echo's hold time is below the 0xffff "no echo" marker. */
+const advertEcho = (): fc.Arbitrary<Pick<AdvertMessage, 'echoSentAtMs' | 'echoHoldMs'>> =>
+  fc.oneof(
+    fc.constant({ echoSentAtMs: null, echoHoldMs: 0 }),
+    record({ echoSentAtMs: u32(), echoHoldMs: fc.integer({ min: 0, max: 0xfffe }) }),
+  );
+
+/** Accepted ⇔ reject reason None. */
+const switchReplyVerdict = (): fc.Arbitrary<Pick<SwitchReplyMessage, 'accepted' | 'rejectReason'>> =>
+  fc.oneof(
+    fc.constant({ accepted: true, rejectReason: RejectReason.None }),
+    record({
+      accepted: fc.constant(false),
+      rejectReason: fc.constantFrom(
+        ...Object.values(RejectReason).filter((r): r is Exclude<RejectReason, 0> => r !== RejectReason.None),
+      ),
+    }),
+  );
+
+/** One arbitrary per message type, keyed by the type's name in `MessageType`. */
+export function makeMessageArbitraries(options: MessageArbitraryOptions = {}): {
+  readonly [K in MessageTypeName]: fc.Arbitrary<MessageOf<(typeof MessageType)[K]>>;
+} {
+  const maxPayloadBytes = options.maxPayloadBytes ?? 4096;
+  const maxAdvertEntries = options.maxAdvertEntries ?? MAX_SLICES;
+  return {
+    Data: record({
+      type: fc.constant(MessageType.Data),
+      slice: slice(),
+      seq: u32(),
+      bloom: bloom128(),
+      hops: u8(),
+      payload: fc.uint8Array({ maxLength: maxPayloadBytes }),
+    }) satisfies fc.Arbitrary<DataMessage>,
+    Probe: record({
+      type: fc.constant(MessageType.Probe),
+      slice: slice(),
+      probeId: u32(),
+      bloom: bloom128(),
+      hops: u8(),
+    }),
+    Advert: fc
+      .tuple(
+        record({
+          type: fc.constant(MessageType.Advert),
+          full: fc.boolean(),
+          load: u16(),
+          lowerLatencyThreshold: u16(),
+          upperLatencyThreshold: u16(),
+          maxLoad: u16(),
+          sentAtMs: u32(),
+        }),
+        advertEcho(),
+        fc.uniqueArray(advertEntry(), { selector: (e) => e.slice, maxLength: maxAdvertEntries }),
+      )
+      .map(([fields, echo, entries]): AdvertMessage => ({
+        ...fields,
+        ...echo,
+        entries: [...entries].sort((a, b) => a.slice - b.slice),
+      })),
+    LoadReport: record({
+      type: fc.constant(MessageType.LoadReport),
+      slice: slice(),
+      candidates: fc.array(loadCandidate(), { minLength: 1, maxLength: MAX_REPORT_CANDIDATES }),
+    }) satisfies fc.Arbitrary<LoadReportMessage>,
+    Instruction: record({
+      type: fc.constant(MessageType.Instruction),
+      slice: slice(),
+      target: peerId(),
+      targetLoadSeen: u16(),
+    }),
+    SwitchRequest: record({
+      type: fc.constant(MessageType.SwitchRequest),
+      slice: slice(),
+      reason: enumOf(SwitchReason),
+      handoffSeq: u32(),
+      targetLoadSeen: u16(),
+      parentLoadSeen: u16(),
+    }),
+    SwitchReply: fc
+      .tuple(
+        record({
+          type: fc.constant(MessageType.SwitchReply),
+          slice: slice(),
+          handoffSeq: u32(),
+          load: u16(),
+        }),
+        switchReplyVerdict(),
+      )
+      .map(([fields, verdict]): SwitchReplyMessage => ({ ...fields, ...verdict })),
+    SwitchComplete: record({
+      type: fc.constant(MessageType.SwitchComplete),
+      slice: slice(),
+      handoffSeq: u32(),
+      newParent: peerId(),
+    }),
+    LatencyPermissionRequest: record({
+      type: fc.constant(MessageType.LatencyPermissionRequest),
+      slice: slice(),
+      target: peerId(),
+      parentLoadSeen: u16(),
+    }),
+    LatencyPermissionReply: record({
+      type: fc.constant(MessageType.LatencyPermissionReply),
+      slice: slice(),
+      target: peerId(),
+      granted: fc.boolean(),
+    }),
+    Flood: record({
+      type: fc.constant(MessageType.Flood),
+      slice: slice(),
+      epoch: u32(),
+      bloom: bloom128(),
+      hops: u8(),
+    }),
+    ForcedParentRequest: record({
+      type: fc.constant(MessageType.ForcedParentRequest),
+      slice: slice(),
+      reason: enumOf(ForcedReason),
+      fromSeq: u32(),
+    }),
+    Heartbeat: record({ type: fc.constant(MessageType.Heartbeat) }),
+    Quit: record({ type: fc.constant(MessageType.Quit), lingerMs: u16() }),
+    TreeLeave: record({
+      type: fc.constant(MessageType.TreeLeave),
+      slice: slice(),
+      role: enumOf(TreeRole),
+    }),
+    Walk: record({
+      type: fc.constant(MessageType.Walk),
+      walkId: u32(),
+      origin: peerId(),
+      purpose: enumOf(WalkPurpose),
+      ttl: u8(),
+    }),
+    Link: record({
+      type: fc.constant(MessageType.Link),
+      op: enumOf(LinkOp),
+      direction: enumOf(LinkDirection),
+      walkId: u32(),
+    }),
+    Swap: record({ type: fc.constant(MessageType.Swap), walkId: u32(), newTarget: peerId() }),
+    SampleResult: record({ type: fc.constant(MessageType.SampleResult), walkId: u32() }),
+    SliceSourceAssign: record({
+      type: fc.constant(MessageType.SliceSourceAssign),
+      slice: slice(),
+      epoch: u32(),
+      assigned: fc.boolean(),
+    }),
+  };
+}
+
+/** The default arbitraries: payloads up to 4 KiB, adverts with up to MAX_SLICES entries. */
+export const messageArbitraries = makeMessageArbitraries();
+
+/** Any message, every type equally likely. */
+export function anyMessage(options: MessageArbitraryOptions = {}): fc.Arbitrary<Message> {
+  const arbitraries: fc.Arbitrary<Message>[] = Object.values(makeMessageArbitraries(options));
+  return fc.oneof(...arbitraries);
+}
