@@ -82,7 +82,11 @@ export interface ProtocolConfig {
   readonly requestTimeoutMs: number;
   /** Every advert is a delta except one full advert per neighbour this often (and on every new link). */
   readonly fullAdvertIntervalMs: number;
-  /** Relative offsets are re-advertised only when they move by at least this much. */
+  /**
+   * Relative offsets are re-advertised only when they move by at least this much. Queueing jitter
+   * moves a smoothed offset by a few ms every block; 20 ms (half the latency margin) keeps adverts
+   * small while no decision sees an offset staler than the margin could matter.
+   */
   readonly offsetAdvertStepMs: number;
   /** A peer that rejected our request for a slice is not asked again for that slice for this long. */
   readonly rejectBackoffMs: number;
@@ -115,7 +119,7 @@ export const DEFAULT_PROTOCOL: ProtocolConfig = Object.freeze({
   receivingTimeoutMs: 3000,
   requestTimeoutMs: 3000,
   fullAdvertIntervalMs: 10_000,
-  offsetAdvertStepMs: 10,
+  offsetAdvertStepMs: 20,
   rejectBackoffMs: 5000,
   maxViolationsPerPeer: 20,
   bootstrapPeers: 4,
@@ -154,7 +158,7 @@ export function latencyThresholds(targetLoadSlices: number, rangeFraction: numbe
   // The epsilon keeps exact products (16 · 0.125 = 2) from rounding outward through float error.
   return {
     lower: Math.max(0, Math.floor(targetLoadSlices - half + 1e-9)),
-    upper: Math.ceil(targetLoadSlices + half - 1e-9),
+    upper: Math.max(0, Math.ceil(targetLoadSlices + half - 1e-9)),
   };
 }
 

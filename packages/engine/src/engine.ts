@@ -7,6 +7,7 @@ import {
   SwitchReason,
   TreeRole,
   bloomContains,
+  bloomEquals,
   bloomOr,
   type AdvertMessage,
   type AdvertSliceEntry,
@@ -42,8 +43,38 @@ const MIN_RING_PACKETS = 64;
 const U32 = 4294967296;
 /** Load reports kept per decision round; more would only repeat the same candidates. */
 const MAX_STORED_REPORTS = 64;
+/**
+ * Blocks measured since a slice's parent changed before its moving-average offset is trusted
+ * (1 − 0.2)^8 ≈ 17% of the old path's weight remains; fewer made latency switches chase their own
+ * transients.
+ */
+const OFFSET_SETTLE_BLOCKS = 8;
+/** Candidates in one load report: enough choice for the parent, small on the wire. */
+const REPORT_CANDIDATES = 4;
 /** Flood senders remembered per slice, in arrival order. */
 const MAX_FLOOD_SENDERS = 16;
+
+/** Message types with a `slice` field, which must be below this stream's M. */
+const CARRIES_SLICE: readonly boolean[] = (() => {
+  const table: boolean[] = [];
+  for (const type of [
+    MessageType.Data,
+    MessageType.Probe,
+    MessageType.LoadReport,
+    MessageType.Instruction,
+    MessageType.SwitchRequest,
+    MessageType.SwitchReply,
+    MessageType.SwitchComplete,
+    MessageType.LatencyPermissionRequest,
+    MessageType.LatencyPermissionReply,
+    MessageType.Flood,
+    MessageType.ForcedParentRequest,
+    MessageType.TreeLeave,
+    MessageType.SliceSourceAssign,
+  ])
+    table[type] = true;
+  return table;
+})();
 
 interface StoredReport {
   readonly child: PeerId;
@@ -102,6 +133,9 @@ export class Engine {
   private latencyGrantsThisRound = 0;
   private instructedUntil = new Map<PeerId, number>();
   private linksInstalled = false;
+  private failingPeer: PeerId | null = null;
+  /** Earliest pending flood decision (cached: checked on every input). */
+  private floodDeadline = Infinity;
   // Relative arrival offsets (L3387–3413): arrival times per block, one row of M slices per block.
   private readonly blockSeq = new Float64Array(OFFSET_BLOCKS).fill(-1);
   private readonly blockArrivals: Float64Array;
@@ -174,7 +208,7 @@ export class Engine {
     if (this.stopped) return Infinity;
     let deadline = this.nextTickAt;
     if (this.quittingUntil < deadline) deadline = this.quittingUntil;
-    for (const st of this.sliceStates) if (st.floodDecideAt < deadline) deadline = st.floodDecideAt;
+    if (this.floodDeadline < deadline) deadline = this.floodDeadline;
     return deadline;
   }
 
@@ -233,7 +267,7 @@ export class Engine {
   }
 
   neighbours(): PeerId[] {
-    return this.swaplinks.neighbours();
+    return [...this.swaplinks.neighbours()];
   }
 
   outLinks(): ReadonlyMap<PeerId, number> {
@@ -316,13 +350,27 @@ export class Engine {
   private runTimers(): void {
     if (this.stopped) return;
     if (this.now >= this.quittingUntil) {
+      // End of a graceful quit: release the tree edges explicitly, so nobody waits for a timeout.
+      for (let s = 0; s < this.sliceStates.length; s++) {
+        const st = this.slice(s);
+        if (st.parent !== null && !st.isSliceSource)
+          this.send(st.parent, { type: MessageType.TreeLeave, slice: s, role: TreeRole.Child });
+        for (const [child, entry] of st.children) {
+          if (entry.untilSeq === Infinity)
+            this.send(child, { type: MessageType.TreeLeave, slice: s, role: TreeRole.Parent });
+        }
+      }
       this.stopped = true;
       this.emit({ type: 'stopped' });
       return;
     }
-    for (let s = 0; s < this.sliceStates.length; s++) {
-      const st = this.slice(s);
-      if (st.floodDecideAt <= this.now) this.floodDecide(s);
+    if (this.floodDeadline <= this.now) {
+      this.floodDeadline = Infinity;
+      for (let s = 0; s < this.sliceStates.length; s++) {
+        const st = this.slice(s);
+        if (st.floodDecideAt <= this.now) this.floodDecide(s);
+        else if (st.floodDecideAt < this.floodDeadline) this.floodDeadline = st.floodDecideAt;
+      }
     }
     if (this.now >= this.nextTickAt) {
       const interval = this.config.protocol.decisionIntervalMs;
@@ -360,9 +408,12 @@ export class Engine {
       this.onMessageWhileQuitting(from, message);
       return;
     }
-    if ('slice' in message && message.slice >= this.config.protocol.slices) {
-      this.violation(from, `slice ${message.slice} out of range`);
-      return;
+    if (CARRIES_SLICE[message.type]) {
+      const slice = (message as { readonly slice: number }).slice;
+      if (slice >= this.config.protocol.slices) {
+        this.violation(from, `slice ${slice} out of range`);
+        return;
+      }
     }
     switch (message.type) {
       case MessageType.Data:
@@ -507,8 +558,8 @@ export class Engine {
       st.highestSeq = msg.seq;
       st.lastHighestAt = this.now;
     }
-    if (st.oldParent !== null && st.highestSeq >= st.oldParentUntilSeq - 1 && from === st.parent) {
-      // The new parent has taken over; the old one's share is complete.
+    if (fromOldParent && msg.seq === st.oldParentUntilSeq - 1) {
+      // The old parent's last packet before the hand-off (one link keeps its order): its share is done.
       st.oldParent = null;
     }
     this.recordArrival(s, msg.seq);
@@ -540,6 +591,7 @@ export class Engine {
         st.children.delete(child);
         continue;
       }
+      entry.peer.lastSentAt = this.now;
       out ??= {
         type: MessageType.Data,
         slice: s,
@@ -605,6 +657,7 @@ export class Engine {
       const st = this.slice(s);
       const offset = a - mean;
       st.offsetMs = Number.isNaN(st.offsetMs) ? offset : st.offsetMs + alpha * (offset - st.offsetMs);
+      st.offsetBlocks++;
     }
   }
 
@@ -644,7 +697,7 @@ export class Engine {
         prev.receiving !== entry.receiving ||
         prev.isSliceSource !== entry.isSliceSource ||
         prev.hops !== entry.hops ||
-        prev.filter !== entry.filter ||
+        !bloomEquals(prev.filter, entry.filter) ||
         (prev.offsetMs === null) !== (entry.offsetMs === null) ||
         (prev.offsetMs !== null &&
           entry.offsetMs !== null &&
@@ -654,6 +707,7 @@ export class Engine {
         st.advertised = { ...entry };
       }
     }
+    const heartbeatMs = this.config.protocol.heartbeatMs;
     for (const peerId of this.swaplinks.neighbours()) {
       const p = this.peer(peerId);
       const sendFull =
@@ -661,7 +715,18 @@ export class Engine {
       if (sendFull) {
         p.needsFullAdvert = false;
         p.lastFullAdvertAt = this.now;
+      } else if (
+        delta.length === 0 &&
+        p.lastAdvertLoad === this.load &&
+        this.now - p.lastSentAt < heartbeatMs
+      ) {
+        // Nothing new to say, and the data we forwarded to this neighbour within the heartbeat
+        // period already told it we are alive: the heartbeat rides on the data (about half of all
+        // adverts once trees settle, since a node's children are about half of its neighbours).
+        continue;
       }
+      p.lastSentAt = this.now;
+      p.lastAdvertLoad = this.load;
       this.send(peerId, this.advert(p, sendFull, sendFull ? full : delta));
     }
   }
@@ -690,6 +755,8 @@ export class Engine {
     for (let s = 0; s < this.config.protocol.slices; s++) entries.push(this.sliceEntry(s));
     p.needsFullAdvert = false;
     p.lastFullAdvertAt = this.now;
+    p.lastSentAt = this.now;
+    p.lastAdvertLoad = this.load;
     this.send(peerId, this.advert(p, true, entries));
   }
 
@@ -742,23 +809,28 @@ export class Engine {
   private onNeighbourRemoved(peerId: PeerId): void {
     const p = this.peers.get(peerId);
     if (p !== undefined) p.hasAdvert = false;
+    if (this.failingPeer === peerId) return; // peerFailed reports it and repairs the trees itself
     this.emit({ type: 'neighbourDown', peer: peerId, reason: 'unlinked' });
     // A Swaplinks change took away a parent: a forced switch with a normal hand-off (L3481–3491).
     const reason = p?.quitting === true ? ForcedReason.ParentQuit : ForcedReason.NeighbourChange;
     for (let s = 0; s < this.sliceStates.length; s++) {
       const st = this.slice(s);
-      if (st.parent === peerId && st.pending === null && !st.isSliceSource) {
+      if (st.parent === peerId && st.pending === null && st.oldParent === null && !st.isSliceSource) {
         this.requestParent(s, reason, [peerId]);
       }
     }
   }
 
-  private isTreePeer(peerId: PeerId): boolean {
+  /** Peers we have a tree relation with on any slice (parent, old parent, child, pending target). */
+  private treePeers(): Set<PeerId> {
+    const result = new Set<PeerId>();
     for (const st of this.sliceStates) {
-      if (st.parent === peerId || st.oldParent === peerId || st.children.has(peerId)) return true;
-      if (st.pending?.target === peerId) return true;
+      if (st.parent !== null) result.add(st.parent);
+      if (st.oldParent !== null) result.add(st.oldParent);
+      if (st.pending !== null) result.add(st.pending.target);
+      for (const child of st.children.keys()) result.add(child);
     }
-    return false;
+    return result;
   }
 
   /** A peer is gone (silent past the timeout, unreachable, or cut off): repair links and trees. */
@@ -783,7 +855,9 @@ export class Engine {
         this.loseParent(s, ForcedReason.ParentLost, peerId);
       }
     }
+    this.failingPeer = peerId;
     this.swaplinks.dropPeer(peerId);
+    this.failingPeer = null;
     this.peers.delete(peerId);
   }
 
@@ -812,8 +886,9 @@ export class Engine {
     if (p !== undefined) p.quitting = true;
     for (let s = 0; s < this.sliceStates.length; s++) {
       const st = this.slice(s);
-      this.removeChild(s, from);
-      if (st.parent === from && st.pending?.kind !== 'forced' && !st.isSliceSource) {
+      // A quitting child stays ours: it keeps forwarding to its own children while they move, and
+      // says TreeLeave when its linger ends.
+      if (st.parent === from && st.pending?.kind !== 'forced' && st.oldParent === null && !st.isSliceSource) {
         // The leaver keeps forwarding for a while: hand off like a normal switch (L2866–2869).
         st.pending = null;
         this.requestParent(s, ForcedReason.ParentQuit, [from]);
@@ -849,10 +924,9 @@ export class Engine {
       existing.fromSeq = Math.min(existing.fromSeq, fromSeq);
       return;
     }
-    st.children.set(child, { fromSeq, untilSeq: Infinity, drainingSince: Infinity });
+    st.children.set(child, { peer: this.peer(child), fromSeq, untilSeq: Infinity, drainingSince: Infinity });
     st.activeChildren++;
     this.load++;
-    this.peer(child);
   }
 
   // ───────────────────────────── parent acquisition (forced) ─────────────────────────────
@@ -1071,6 +1145,7 @@ export class Engine {
     st.parent = parent;
     st.parentFromSeq = handoffSeq;
     st.parentSince = this.now;
+    st.offsetBlocks = 0;
     st.lostReason = null;
     st.everHadParent = true;
     st.floodSenders = [];
@@ -1105,7 +1180,8 @@ export class Engine {
   private onInstruction(from: PeerId, msg: InstructionMessage): void {
     const s = msg.slice;
     const st = this.slice(s);
-    if (st.parent !== from || st.pending !== null) return;
+    // One hand-off at a time per slice: a second would cut short the first one's old parent.
+    if (st.parent !== from || st.pending !== null || st.oldParent !== null) return;
     const q = this.peers.get(msg.target);
     if (q === undefined || msg.target === this.id || !this.swaplinks.isNeighbour(msg.target)) return;
     if (!this.eligibleParent(q, msg.target, s, st) || q.load >= q.lowerLatencyThreshold) return;
@@ -1207,6 +1283,7 @@ export class Engine {
       for (const n of this.swaplinks.neighbours()) if (n !== from) this.send(n, out);
       if (!st.isSliceSource && !this.sliceReceiving(st))
         st.floodDecideAt = this.now + this.config.protocol.floodCollectMs;
+      if (st.floodDecideAt < this.floodDeadline) this.floodDeadline = st.floodDecideAt;
     }
     if (
       msg.epoch === st.floodEpoch &&
@@ -1228,12 +1305,16 @@ export class Engine {
       this.send(st.parent, { type: MessageType.TreeLeave, slice: s, role: TreeRole.Child });
       st.parent = null;
     }
-    const k = Math.min(this.config.protocol.candidateSetSize, st.floodSenders.length);
-    if (k === 0) {
+    if (st.floodSenders.length === 0) {
       this.requestParent(s, ForcedReason.Join, []);
       return;
     }
-    const [chosen] = st.floodSenders.splice(this.random.int(k), 1);
+    // Fewest hops from the slice source, earliest arrival on a tie: a shallow, low-latency start.
+    let best = 0;
+    st.floodSenders.forEach((sender, i) => {
+      if (sender.hops < (st.floodSenders[best]?.hops ?? Infinity)) best = i;
+    });
+    const [chosen] = st.floodSenders.splice(best, 1);
     if (chosen === undefined) return;
     // Until data flows, the chosen sender's flood path stands in for our received filter, so we
     // refuse as children the nodes upstream of us on it.
@@ -1293,25 +1374,28 @@ export class Engine {
       if (now - peer.lastHeardAt > p.failureTimeoutMs)
         this.peerFailed(peerId, peer.quitting ? 'quit' : 'failed');
     }
+    const treePeers = this.treePeers();
     // Forget peers that are neither neighbours nor tree relations.
     for (const peerId of this.peers.keys()) {
-      if (!this.swaplinks.isNeighbour(peerId) && !this.isTreePeer(peerId) && peerId !== this.config.sourceId)
+      if (!this.swaplinks.isNeighbour(peerId) && !treePeers.has(peerId) && peerId !== this.config.sourceId)
         this.peers.delete(peerId);
     }
     this.swaplinks.maintain(now);
     this.sendAdverts();
     // Tree relations that are not neighbours (slice source ↔ true source, edges after a swap) need heartbeats.
-    for (const [peerId, peer] of this.peers) {
+    for (const peerId of treePeers) {
+      const peer = this.peers.get(peerId);
       if (
-        !this.swaplinks.isNeighbour(peerId) &&
-        this.isTreePeer(peerId) &&
-        now - peer.lastHeartbeatSentAt >= p.heartbeatMs
-      ) {
-        peer.lastHeartbeatSentAt = now;
-        this.send(peerId, { type: MessageType.Heartbeat });
-      }
+        peer === undefined ||
+        this.swaplinks.isNeighbour(peerId) ||
+        now - peer.lastHeartbeatSentAt < p.heartbeatMs
+      )
+        continue;
+      peer.lastHeartbeatSentAt = now;
+      this.send(peerId, { type: MessageType.Heartbeat });
     }
     this.expireStale();
+    this.replaceDepartingParents();
     this.parentLoadDecision();
     this.latencyGrantsThisRound = 0;
     this.acquireMissingParents();
@@ -1340,6 +1424,22 @@ export class Engine {
     }
     for (const [peer, until] of this.instructedUntil)
       if (until <= this.now) this.instructedUntil.delete(peer);
+  }
+
+  /**
+   * A parent that stopped being a neighbour (Swaplinks swap) or is quitting must be replaced; done
+   * here when it could not be at once (a hand-off was still draining, or no candidate answered).
+   */
+  private replaceDepartingParents(): void {
+    for (let s = 0; s < this.sliceStates.length; s++) {
+      const st = this.slice(s);
+      const parent = st.parent;
+      if (parent === null || st.isSliceSource || st.pending !== null || st.oldParent !== null) continue;
+      const quitting = this.peers.get(parent)?.quitting === true;
+      if (quitting) this.requestParent(s, ForcedReason.ParentQuit, [parent]);
+      else if (!this.swaplinks.isNeighbour(parent))
+        this.requestParent(s, ForcedReason.NeighbourChange, [parent]);
+    }
   }
 
   /** Overloaded parent: pick one reported child among a set of good candidates (L3333–3341). */
@@ -1382,59 +1482,112 @@ export class Engine {
     for (let s = 0; s < this.sliceStates.length; s++) {
       const st = this.slice(s);
       const parentId = st.parent;
-      if (parentId === null || st.isSliceSource || st.pending !== null || reported.has(parentId)) continue;
+      if (
+        parentId === null ||
+        st.isSliceSource ||
+        st.pending !== null ||
+        st.oldParent !== null ||
+        reported.has(parentId)
+      )
+        continue;
       const parent = this.peers.get(parentId);
       if (parent?.hasAdvert !== true || parent.load <= parent.upperLatencyThreshold) continue;
-      const candidates: LoadCandidate[] = [];
+      const candidates: { candidate: LoadCandidate; arrival: number }[] = [];
       for (const qId of neighbours) {
         if (qId === parentId) continue;
         const q = this.peers.get(qId);
         if (q === undefined || q.load >= q.lowerLatencyThreshold || !this.eligibleParent(q, qId, s, st))
           continue;
-        candidates.push({ peer: qId, load: q.load, lowerLatencyThreshold: q.lowerLatencyThreshold });
+        candidates.push({
+          candidate: { peer: qId, load: q.load, lowerLatencyThreshold: q.lowerLatencyThreshold },
+          arrival: this.expectedArrivalVia(q, s),
+        });
       }
       if (candidates.length === 0) continue;
-      candidates.sort((a, b) => a.load - a.lowerLatencyThreshold - (b.load - b.lowerLatencyThreshold));
+      // Offer the underloaded neighbours through which the slice would arrive earliest: the parent
+      // then picks the least loaded of them (L3333–3341), and load switches stop deepening trees.
+      candidates.sort((a, b) => a.arrival - b.arrival || a.candidate.load - b.candidate.load);
       reported.add(parentId);
-      this.send(parentId, { type: MessageType.LoadReport, slice: s, candidates: candidates.slice(0, 4) });
+      this.send(parentId, {
+        type: MessageType.LoadReport,
+        slice: s,
+        candidates: candidates.slice(0, REPORT_CANDIDATES).map((c) => c.candidate),
+      });
     }
   }
 
   /**
-   * Latency phase (L3387–3413): once every parent is inside its LLT–ULT range, move one slice to a
+   * Mean arrival at `q` minus mean arrival here (both relative measures), from the slices `q`
+   * supplies us: for such a slice t, our offset = q's offset + half the RTT + (mean_q − mean_us).
+   * NaN when q supplies no settled slice.
+   */
+  private neighbourBias(qId: PeerId, q: PeerState): number {
+    let sum = 0;
+    let count = 0;
+    for (const st of this.sliceStates) {
+      if (st.parent !== qId || st.offsetBlocks < OFFSET_SETTLE_BLOCKS || Number.isNaN(st.offsetMs)) continue;
+      const t = this.sliceStates.indexOf(st);
+      const theirs = q.sliceOffsets[t] ?? Number.NaN;
+      if (Number.isNaN(theirs) || Number.isNaN(q.rttMs)) continue;
+      sum += st.offsetMs - theirs - q.rttMs / 2;
+      count++;
+    }
+    return count === 0 ? Number.NaN : sum / count;
+  }
+
+  /**
+   * When `slice` would reach us through `q`, relative to our other slices: q's advertised relative
+   * offset plus half the round trip to q (no clock sync, L3387–3413). Infinity while unknown.
+   */
+  private expectedArrivalVia(q: PeerState, slice: number): number {
+    const offset = q.sliceOffsets[slice] ?? Number.NaN;
+    const value = offset + q.rttMs / 2;
+    return Number.isNaN(value) ? Infinity : value;
+  }
+
+  /**
+   * Latency phase (L3387–3413): for a slice whose parent is inside its LLT–ULT range, move it to a
    * neighbour that receives it relatively earlier, by more than the margin, if both loads stay in range.
    * Expected arrival via X = X's advertised relative offset for the slice + half our RTT to X.
    */
   private latencyPhase(): void {
     const slices = this.sliceStates.length;
-    for (let s = 0; s < slices; s++) {
-      const st = this.slice(s);
-      if (st.pending !== null) return; // one latency switch in flight at a time, and none during another switch
-      if (st.parent === null) return;
-      if (st.isSliceSource) continue;
-      const parent = this.peers.get(st.parent);
-      if (parent?.hasAdvert !== true) return;
-      if (parent.load < parent.lowerLatencyThreshold || parent.load > parent.upperLatencyThreshold) return;
-    }
+    // One latency switch in flight at a time.
+    for (const st of this.sliceStates)
+      if (st.pending?.kind === 'permission' || st.pending?.kind === 'latency') return;
     const margin = this.config.protocol.latencySwitchMarginMs;
     const options: { slice: number; target: PeerId; gain: number }[] = [];
     const neighbours = this.swaplinks.neighbours();
+    const bias = new Map<PeerId, number>();
     for (let s = 0; s < slices; s++) {
       const st = this.slice(s);
-      if (st.isSliceSource || st.parent === null) continue;
+      if (st.isSliceSource || st.parent === null || st.pending !== null || st.oldParent !== null) continue;
+      // Our own measurement must have caught up with the current parent first.
+      if (st.offsetBlocks < OFFSET_SETTLE_BLOCKS || Number.isNaN(st.offsetMs)) continue;
       const parent = this.peers.get(st.parent);
-      if (parent === undefined || parent.load - 1 < parent.lowerLatencyThreshold) continue;
-      const viaParent = (parent.sliceOffsets[s] ?? Number.NaN) + parent.rttMs / 2;
-      if (Number.isNaN(viaParent)) continue;
+      // The parent must be inside its range and stay there without us (L3387–3392). We gate per
+      // slice: requiring all 16 parents in range at once would, with 10% of nodes outside, leave
+      // (0.9)^16 ≈ 18% of nodes eligible and the latency phase would barely run.
+      if (parent?.hasAdvert !== true || parent.load > parent.upperLatencyThreshold) continue;
+      if (parent.load - 1 < parent.lowerLatencyThreshold) continue;
       for (const qId of neighbours) {
         if (qId === st.parent) continue;
         const q = this.peers.get(qId);
         if (q === undefined || q.load + 1 > q.upperLatencyThreshold || !this.eligibleParent(q, qId, s, st))
           continue;
-        const viaQ = (q.sliceOffsets[s] ?? Number.NaN) + q.rttMs / 2;
-        if (Number.isNaN(viaQ)) continue;
-        const gain = viaParent - viaQ;
-        if (gain > margin) options.push({ slice: s, target: qId, gain });
+        const viaQ = this.expectedArrivalVia(q, s);
+        if (viaQ === Infinity) continue;
+        let b = bias.get(qId);
+        if (b === undefined) {
+          b = this.neighbourBias(qId, q);
+          bias.set(qId, b);
+        }
+        // Offsets are relative to each node's own mean arrival, so comparing ours with a
+        // neighbour's is off by the difference of the two means (±hundreds of ms, far above the
+        // margin). Where the neighbour already feeds us some slice we measure that difference;
+        // otherwise we assume it is zero and ask for twice the margin.
+        const gain = Number.isNaN(b) ? st.offsetMs - viaQ : st.offsetMs - (viaQ + b);
+        if (gain > (Number.isNaN(b) ? 2 * margin : margin)) options.push({ slice: s, target: qId, gain });
       }
     }
     if (options.length === 0) return;

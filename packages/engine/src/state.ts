@@ -27,6 +27,10 @@ export class PeerState {
   quitting = false;
   /** Our out-going heartbeat to a non-neighbour tree peer was last sent at. */
   lastHeartbeatSentAt = -Infinity;
+  /** Last time we sent this peer data or an advert: either proves to it that we are alive. */
+  lastSentAt = -Infinity;
+  /** The load our last advert to this peer carried. */
+  lastAdvertLoad = -1;
 
   constructor(now: number, slices: number) {
     this.lastHeardAt = now;
@@ -70,6 +74,8 @@ export class PeerState {
 
 /** A child on one slice: forward packets with fromSeq ≤ seq < untilSeq. */
 export interface ChildEntry {
+  /** The child's peer record, so forwarding can note liveness without a lookup. */
+  readonly peer: PeerState;
   fromSeq: number;
   /** Infinity while active; the hand-off sequence number once the child has moved on (draining). */
   untilSeq: number;
@@ -124,6 +130,8 @@ export class SliceState {
   readonly ringSeq: Int32Array;
   readonly ringPayload: (Uint8Array | undefined)[];
   offsetMs = Number.NaN;
+  /** Blocks folded into offsetMs since the parent last changed. */
+  offsetBlocks = 0;
   pending: PendingSwitch | null = null;
   isSliceSource = false;
   epoch = 0;

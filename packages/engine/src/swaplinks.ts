@@ -104,18 +104,29 @@ export class Swaplinks {
     return total(this.in);
   }
 
-  /** Distinct neighbours (union of out- and in-link peers). */
-  neighbours(): PeerId[] {
-    const result = [...this.out.keys()];
-    for (const peer of this.in.keys()) if (!this.out.has(peer)) result.push(peer);
-    return result;
+  private neighbourCache: PeerId[] | null = null;
+
+  /** Distinct neighbours (union of out- and in-link peers). Cached; do not mutate the result. */
+  neighbours(): readonly PeerId[] {
+    if (this.neighbourCache === null) {
+      const result = [...this.out.keys()];
+      for (const peer of this.in.keys()) if (!this.out.has(peer)) result.push(peer);
+      this.neighbourCache = result;
+    }
+    return this.neighbourCache;
   }
 
   /** Simulator bootstrap: links already agreed by both ends (a pre-built graph). */
   install(out: readonly PeerId[], inbound: readonly PeerId[]): void {
     for (const peer of out) this.changeOut(peer, 1);
     for (const peer of inbound) this.changeIn(peer, 1);
+    // A host-built graph (e.g. with extra nearest neighbours) is kept as given: never shed below it.
+    this.keepOut = Math.max(this.linksPerDirection, this.outDegree);
+    this.keepIn = Math.max(this.linksPerDirection, this.inDegree);
   }
+
+  private keepOut = 0;
+  private keepIn = 0;
 
   setBootstrap(peers: readonly PeerId[]): void {
     this.bootstrapPeers = peers.filter((p) => p !== this.host.id);
@@ -139,6 +150,7 @@ export class Swaplinks {
       if (walk.awaitingOut) owedOut++;
       if (walk.awaitingIn) owedIn++;
     }
+    this.shedSurplus();
     let missingOut = this.linksPerDirection - this.outDegree - owedOut;
     let missingIn = this.linksPerDirection - this.inDegree - owedIn;
     if (missingOut <= 0 && missingIn <= 0) return;
@@ -163,6 +175,27 @@ export class Swaplinks {
     while (missingIn > 0) {
       this.startWalk(now, WalkPurpose.InRepair);
       missingIn--;
+    }
+  }
+
+  /**
+   * Concurrent joins can leave a node with more than L links each way (a joining node links to
+   * walkers it cannot swap for, and its own walks then land too). Splice the surplus out: for an
+   * in-link A→us and an out-link us→B, A re-points its link to B. A and B keep their degrees; we
+   * lose one link each way.
+   */
+  private shedSurplus(): void {
+    const keepOut = Math.max(this.keepOut, this.linksPerDirection);
+    const keepIn = Math.max(this.keepIn, this.linksPerDirection);
+    for (let guard = 0; guard < 64 && this.outDegree > keepOut && this.inDegree > keepIn; guard++) {
+      const b = weightedPick(this.out, this.host.random, this.host.id);
+      if (b === undefined) return;
+      const a = weightedPick(this.in, this.host.random, b);
+      if (a === undefined) return;
+      this.changeIn(a, -1);
+      this.changeOut(b, -1);
+      this.host.send(b, link(LinkOp.Remove, LinkDirection.Out, 0));
+      this.host.send(a, { type: MessageType.Swap, walkId: 0, newTarget: b });
     }
   }
 
@@ -234,7 +267,11 @@ export class Swaplinks {
     if (walk.origin === this.host.id) return;
     if (walk.ttl > 1) {
       const viaIn = walk.purpose === WalkPurpose.Join || walk.purpose === WalkPurpose.OutRepair;
-      const next = weightedPick(viaIn ? this.in : this.out, this.host.random, walk.origin);
+      // A node that is itself still joining may have no links in the walk's direction yet; walking
+      // on over its other links beats ending every such walk here (which piled links onto joiners).
+      const next =
+        weightedPick(viaIn ? this.in : this.out, this.host.random, walk.origin) ??
+        weightedPick(viaIn ? this.out : this.in, this.host.random, walk.origin);
       if (next !== undefined) {
         this.counters.walksForwarded++;
         this.host.send(next, { ...walk, ttl: walk.ttl - 1 });
@@ -252,24 +289,31 @@ export class Swaplinks {
         this.host.send(origin, { type: MessageType.SampleResult, walkId: walk.walkId });
         return;
       case WalkPurpose.OutRepair:
-        // The origin lost an out-link: it links to us (no swap).
-        this.changeIn(origin, 1);
+        // The origin lost an out-link: it links to us (no swap). The Link goes out before our own
+        // state changes, because the change sends our introduction advert, which must not overtake it.
         this.host.send(origin, link(LinkOp.Add, LinkDirection.In, walk.walkId));
-        return;
-      case WalkPurpose.Join:
         this.changeIn(origin, 1);
-        this.host.send(origin, link(LinkOp.Add, LinkDirection.In, walk.walkId));
-        this.giveInLink(origin, walk.walkId);
         return;
+      case WalkPurpose.Join: {
+        // We take the origin as an in-neighbour and give it one of ours in exchange (the swap), so
+        // our degree is unchanged. With no in-neighbour to give we link to it ourselves, but only
+        // while below our own degree; otherwise the walk goes unanswered and the origin retries
+        // (linking anyway is what piled surplus links onto nodes that were still joining).
+        const donor = weightedPick(this.in, this.host.random, origin);
+        if (donor === undefined && this.outDegree >= this.linksPerDirection) return;
+        this.host.send(origin, link(LinkOp.Add, LinkDirection.In, walk.walkId));
+        this.changeIn(origin, 1);
+        this.giveInLink(origin, walk.walkId, donor);
+        return;
+      }
       case WalkPurpose.InRepair:
-        this.giveInLink(origin, walk.walkId);
+        this.giveInLink(origin, walk.walkId, weightedPick(this.in, this.host.random, origin));
         return;
     }
   }
 
   /** The swap step: one of our in-neighbours re-points its link at `origin`, or we link to it ourselves. */
-  private giveInLink(origin: PeerId, walkId: number): void {
-    const donor = weightedPick(this.in, this.host.random, origin);
+  private giveInLink(origin: PeerId, walkId: number, donor: PeerId | undefined): void {
     if (donor !== undefined && donor !== this.host.id) {
       this.changeIn(donor, -1);
       this.counters.swaps++;
@@ -277,16 +321,19 @@ export class Swaplinks {
       this.host.send(donor, swap);
       return;
     }
-    this.changeOut(origin, 1);
+    // No in-neighbour to give: link to the origin ourselves, but only while we are below our own
+    // degree; otherwise the origin's walk goes unanswered and is retried (no permanent surplus).
+    if (this.outDegree >= this.linksPerDirection && this.linksPerDirection > 0) return;
     this.host.send(origin, link(LinkOp.Add, LinkDirection.Out, walkId));
+    this.changeOut(origin, 1);
   }
 
   /** Our out-link to `from` moves to `newTarget`. */
   onSwap(from: PeerId, swap: SwapMessage): void {
     if (swap.newTarget === this.host.id || (this.out.get(from) ?? 0) === 0) return;
     this.changeOut(from, -1);
-    this.changeOut(swap.newTarget, 1);
     this.host.send(swap.newTarget, link(LinkOp.Add, LinkDirection.Out, swap.walkId));
+    this.changeOut(swap.newTarget, 1);
   }
 
   onLink(from: PeerId, message: LinkMessage): void {
@@ -323,6 +370,7 @@ export class Swaplinks {
     const had = this.isNeighbour(peer);
     this.out.delete(peer);
     this.in.delete(peer);
+    if (had) this.neighbourCache = null;
     if (had) this.host.neighbourRemoved(peer);
   }
 
@@ -348,6 +396,7 @@ export class Swaplinks {
 
   private notify(peer: PeerId, before: boolean): void {
     const after = this.isNeighbour(peer);
+    if (before !== after) this.neighbourCache = null;
     if (!before && after) this.host.neighbourAdded(peer);
     else if (before && !after) this.host.neighbourRemoved(peer);
   }

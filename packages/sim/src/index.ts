@@ -1,1 +1,9 @@
-export {};
+export * from './queue.js';
+export * from './latency.js';
+export * from './stats.js';
+export * from './plot.js';
+export * from './scenarios.js';
+export * from './simulation.js';
+export * from './metrics.js';
+export * from './report.js';
+export * from './run.js';

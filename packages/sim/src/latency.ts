@@ -6,8 +6,8 @@
  * - `transitDomains` transit (backbone) domains sit at random points of a unit square. The core
  *   latency between two distinct domains is `base + k × distance`, where `base` and `k` are chosen
  *   so that, whatever the random layout, the median over domain pairs is `transitMedianMs` and the
- *   largest is `transitMaxMs`. That pins the model's median and maximum for every seed. Crossing
- *   one domain between two of its stubs costs `intraTransitMs`.
+ *   largest is `transitMaxMs`, which keeps the model's median and maximum close to their targets
+ *   for every seed. Crossing one domain between two of its stubs costs `intraTransitMs`.
  * - Each domain has `stubsPerTransit` stub (edge) networks with a stub↔transit delay in
  *   `stubDelayMs`, stratified so that every domain has stubs across the whole range.
  * - `attach(id)` places a member in a uniformly random stub with an access delay drawn uniformly
@@ -85,9 +85,9 @@ export const DEFAULT_LATENCY_OPTIONS = {
 const LAYOUT_STREAM = 0x6c61796f; // 'layo'
 const NODE_STREAM = 0x6e6f6465; // 'node'
 
-function checkCount(name: string, value: number): void {
-  if (!Number.isInteger(value) || value < 1 || value > 65_536) {
-    throw new RangeError(`${name} must be an integer in [1, 65536], got ${value}`);
+function checkCount(name: string, value: number, limit: number): void {
+  if (!Number.isInteger(value) || value < 1 || value > limit) {
+    throw new RangeError(`${name} must be an integer in [1, ${limit}], got ${value}`);
   }
 }
 
@@ -141,8 +141,8 @@ class TransitStubModel implements LatencyModel {
       intraStubMs: options.intraStubMs ?? d.intraStubMs,
     };
     if (!Number.isInteger(o.seed)) throw new RangeError(`seed must be an integer, got ${o.seed}`);
-    checkCount('transitDomains', o.transitDomains);
-    checkCount('stubsPerTransit', o.stubsPerTransit);
+    checkCount('transitDomains', o.transitDomains, 1024);
+    checkCount('stubsPerTransit', o.stubsPerTransit, 65_536);
     checkDelay('transitMedianMs', o.transitMedianMs);
     checkDelay('transitMaxMs', o.transitMaxMs);
     checkDelay('intraTransitMs', o.intraTransitMs);
@@ -313,12 +313,13 @@ export function maxLatencyMs(model: LatencyModel, nodeIds: ArrayLike<number>): n
     if (!(ms <= result)) result = ms;
   };
   const tops = [...first.entries()];
-  for (let x = 0; x < tops.length; x++) {
-    const [stub, a] = tops[x] as [number, { id: number }];
+  tops.forEach(([stub, a], x) => {
     const b = second.get(stub);
     if (b !== undefined) consider(model.latencyMs(a.id, b.id));
-    for (let y = x + 1; y < tops.length; y++)
-      consider(model.latencyMs(a.id, (tops[y] as [number, { id: number }])[1].id));
-  }
+    for (let y = x + 1; y < tops.length; y++) {
+      const other = tops[y] as [number, { id: number }];
+      consider(model.latencyMs(a.id, other[1].id));
+    }
+  });
   return result;
 }

@@ -194,7 +194,9 @@ function linearAxis(lo: number, hi: number, fixedMin?: number, fixedMax?: number
   if (fixedMax === undefined) b = clean(Math.ceil(b / step - 1e-9) * step, step);
   const ticks = niceTicks(a, b, 5);
   const decimals = decimalsFor(niceStep(b - a, 5));
-  return { min: a, max: b, log: false, ticks, label: (v) => v.toFixed(decimals) };
+  const label =
+    decimals <= 15 ? (v: number) => v.toFixed(decimals) : (v: number) => (v === 0 ? '0' : v.toExponential(2));
+  return { min: a, max: b, log: false, ticks, label };
 }
 
 function logLabel(value: number): string {

@@ -21,7 +21,7 @@
  */
 
 export interface EventQueueOptions {
-  /** Span of the wheel in milliseconds; a power of two, at least 32. Default 8192. */
+  /** Span of the wheel in milliseconds: a power of two in [32, 2^24]. Default 8192. */
   wheelSizeMs?: number;
 }
 
@@ -93,7 +93,10 @@ export class EventQueue<T> {
     else this.heapPush(timeMs, event);
   }
 
-  /** Removes and returns the earliest event (FIFO among equal times), or undefined when empty. */
+  /**
+   * Removes and returns the earliest event (FIFO among equal times), or undefined when empty (use
+   * `size` to tell an undefined event apart), and sets `nowMs` to its time.
+   */
   pop(): T | undefined {
     if (this.wheelCount === 0) {
       if (this.heapSize === 0) return undefined;

@@ -115,50 +115,63 @@ export function encodedSize(message: Message): number {
   }
 }
 
+/**
+ * Little-endian writer over a Uint8Array. No DataView on purpose: touching `.buffer` of a small
+ * typed array makes V8 move it off the heap, which dominated the simulator's profile.
+ */
 class Writer {
-  private readonly view: DataView;
   offset = 0;
-  constructor(readonly bytes: Uint8Array) {
-    this.view = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+  constructor(readonly bytes: Uint8Array) {}
+  private put8(value: number): void {
+    this.bytes[this.offset++] = value & 0xff;
+  }
+  private put16(value: number): void {
+    const b = this.bytes;
+    const o = this.offset;
+    b[o] = value & 0xff;
+    b[o + 1] = (value >>> 8) & 0xff;
+    this.offset = o + 2;
+  }
+  private put32(value: number): void {
+    const b = this.bytes;
+    const o = this.offset;
+    b[o] = value & 0xff;
+    b[o + 1] = (value >>> 8) & 0xff;
+    b[o + 2] = (value >>> 16) & 0xff;
+    b[o + 3] = (value >>> 24) & 0xff;
+    this.offset = o + 4;
   }
   u8(value: number, field: string): void {
     if (!Number.isInteger(value) || value < 0 || value > 0xff)
       throw new EncodeError(`${field} must be a u8, got ${value}`);
-    this.view.setUint8(this.offset, value);
-    this.offset += 1;
+    this.put8(value);
   }
   u16(value: number, field: string): void {
     if (!Number.isInteger(value) || value < 0 || value > 0xffff)
       throw new EncodeError(`${field} must be a u16, got ${value}`);
-    this.view.setUint16(this.offset, value, true);
-    this.offset += 2;
+    this.put16(value);
   }
   i16(value: number): void {
-    this.view.setInt16(this.offset, value, true);
-    this.offset += 2;
+    this.put16(value & 0xffff);
   }
   u32(value: number, field: string): void {
     if (!Number.isInteger(value) || value < 0 || value > 0xffff_ffff)
       throw new EncodeError(`${field} must be a u32, got ${value}`);
-    this.view.setUint32(this.offset, value, true);
-    this.offset += 4;
+    this.put32(value);
   }
   /** An enum code the decoder accepts: 0..max. */
   enumValue(value: number, max: number, field: string): void {
     if (!Number.isInteger(value) || value < 0 || value > max)
       throw new EncodeError(`${field} must be in 0..${max}, got ${value}`);
-    this.view.setUint8(this.offset, value);
-    this.offset += 1;
+    this.put8(value);
   }
   bool(value: boolean): void {
-    this.view.setUint8(this.offset, value ? 1 : 0);
-    this.offset += 1;
+    this.put8(value ? 1 : 0);
   }
   slice(value: number): void {
     if (!Number.isInteger(value) || value < 0 || value >= MAX_SLICES)
       throw new EncodeError(`slice must be in 0..${MAX_SLICES - 1}, got ${value}`);
-    this.view.setUint8(this.offset, value);
-    this.offset += 1;
+    this.put8(value);
   }
   bloom(value: Bloom128): void {
     this.u32(value[0], 'bloom[0]');
@@ -172,16 +185,45 @@ class Writer {
   }
 }
 
+function newBuffer(size: number): Uint8Array {
+  return new Uint8Array(size);
+}
+
+/**
+ * Hands out zeroed views of large shared slabs. Each small `new Uint8Array` above 64 bytes costs V8
+ * an off-heap allocation and a finaliser; a host that encodes millions of messages (the simulator)
+ * passes `slab.allocate` to `encode` instead. A slab lives until every view into it is gone.
+ */
+export class SlabAllocator {
+  private slab: Uint8Array;
+  private offset = 0;
+  constructor(private readonly slabBytes = 1 << 20) {
+    this.slab = new Uint8Array(slabBytes);
+  }
+  readonly allocate = (size: number): Uint8Array => {
+    if (size > this.slabBytes) return new Uint8Array(size);
+    if (this.offset + size > this.slabBytes) {
+      this.slab = new Uint8Array(this.slabBytes);
+      this.offset = 0;
+    }
+    const view = this.slab.subarray(this.offset, this.offset + size);
+    this.offset += size;
+    return view;
+  };
+}
+
 /**
  * Encode one message. Throws `EncodeError` only for values our own code should never produce
  * (out-of-range integers or enum codes, too many entries, an oversized payload, an echo hold time
  * without an echo).
  */
-export function encode(message: Message): Uint8Array {
+export function encode(message: Message, allocate: (size: number) => Uint8Array = newBuffer): Uint8Array {
   const size = encodedSize(message);
   if (size > MAX_MESSAGE_BYTES)
     throw new EncodeError(`message of ${size} bytes exceeds ${MAX_MESSAGE_BYTES}`);
-  const w = new Writer(new Uint8Array(size));
+  const buffer = allocate(size);
+  if (buffer.length !== size) throw new EncodeError(`allocator returned ${buffer.length} bytes for ${size}`);
+  const w = new Writer(buffer);
   w.u8(WIRE_VERSION, 'version');
   w.u8(message.type, 'type');
   switch (message.type) {
@@ -341,40 +383,38 @@ class DecodeFailure extends Error {
   }
 }
 
+/** Bounded little-endian reader; every read checks the bytes that remain (no DataView, see Writer). */
 class Reader {
-  private readonly view: DataView;
   offset = 0;
-  constructor(private readonly bytes: Uint8Array) {
-    this.view = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
-  }
+  constructor(private readonly bytes: Uint8Array) {}
   private need(count: number, field: string): void {
-    if (this.offset + count > this.bytes.byteLength) {
+    if (this.offset + count > this.bytes.length) {
       throw new DecodeFailure('truncated', `truncated while reading ${field}`, this.offset);
     }
   }
+  private at32(o: number): number {
+    const b = this.bytes;
+    return ((b[o] ?? 0) | ((b[o + 1] ?? 0) << 8) | ((b[o + 2] ?? 0) << 16) | ((b[o + 3] ?? 0) << 24)) >>> 0;
+  }
   u8(field: string): number {
     this.need(1, field);
-    const v = this.view.getUint8(this.offset);
-    this.offset += 1;
-    return v;
+    return this.bytes[this.offset++] ?? 0;
   }
   u16(field: string): number {
     this.need(2, field);
-    const v = this.view.getUint16(this.offset, true);
-    this.offset += 2;
-    return v;
+    const o = this.offset;
+    this.offset = o + 2;
+    return (this.bytes[o] ?? 0) | ((this.bytes[o + 1] ?? 0) << 8);
   }
   i16(field: string): number {
-    this.need(2, field);
-    const v = this.view.getInt16(this.offset, true);
-    this.offset += 2;
-    return v;
+    const v = this.u16(field);
+    return v >= 0x8000 ? v - 0x10000 : v;
   }
   u32(field: string): number {
     this.need(4, field);
-    const v = this.view.getUint32(this.offset, true);
-    this.offset += 4;
-    return v;
+    const o = this.offset;
+    this.offset = o + 4;
+    return this.at32(o);
   }
   bool(field: string): boolean {
     const v = this.u8(field);
@@ -401,21 +441,17 @@ class Reader {
     this.need(16, 'bloom filter');
     const o = this.offset;
     this.offset += 16;
-    return [
-      this.view.getUint32(o, true),
-      this.view.getUint32(o + 4, true),
-      this.view.getUint32(o + 8, true),
-      this.view.getUint32(o + 12, true),
-    ];
+    return [this.at32(o), this.at32(o + 4), this.at32(o + 8), this.at32(o + 12)];
   }
   bytesCopy(length: number, field: string): Uint8Array {
     this.need(length, field);
+    if (length === 0) return new Uint8Array(0);
     const out = this.bytes.slice(this.offset, this.offset + length);
     this.offset += length;
     return out;
   }
   get remaining(): number {
-    return this.bytes.byteLength - this.offset;
+    return this.bytes.length - this.offset;
   }
 }
 

@@ -1,0 +1,304 @@
+import { describe, expect, it } from 'vitest';
+import {
+  ForcedReason,
+  MessageType,
+  RejectReason,
+  TreeRole,
+  type Message,
+  type PeerId,
+} from '@chunkycast/wire';
+import { createRandom } from '../src/index.js';
+import { deliveryCounts, Network, prelinkedSwarm, randomTargetLoads } from './harness.js';
+import { dataMessage, Solo, type AdvertSpec } from './solo.js';
+
+const M = 16;
+const RATE = 80;
+const PUBLISH_FROM = 1000;
+
+function seqAt(t: number): number {
+  return Math.floor(((t - PUBLISH_FROM) * RATE) / 1000 / M);
+}
+
+function gaps(times: readonly number[]): number[] {
+  const out: number[] = [];
+  for (let i = 1; i < times.length; i++) out.push(times[i]! - times[i - 1]!);
+  return out;
+}
+
+describe('heartbeats (1 s, L3651–3653)', () => {
+  it('without data, members advertise to every neighbour exactly every 1 s', () => {
+    const net = new Network({ seed: 70 });
+    const ids = prelinkedSwarm(net, randomTargetLoads(20, 8, 24, createRandom(700)), { withSource: false });
+    net.runUntil(12_000);
+    for (const id of ids) {
+      for (const n of net.engine(id).neighbours()) {
+        const times = net
+          .sentOf(id, MessageType.Advert)
+          .filter((r) => r.to === n)
+          .map((r) => r.time);
+        expect(times.length, `${id} → ${n}`).toBeGreaterThanOrEqual(11);
+        for (const g of gaps(times)) expect(g, `${id} → ${n}`).toBe(1000);
+      }
+    }
+  });
+
+  it('with data flowing, every neighbour still hears from a member at least every 1 s', () => {
+    const net = new Network({ seed: 71 });
+    const ids = prelinkedSwarm(net, randomTargetLoads(20, 8, 24, createRandom(710)));
+    net.publisher(RATE, PUBLISH_FROM);
+    net.runUntil(15_000);
+    let maxSilence = 0;
+    for (const id of ids) {
+      for (const n of net.engine(id).neighbours()) {
+        const any = net
+          .log(id)
+          .sent.filter((r) => r.to === n && r.time >= 2000)
+          .map((r) => r.time);
+        expect(any.length, `${id} → ${n}`).toBeGreaterThanOrEqual(13);
+        maxSilence = Math.max(maxSilence, ...gaps(any));
+        // Adverts (the explicit heartbeat, skipped when data already carried it) stay on the 1 s grid.
+        const adverts = net
+          .sentOf(id, MessageType.Advert)
+          .filter((r) => r.to === n)
+          .map((r) => r.time);
+        for (const g of gaps(adverts.slice(1))) expect(g % 1000, `${id} → ${n}`).toBe(0);
+      }
+    }
+    console.info(`heartbeat: longest silence member → neighbour with data flowing: ${maxSilence} ms`);
+    expect(maxSilence).toBeLessThanOrEqual(1000);
+    // The true source and each slice source (not neighbours) heartbeat each other every second.
+    const sources = new Set(net.engine(0).currentSliceSources());
+    for (const src of sources) {
+      const down = net
+        .sentOf(0, MessageType.Heartbeat)
+        .filter((r) => r.to === src)
+        .map((r) => r.time);
+      expect(down.length).toBeGreaterThanOrEqual(13);
+      for (const g of gaps(down)) expect(g).toBe(1000);
+      const up = net
+        .sentOf(src!, MessageType.Heartbeat)
+        .filter((r) => r.to === 0)
+        .map((r) => r.time);
+      expect(up.length).toBeGreaterThanOrEqual(13);
+      for (const g of gaps(up)) expect(g).toBe(1000);
+    }
+  });
+});
+
+describe('failure detection (4 s, L3653–3655)', () => {
+  const A = 101;
+  const B = 102;
+  const C = 103;
+  const spec = (receiving: boolean): AdvertSpec => ({
+    load: 4,
+    lower: 7,
+    upper: 9,
+    maxLoad: 12,
+    slices: { 0: { receiving } },
+  });
+
+  it('declares a neighbour failed only after 4 s of silence, and replaces it as parent', () => {
+    const solo = new Solo({ id: 50, role: 'member', targetLoadSlices: 8 });
+    solo.startWith([A, B, C]);
+    solo.advance(1000);
+    solo.feed(A, solo.advertFrom(A, spec(true)));
+    solo.feed(A, {
+      type: MessageType.SwitchReply,
+      slice: 0,
+      handoffSeq: 0,
+      accepted: true,
+      rejectReason: RejectReason.None,
+      load: 5,
+    });
+    expect(solo.engine.parents()[0]).toBe(A);
+    solo.feed(B, solo.advertFrom(B, spec(true)));
+    solo.feed(C, solo.advertFrom(C, spec(false)));
+    // A falls silent after t = 3000. B talks every second; C with 3.9 s gaps.
+    const lastFromA = 3000;
+    const cTimes = [1000, 4900, 8800, 12_700];
+    for (let t = 1100; t <= 14_000; t += 100) {
+      solo.advance(t);
+      if (t <= lastFromA) solo.feed(A, dataMessage(0, t / 100));
+      if (t % 1000 === 0) solo.feed(B, solo.advertFrom(B, spec(true)));
+      if (cTimes.includes(t)) solo.feed(C, solo.advertFrom(C, spec(false)));
+    }
+    const down = solo.events('neighbourDown').filter((e) => e.event.reason === 'failed');
+    expect(down.map((e) => e.event.peer)).toEqual([A]);
+    const at = down[0]!.time;
+    expect(at - lastFromA).toBeGreaterThan(4000);
+    expect(at - lastFromA).toBeLessThanOrEqual(5000);
+    expect(solo.engine.neighbours()).not.toContain(A);
+    expect(solo.engine.neighbours()).toEqual(expect.arrayContaining([B, C]));
+    // The lost parent is replaced at once by a forced request to B.
+    const lost = solo.events('parentChanged').filter((e) => e.event.previous === A);
+    expect(lost.map((e) => [e.time, e.event.parent, e.event.switchKind])).toEqual([[at, null, 'lost']]);
+    const requests = solo.sendsOf(MessageType.ForcedParentRequest).filter((r) => r.time === at);
+    expect(requests.map((r) => [r.to, r.message.slice, r.message.reason])).toEqual([
+      [B, 0, ForcedReason.ParentLost],
+    ]);
+  });
+
+  it('a transport failure (peerUnreachable) is acted on at once', () => {
+    const solo = new Solo({ id: 50, role: 'member', targetLoadSlices: 8 });
+    solo.startWith([A, B]);
+    solo.advance(1500);
+    const since = solo.mark();
+    solo.input({ kind: 'peerUnreachable', peer: A });
+    expect(solo.events('neighbourDown', since).map((e) => [e.event.peer, e.event.reason])).toContainEqual([
+      A,
+      'failed',
+    ]);
+    expect(solo.engine.neighbours()).toEqual([B]);
+  });
+});
+
+describe('graceful quit (L2866–2869)', () => {
+  let scenario: { net: Network; leaver: PeerId; children: Map<number, PeerId[]>; at: number } | undefined;
+
+  /** 40 members; at 20 s the busiest member that roots no slice leaves gracefully. */
+  function quitScenario(): NonNullable<typeof scenario> {
+    if (scenario !== undefined) return scenario;
+    const net = new Network({ seed: 72 });
+    const ids = prelinkedSwarm(net, randomTargetLoads(40, 8, 28, createRandom(720)));
+    net.publisher(RATE, PUBLISH_FROM);
+    net.runUntil(20_000);
+    const roots = new Set(net.engine(0).currentSliceSources());
+    const leaver = ids
+      .filter((id) => !roots.has(id))
+      .sort((a, b) => net.engine(b).currentLoad - net.engine(a).currentLoad)[0]!;
+    const children = new Map<number, PeerId[]>();
+    net
+      .engine(leaver)
+      .children()
+      .forEach((c, s) => {
+        if (c.length > 0) children.set(s, c);
+      });
+    expect(children.size).toBeGreaterThan(0);
+    net.quit(leaver, true);
+    net.runUntil(30_000);
+    scenario = { net, leaver, children, at: 20_000 };
+    return scenario;
+  }
+
+  it('announces the quit, switches every child away, and stops after quitLingerMs', () => {
+    const { net, leaver, children, at } = quitScenario();
+    const quits = net.sentOf(leaver, MessageType.Quit);
+    expect(quits.length).toBeGreaterThan(0);
+    for (const q of quits) {
+      expect(q.time).toBe(at);
+      expect(q.message.lingerMs).toBe(3000);
+    }
+    const told = new Set(quits.map((q) => q.to));
+    for (const kids of children.values()) for (const c of kids) expect(told.has(c)).toBe(true);
+    expect(net.events(leaver, 'stopped').map((e) => e.time)).toEqual([at + 3000]);
+    expect(net.log(leaver).sent.filter((r) => r.time > at + 3000)).toEqual([]);
+    for (const [s, kids] of children) {
+      for (const c of kids) {
+        const moved = net
+          .events(c, 'parentChanged')
+          .find((e) => e.event.slice === s && e.event.previous === leaver);
+        expect(moved, `child ${c} slice ${s}`).toBeDefined();
+        expect(moved!.time).toBeLessThan(at + 3000);
+        expect(moved!.event.parent).not.toBeNull();
+      }
+    }
+    for (const id of net.members())
+      for (let s = 0; s < M; s++) expect(net.engine(id).isReceiving(s)).toBe(true);
+  });
+
+  it('the leaver keeps forwarding while it lingers', () => {
+    const { net, leaver, at } = quitScenario();
+    const forwarded = net.sentOf(leaver, MessageType.Data).filter((r) => r.time >= at);
+    const received = net
+      .log(leaver)
+      .received.filter((r) => r.time >= at && r.message.type === MessageType.Data);
+    const lastSend = forwarded.at(-1)?.time ?? at;
+    console.info(
+      `graceful quit: the leaver got ${received.length} packets and forwarded ${forwarded.length} after quitting; ` +
+        `last forward at +${lastSend - at} ms`,
+    );
+    // Its children hand off ~handoffLeadMs (2 s) ahead, so it must still be forwarding then.
+    expect(lastSend - at).toBeGreaterThanOrEqual(1500);
+  });
+
+  it('its children (and their subtrees) lose no packet', () => {
+    const { net } = quitScenario();
+    const missing = new Map<string, number>();
+    for (const id of net.members()) {
+      const counts = deliveryCounts(net, id, M);
+      for (let s = 0; s < M; s++)
+        for (let q = seqAt(18_000); q < seqAt(28_000); q++)
+          if (!counts[s]!.has(q)) missing.set(`${id}/${s}`, (missing.get(`${id}/${s}`) ?? 0) + 1);
+    }
+    const total = [...missing.values()].reduce((a, b) => a + b, 0);
+    console.info(`graceful quit: ${total} packets missing over ${missing.size} (member, slice) pairs`);
+    expect(total).toBe(0);
+  });
+});
+
+describe('misbehaving peers', () => {
+  const G = 101;
+  const H = 102;
+
+  it('a peer that keeps sending out-of-range slices is cut off after maxViolationsPerPeer', () => {
+    const solo = new Solo({ id: 50, role: 'member', targetLoadSlices: 8 });
+    solo.startWith([G, H]);
+    solo.advance(1500);
+    expect(solo.engine.config.protocol.maxViolationsPerPeer).toBe(20);
+    const garbage: Message[] = [
+      dataMessage(40, 1),
+      { type: MessageType.Probe, slice: 63, probeId: 1, bloom: [0, 0, 0, 0], hops: 1 },
+      { type: MessageType.TreeLeave, slice: 16, role: TreeRole.Child },
+      { type: MessageType.ForcedParentRequest, slice: 17, reason: ForcedReason.Join, fromSeq: 0 },
+    ];
+    for (let i = 0; i < 19; i++) solo.feed(G, garbage[i % garbage.length]!);
+    expect(solo.events('protocolViolation')).toHaveLength(19);
+    expect(solo.events('neighbourDown')).toEqual([]);
+    expect(solo.engine.neighbours()).toContain(G);
+    // None of it was served.
+    expect(solo.sendsOf(MessageType.SwitchReply)).toEqual([]);
+
+    const since = solo.mark();
+    const actions = solo.feed(G, dataMessage(20, 2));
+    expect(solo.events('protocolViolation', since)).toHaveLength(1);
+    expect(solo.events('neighbourDown', since).map((e) => e.event)).toContainEqual({
+      type: 'neighbourDown',
+      peer: G,
+      reason: 'cutOff',
+    });
+    expect(actions).toContainEqual({ kind: 'disconnect', peer: G });
+    expect(solo.engine.neighbours()).toEqual([H]);
+
+    // From now on G is ignored entirely, even with valid messages.
+    const after = solo.mark();
+    solo.feed(G, { type: MessageType.ForcedParentRequest, slice: 0, reason: ForcedReason.Join, fromSeq: 0 });
+    solo.feed(G, dataMessage(40, 3));
+    expect(solo.log.slice(after)).toEqual([]);
+    // H is unaffected.
+    solo.feed(H, { type: MessageType.ForcedParentRequest, slice: 0, reason: ForcedReason.Join, fromSeq: 0 });
+    expect(solo.sendsOf(MessageType.SwitchReply, after).map((r) => [r.to, r.message.accepted])).toEqual([
+      [H, true],
+    ]);
+  });
+
+  it('other protocol violations count too (forged slice-source assignment, sampling replies)', () => {
+    const solo = new Solo({
+      id: 50,
+      role: 'member',
+      targetLoadSlices: 8,
+      protocol: { maxViolationsPerPeer: 3 },
+    });
+    solo.startWith([G, H]);
+    solo.advance(1500);
+    solo.feed(G, { type: MessageType.SliceSourceAssign, slice: 0, epoch: 9, assigned: true });
+    expect(solo.engine.sliceSourceOf()).toEqual([]);
+    solo.feed(G, { type: MessageType.SampleResult, walkId: 5 });
+    expect(solo.events('protocolViolation')).toHaveLength(2);
+    expect(solo.engine.neighbours()).toContain(G);
+    solo.feed(G, dataMessage(33, 0));
+    expect(solo.events('neighbourDown').map((e) => [e.event.peer, e.event.reason])).toContainEqual([
+      G,
+      'cutOff',
+    ]);
+  });
+});

@@ -1,0 +1,188 @@
+import { mkdirSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import type { Distributions, Summary } from './metrics.js';
+import { cdfPlot, linePlot } from './plot.js';
+import type { SecondSample } from './simulation.js';
+
+export interface ReportFiles {
+  readonly summary: string;
+  readonly report: string;
+  readonly plots: readonly string[];
+}
+
+function fmt(value: number | null | undefined, digits = 2): string {
+  if (value === null || value === undefined || Number.isNaN(value)) return '—';
+  return Number.isInteger(value) ? String(value) : value.toFixed(digits);
+}
+
+function pct(value: number): string {
+  return `${(100 * value).toFixed(1)}%`;
+}
+
+/** Write `summary.json`, `report.md` and the SVG plots into `dir`. */
+export function writeReport(
+  dir: string,
+  summary: Summary,
+  dist: Distributions,
+  samples: readonly SecondSample[],
+  command: string,
+): ReportFiles {
+  mkdirSync(dir, { recursive: true });
+  const plots: string[] = [];
+  const save = (name: string, svg: string): void => {
+    writeFileSync(join(dir, name), svg);
+    plots.push(name);
+  };
+  const label = `${summary.scenario}, ${summary.nodes} nodes, Lat${summary.lat}, seed ${summary.seed}`;
+  save(
+    'load-cdf.svg',
+    cdfPlot({
+      title: `Excess load (load − TL)/TL — ${label}`,
+      xLabel: 'excess load (%)',
+      series: [{ name: `Lat${summary.lat}`, values: dist.excessLoadPct }],
+    }),
+  );
+  save(
+    'latency-cdf.svg',
+    cdfPlot({
+      title: `Slice latency normalised to the median network latency — ${label}`,
+      xLabel: 'latency / median network latency',
+      series: [
+        { name: 'max over slices', values: dist.maxLatencyNormalized },
+        { name: 'average over slices', values: dist.avgLatencyNormalized },
+      ],
+    }),
+  );
+  save(
+    'convergence.svg',
+    linePlot({
+      title: `Convergence over time — ${label}`,
+      xLabel: 'time (s)',
+      yLabel: 'fraction of members / switches per member per s ×100',
+      series: [
+        {
+          name: 'load within LLT–ULT',
+          points: samples.map((s) => ({ x: s.t / 1000, y: s.withinRangeFraction })),
+        },
+        { name: 'load exactly TL', points: samples.map((s) => ({ x: s.t / 1000, y: s.atTargetFraction })) },
+        {
+          name: 'receiving all slices',
+          points: samples.map((s) => ({ x: s.t / 1000, y: s.completeFraction })),
+        },
+        {
+          name: 'load+latency switches per member per s (×100)',
+          points: samples.map((s) => ({
+            x: s.t / 1000,
+            y: s.alive > 0 ? (100 * s.optimisingSwitches) / s.alive : 0,
+          })),
+        },
+      ],
+    }),
+  );
+  save(
+    'overhead.svg',
+    linePlot({
+      title: `Switch messages sent per member per second — ${label}`,
+      xLabel: 'time (s)',
+      yLabel: 'messages / member / s',
+      series: [
+        { name: 'max', points: samples.map((s) => ({ x: s.t / 1000, y: s.switchMsgsMax })) },
+        { name: '95th percentile', points: samples.map((s) => ({ x: s.t / 1000, y: s.switchMsgsP95 })) },
+        { name: 'median', points: samples.map((s) => ({ x: s.t / 1000, y: s.switchMsgsMedian })) },
+      ],
+    }),
+  );
+  save(
+    'startup-cdf.svg',
+    cdfPlot({
+      title: `Startup time (join → all slices) — ${label}`,
+      xLabel: 'seconds',
+      series: [{ name: summary.startup.population, values: dist.startupSeconds }],
+    }),
+  );
+  save(
+    'recovery-cdf.svg',
+    cdfPlot({
+      title: `Recovery after the failure burst — ${label}`,
+      xLabel: 'seconds disconnected from ≥ 1 slice tree',
+      series: [
+        { name: 'from detection (thesis definition)', values: dist.recoverySeconds },
+        { name: 'from the failure', values: dist.recoveryFromFailureSeconds },
+      ],
+    }),
+  );
+  save(
+    'disruption-cdf.svg',
+    cdfPlot({
+      title: `Playback disruption per slice — ${label}`,
+      xLabel: 'seconds of disruption per slice',
+      series: [
+        { name: '0 s buffer', values: dist.disruption0s },
+        { name: '5 s buffer', values: dist.disruption5s },
+      ],
+    }),
+  );
+  save(
+    'hops-cdf.svg',
+    cdfPlot({
+      title: `Max hops from the true source — ${label}`,
+      xLabel: 'hops',
+      series: [{ name: 'max over slices', values: dist.maxHops }],
+    }),
+  );
+
+  const s = summary;
+  const rows: [string, string][] = [
+    ['members at end', fmt(s.membersAtEnd)],
+    ['load within LLT–ULT', pct(s.load.withinRangeFraction)],
+    ['load within 25% of TL', pct(s.load.within25PctFraction)],
+    ['load exactly TL', pct(s.load.atTargetFraction)],
+    ['max / p95 excess load', `${fmt(s.load.maxExcessPct, 1)}% / ${fmt(s.load.p95ExcessPct, 1)}%`],
+    ['90th pct max latency (normalised)', fmt(s.latency.p90MaxNormalized)],
+    ['90th pct avg latency (normalised)', fmt(s.latency.p90AvgNormalized)],
+    ['median network latency', `${fmt(s.latency.medianNetworkLatencyMs)} ms`],
+    ['stretch in [1, 2]', pct(s.stretch.fractionWithin1to2)],
+    ['90th pct max hops (from the true source)', fmt(s.hops.p90Max)],
+    [`90th pct startup (${s.startup.population})`, `${fmt(s.startup.p90Seconds)} s`],
+    ['convergence (last load/latency switch)', `${fmt(s.convergence.seconds, 1)} s`],
+    [
+      'recovery p90 / max (from detection)',
+      s.recovery === null ? '—' : `${fmt(s.recovery.p90Seconds)} s / ${fmt(s.recovery.maxSeconds)} s`,
+    ],
+    [
+      'recovery p90 (from the failure)',
+      s.recovery === null ? '—' : `${fmt(s.recovery.p90FromFailureSeconds)} s`,
+    ],
+    [
+      'peak switch msgs/member/s (max, p95, median)',
+      `${fmt(s.overhead.peakMsgsPerNodePerSecMax)}, ${fmt(s.overhead.peakMsgsPerNodePerSecP95)}, ${fmt(s.overhead.peakMsgsPerNodePerSecMedian)}`,
+    ],
+    ['control bytes/member/s', fmt(s.overhead.controlBytesPerNodePerSec, 0)],
+    ['failed switch requests', pct(s.overhead.failedSwitchRequestFraction)],
+    ['packets delivered', pct(s.delivery.packetsDeliveredFraction)],
+    ['duplicates', pct(s.delivery.duplicateFraction)],
+    [
+      'disruption p90 per slice (0 s / 5 s buffer)',
+      `${fmt(s.disruption.p90SecondsPerSlice0sBuffer)} s / ${fmt(s.disruption.p90SecondsPerSlice5sBuffer)} s`,
+    ],
+    ['loops detected', fmt(s.loops.detected)],
+    ['wall time / events', `${fmt(s.wallSeconds)} s / ${s.events.toLocaleString('en-US')}`],
+  ];
+  const md = [
+    `# Simulation: ${label}`,
+    '',
+    `Command: \`${command}\``,
+    '',
+    `${s.simSeconds} simulated seconds, ${s.packetsPerSlicePerSecond} packets per slice per second.`,
+    '',
+    '| metric | value |',
+    '|---|---|',
+    ...rows.map(([k, v]) => `| ${k} | ${v} |`),
+    '',
+    ...plots.map((p) => `![${p}](${p})`),
+    '',
+  ].join('\n');
+  writeFileSync(join(dir, 'summary.json'), `${JSON.stringify(summary, null, 2)}\n`);
+  writeFileSync(join(dir, 'report.md'), md);
+  return { summary: join(dir, 'summary.json'), report: join(dir, 'report.md'), plots };
+}

@@ -1,0 +1,79 @@
+import { DEFAULT_PROTOCOL, type ProtocolConfig } from '@chunkycast/engine';
+import { summarize, type Distributions, type Summary } from './metrics.js';
+import { planScenario, SCENARIO_NAMES, type ScenarioName } from './scenarios.js';
+import { Simulation, checkProtocolOverrides, type SimProgress, type SimResult } from './simulation.js';
+
+/** Everything `npm run sim` accepts, with defaults. */
+export interface RunOptions {
+  scenario: ScenarioName;
+  nodes: number;
+  seed: number;
+  lat: 0 | 2;
+  durationS?: number;
+  packetsPerSlicePerSecond: number;
+  streamKbps: number;
+  uplinkHeadroom: number;
+  dataLoss: number;
+  gracefulLeaveFraction: number;
+  protocol: Partial<ProtocolConfig>;
+  onProgress?: (progress: SimProgress) => void;
+  wallClockMs?: () => number;
+}
+
+export const DEFAULT_RUN: Omit<RunOptions, 'scenario'> = {
+  nodes: 5000,
+  seed: 1,
+  lat: 2,
+  packetsPerSlicePerSecond: 2,
+  streamKbps: 1024,
+  uplinkHeadroom: 1.1,
+  dataLoss: 0,
+  gracefulLeaveFraction: 0,
+  protocol: {},
+};
+
+export class UsageError extends Error {
+  override readonly name = 'UsageError';
+}
+
+export function isScenario(name: string): name is ScenarioName {
+  return (SCENARIO_NAMES as readonly string[]).includes(name);
+}
+
+export function isProtocolKey(key: string): key is keyof ProtocolConfig {
+  return Object.hasOwn(DEFAULT_PROTOCOL, key);
+}
+
+export interface RunOutput {
+  readonly result: SimResult;
+  readonly summary: Summary;
+  readonly distributions: Distributions;
+}
+
+/** Run one scenario to completion and summarise it. */
+export function runScenario(options: RunOptions): RunOutput {
+  if (!Number.isInteger(options.nodes) || options.nodes < 2)
+    throw new UsageError(`--nodes must be an integer ≥ 2, got ${options.nodes}`);
+  const lat: number = options.lat; // callers may pass unchecked values
+  if (lat !== 0 && lat !== 2) throw new UsageError(`--lat must be 0 or 2`);
+  checkProtocolOverrides({ ...options.protocol, latencyRangeFraction: options.lat / 16 });
+  const plan = planScenario(options.scenario, options.nodes, options.durationS);
+  const sim = new Simulation({
+    plan,
+    seed: options.seed,
+    lat: options.lat,
+    packetsPerSlicePerSecond: options.packetsPerSlicePerSecond,
+    streamKbps: options.streamKbps,
+    uplinkHeadroom: options.uplinkHeadroom,
+    dataLoss: options.dataLoss,
+    gracefulLeaveFraction: options.gracefulLeaveFraction,
+    targetLoadMin: 4,
+    targetLoadMax: 28,
+    protocol: options.protocol,
+    ...(options.onProgress !== undefined ? { onProgress: options.onProgress } : {}),
+    ...(options.wallClockMs !== undefined ? { wallClockMs: options.wallClockMs } : {}),
+  });
+  const result = sim.run();
+  const { summary, distributions } = summarize(result, options.scenario, options.nodes);
+  return { result, summary, distributions };
+}

@@ -1,0 +1,837 @@
+import {
+  Engine,
+  createRandom,
+  latencyThresholds,
+  linksPerDirection,
+  nodeDegree,
+  resolveConfig,
+  shuffleInPlace,
+  DEFAULT_PROTOCOL,
+  type Action,
+  type EngineCounters,
+  type EngineEvent,
+  type ProtocolConfig,
+  type Random,
+} from '@chunkycast/engine';
+import { MessageType, SlabAllocator, decode, encode, isSwitchMessage, type Message } from '@chunkycast/wire';
+import { createLatencyModel, type LatencyModel } from './latency.js';
+import { EventQueue } from './queue.js';
+import type { ScenarioPlan } from './scenarios.js';
+
+/** How the simulated network and stream behave; everything random derives from `seed`. */
+export interface SimOptions {
+  readonly plan: ScenarioPlan;
+  readonly seed: number;
+  /** 0 (Lat0) or 2 (Lat2): half-width of LLT–ULT in sixteenths of TL (L3641–3647). */
+  readonly lat: number;
+  /** Data packets per slice per second. */
+  readonly packetsPerSlicePerSecond: number;
+  /** Stream rate; sets the size charged for each data packet on the uplinks. */
+  readonly streamKbps: number;
+  /** Uplink capacity as a multiple of ML's data rate (headroom for control traffic). */
+  readonly uplinkHeadroom: number;
+  /** Probability that a data packet is lost on a link (control is reliable, as the thesis's TCP, L3581–3583). */
+  readonly dataLoss: number;
+  /** Fraction of churn departures that are graceful quits (the rest fail abruptly). */
+  readonly gracefulLeaveFraction: number;
+  /** TL range in slices, uniform (L3618–3630: 4–28). */
+  readonly targetLoadMin: number;
+  readonly targetLoadMax: number;
+  readonly protocol: Partial<ProtocolConfig>;
+  /** Called about every 2 s of wall time. */
+  readonly onProgress?: (progress: SimProgress) => void;
+  /** Wall clock for progress and timing: the only clock the simulator reads, never the engine. */
+  readonly wallClockMs?: () => number;
+}
+
+export interface SimProgress {
+  readonly simMs: number;
+  readonly durationMs: number;
+  readonly events: number;
+  readonly alive: number;
+  readonly wallMs: number;
+}
+
+const EV_DELIVER = 0;
+const EV_TIMER = 1;
+const EV_PUBLISH = 2;
+const EV_JOIN = 3;
+const EV_LEAVE = 4;
+const EV_BOOTSTRAP = 5;
+const EV_SAMPLE = 6;
+const EV_BURST = 7;
+
+interface SimEvent {
+  readonly kind: number;
+  readonly node: number;
+  readonly from: number;
+  readonly bytes: Uint8Array | null;
+  readonly peers: number[] | null;
+  readonly gen: number;
+}
+
+const SOURCE_ID = 0;
+const RENDEZVOUS_ID = 0xffff_fff0;
+/** A packet stuck this long in a sender's uplink queue is dropped (tail drop). */
+const MAX_UPLINK_QUEUE_MS = 2000;
+/** Delay value meaning "never arrived". */
+export const NOT_RECEIVED = 0xffff;
+const MAX_DELAY = 0xfffe;
+
+/** Everything measured about one member, kept after it leaves. */
+export class MemberRecord {
+  engine: Engine | null = null;
+  alive = false;
+  leftAt = Infinity;
+  /** When the member is expected to be able to receive (its join, or the stream start). */
+  readonly startupFrom: number;
+  /** All 16 slices seen at least once. */
+  completeAt = Infinity;
+  slicesSeen = 0;
+  /** Number of slices with at least one packet. */
+  timerAt = Infinity;
+  timerGen = 0;
+  uplinkFreeAt = 0;
+  /** Per slice: first sequence number logged, and each packet's delay (ms) or NOT_RECEIVED. */
+  readonly firstSeq: Int32Array;
+  readonly delays: Uint16Array[];
+  readonly measureSum: Float64Array;
+  readonly measureCount: Uint32Array;
+  readonly hops: Uint8Array;
+  switchMsgsThisSecond = 0;
+  finalCounters: EngineCounters | null = null;
+  controlBytesSent = 0;
+  finalLoad = 0;
+
+  constructor(
+    readonly id: number,
+    readonly joinedAt: number,
+    readonly targetLoad: number,
+    readonly maxLoad: number,
+    readonly lowerLatencyThreshold: number,
+    readonly upperLatencyThreshold: number,
+    readonly uplinkBytesPerMs: number,
+    slices: number,
+    capacitySeqs: number,
+    streamStartMs: number,
+  ) {
+    this.startupFrom = Math.max(joinedAt, streamStartMs);
+    this.firstSeq = new Int32Array(slices).fill(-1);
+    this.delays = Array.from({ length: slices }, () => new Uint16Array(capacitySeqs).fill(NOT_RECEIVED));
+    this.measureSum = new Float64Array(slices);
+    this.measureCount = new Uint32Array(slices);
+    this.hops = new Uint8Array(slices);
+  }
+}
+
+export interface SecondSample {
+  readonly t: number;
+  readonly alive: number;
+  readonly withinRangeFraction: number;
+  readonly atTargetFraction: number;
+  readonly completeFraction: number;
+  readonly switchMsgsMax: number;
+  readonly switchMsgsP95: number;
+  readonly switchMsgsMedian: number;
+  readonly optimisingSwitches: number;
+  readonly forcedSwitches: number;
+}
+
+/** Raw results of one run; `metrics.ts` turns them into the summary. */
+export interface SimResult {
+  readonly options: SimOptions;
+  readonly members: readonly MemberRecord[];
+  readonly samples: readonly SecondSample[];
+  readonly emitTimes: readonly Float64Array[];
+  readonly emittedPerSlice: readonly number[];
+  readonly events: number;
+  readonly simMs: number;
+  readonly wallMs: number;
+  readonly latency: LatencyModel;
+  readonly medianLatencyMs: number;
+  readonly sourceNeighbours: readonly number[];
+  readonly overlayNeighbours: ReadonlyMap<number, readonly number[]>;
+  readonly controlBytesByType: ReadonlyMap<number, number>;
+  readonly dataPacketsSent: number;
+  readonly dataPacketsDroppedUplink: number;
+  readonly dataPacketsLost: number;
+  readonly decodeErrors: number;
+  readonly protocolViolations: number;
+  readonly sliceSourceChanges: number;
+  readonly packetIntervalMs: number;
+  readonly slices: number;
+}
+
+function quantile(sorted: number[], p: number): number {
+  if (sorted.length === 0) return 0;
+  const i = Math.min(sorted.length - 1, Math.max(0, Math.ceil((p / 100) * sorted.length) - 1));
+  return sorted[i] ?? 0;
+}
+
+/**
+ * A discrete-event host for thousands of engines: one event queue ordered by (time, insertion), a
+ * transit-stub latency model, per-node uplinks, and every message encoded and decoded with
+ * `@chunkycast/wire`. No module-level state: two simulations in one process do not interact.
+ */
+export class Simulation {
+  private readonly queue = new EventQueue<SimEvent>();
+  private readonly slab = new SlabAllocator();
+  private readonly random: Random;
+  private readonly latency: LatencyModel;
+  private readonly members: MemberRecord[] = [];
+  private readonly byId: (MemberRecord | undefined)[] = [];
+  private readonly alive: number[] = [];
+  private readonly aliveIndex = new Map<number, number>();
+  private source: Engine | null = null;
+  private sourceTimerAt = Infinity;
+  private sourceTimerGen = 0;
+  private sourceUplinkFreeAt = 0;
+  private readonly slices: number;
+  private readonly packetIntervalMs: number;
+  private readonly publishIntervalMs: number;
+  private readonly packetBytes: number;
+  private readonly sliceBytesPerMs: number;
+  private readonly emitTimes: Float64Array[];
+  private readonly capacitySeqs: number;
+  private publishCount = 0;
+  private events = 0;
+  private nextMemberId = 1;
+  private readonly samples: SecondSample[] = [];
+  private optimisingSwitchesThisSecond = 0;
+  private forcedSwitchesThisSecond = 0;
+  private readonly controlBytesByType = new Map<number, number>();
+  private dataPacketsSent = 0;
+  private dataPacketsDroppedUplink = 0;
+  private dataPacketsLost = 0;
+  private decodeErrors = 0;
+  private protocolViolations = 0;
+  private sliceSourceChanges = 0;
+  private readonly protocol: Partial<ProtocolConfig>;
+  private joinsScheduled = 0;
+
+  constructor(private readonly options: SimOptions) {
+    const plan = options.plan;
+    this.random = createRandom(options.seed);
+    this.latency = createLatencyModel({ seed: this.random.fork(1).nextU32() });
+    this.protocol = { ...options.protocol, latencyRangeFraction: options.lat / 16 };
+    this.slices = this.protocol.slices ?? DEFAULT_PROTOCOL.slices;
+    this.packetIntervalMs = 1000 / options.packetsPerSlicePerSecond;
+    this.publishIntervalMs = this.packetIntervalMs / this.slices;
+    const streamBytesPerSecond = (options.streamKbps * 1000) / 8;
+    this.sliceBytesPerMs = streamBytesPerSecond / this.slices / 1000;
+    this.packetBytes = Math.max(
+      64,
+      Math.round(streamBytesPerSecond / this.slices / options.packetsPerSlicePerSecond),
+    );
+    const seqs = Math.ceil((plan.durationMs / 1000) * options.packetsPerSlicePerSecond) + 4;
+    this.capacitySeqs = seqs;
+    this.emitTimes = Array.from({ length: this.slices }, () => new Float64Array(seqs).fill(Number.NaN));
+  }
+
+  run(): SimResult {
+    const plan = this.options.plan;
+    const wall = this.options.wallClockMs ?? (() => 0);
+    const wallStart = wall();
+    let lastProgressWall = wallStart;
+    this.latency.attach(SOURCE_ID);
+    this.latency.attach(RENDEZVOUS_ID);
+    this.createSource();
+    this.planTargetLoads(plan.initialMembers + plan.joiners);
+    this.createInitialMembers(plan.initialMembers);
+    this.queue.push(plan.streamStartMs, this.ev(EV_PUBLISH, SOURCE_ID));
+    for (let t = 1000; t <= plan.durationMs; t += 1000) this.queue.push(t, this.ev(EV_SAMPLE, 0));
+    if (plan.joiners > 0) this.queue.push(plan.joinStartMs, this.ev(EV_JOIN, 0));
+    if (plan.poissonJoinsPerSecond > 0) this.queue.push(this.nextPoissonDelay(0), this.ev(EV_JOIN, 0));
+    if (plan.burstFraction > 0) this.queue.push(plan.burstAtMs, this.ev(EV_BURST, 0));
+
+    for (;;) {
+      const next = this.queue.peekTime();
+      if (next === undefined || next > plan.durationMs) break;
+      const ev = this.queue.pop();
+      if (ev === undefined) break;
+      this.events++;
+      this.dispatch(ev);
+      if ((this.events & 0xffff) === 0 && this.options.onProgress !== undefined) {
+        const w = wall();
+        if (w - lastProgressWall >= 2000) {
+          lastProgressWall = w;
+          this.options.onProgress({
+            simMs: this.queue.nowMs,
+            durationMs: plan.durationMs,
+            events: this.events,
+            alive: this.alive.length,
+            wallMs: w - wallStart,
+          });
+        }
+      }
+    }
+    for (const m of this.members) if (m.alive) this.retire(m, plan.durationMs, false);
+    return {
+      options: this.options,
+      members: this.members,
+      samples: this.samples,
+      emitTimes: this.emitTimes,
+      emittedPerSlice: this.emitTimes.map((_, s) => this.sourceEngine().nextSequence(s)),
+      events: this.events,
+      simMs: plan.durationMs,
+      wallMs: wall() - wallStart,
+      latency: this.latency,
+      medianLatencyMs: this.estimateMedianLatency(),
+      sourceNeighbours: this.finalSourceNeighbours,
+      overlayNeighbours: this.finalOverlay,
+      controlBytesByType: this.controlBytesByType,
+      dataPacketsSent: this.dataPacketsSent,
+      dataPacketsDroppedUplink: this.dataPacketsDroppedUplink,
+      dataPacketsLost: this.dataPacketsLost,
+      decodeErrors: this.decodeErrors,
+      protocolViolations: this.protocolViolations,
+      sliceSourceChanges: this.sliceSourceChanges,
+      packetIntervalMs: this.packetIntervalMs,
+      slices: this.slices,
+    };
+  }
+
+  private finalSourceNeighbours: number[] = [];
+  private finalOverlay = new Map<number, readonly number[]>();
+
+  private ev(
+    kind: number,
+    node: number,
+    from = 0,
+    bytes: Uint8Array | null = null,
+    peers: number[] | null = null,
+    gen = 0,
+  ): SimEvent {
+    return { kind, node, from, bytes, peers, gen };
+  }
+
+  private sourceEngine(): Engine {
+    if (this.source === null) throw new Error('no source');
+    return this.source;
+  }
+
+  private estimateMedianLatency(): number {
+    const ids = this.members.map((m) => m.id);
+    if (ids.length < 2) return 1;
+    const r = this.random.fork(7);
+    const values: number[] = [];
+    const samples = Math.min(200_000, ids.length * 40);
+    for (let i = 0; i < samples; i++) {
+      const a = ids[r.int(ids.length)] ?? 1;
+      const b = ids[r.int(ids.length)] ?? 1;
+      if (a !== b) values.push(this.latency.latencyMs(a, b));
+    }
+    values.sort((x, y) => x - y);
+    return quantile(values, 50);
+  }
+
+  // ───────────────────────────── population ─────────────────────────────
+
+  private createSource(): void {
+    this.source = new Engine(
+      {
+        id: SOURCE_ID,
+        role: 'source',
+        sourceId: SOURCE_ID,
+        targetLoadSlices: this.slices,
+        protocol: this.protocol,
+      },
+      this.random.fork(0x5eed),
+    );
+    this.apply(null, this.source.handle(0, { kind: 'start' }), 0);
+  }
+
+  /**
+   * TL for the next member. The thesis derives TL from degree "in such a way that the sum of target
+   * loads across all nodes is approximately equal to the total volume needed" (L3622–3628): the
+   * planned population (initial members and scheduled joiners) therefore draws its TLs stratified
+   * over 4–28 (every value equally often, shuffled), so Σ TL = 16·N up to rounding; independent
+   * draws would leave a random shortfall of ~7·√N slices. Churn arrivals draw independently.
+   */
+  private drawTargetLoad(r: Random): number {
+    const next = this.plannedTargetLoads.pop();
+    if (next !== undefined) return next;
+    return this.options.targetLoadMin + r.int(this.options.targetLoadMax - this.options.targetLoadMin + 1);
+  }
+
+  private readonly plannedTargetLoads: number[] = [];
+
+  private planTargetLoads(count: number): void {
+    const span = this.options.targetLoadMax - this.options.targetLoadMin + 1;
+    const values: number[] = [];
+    for (let i = 0; i < count; i++) values.push(this.options.targetLoadMin + (i % span));
+    shuffleInPlace(values, this.random.fork(4));
+    this.plannedTargetLoads.push(...values);
+  }
+
+  private newMember(now: number): MemberRecord {
+    const id = this.nextMemberId++;
+    const r = this.random.fork(id);
+    const tl = this.drawTargetLoad(r);
+    const engine = new Engine(
+      { id, role: 'member', sourceId: SOURCE_ID, targetLoadSlices: tl, protocol: this.protocol },
+      r.fork(1),
+    );
+    const cfg = engine.config;
+    const uplinkBytesPerMs = Math.max(cfg.maxLoad, 1) * this.sliceBytesPerMs * this.options.uplinkHeadroom;
+    const remainingSeqs = Math.min(
+      this.capacitySeqs,
+      Math.ceil(((this.options.plan.durationMs - now) / 1000) * this.options.packetsPerSlicePerSecond) + 8,
+    );
+    const m = new MemberRecord(
+      id,
+      now,
+      cfg.targetLoad,
+      cfg.maxLoad,
+      cfg.lowerLatencyThreshold,
+      cfg.upperLatencyThreshold,
+      uplinkBytesPerMs,
+      this.slices,
+      remainingSeqs,
+      this.options.plan.streamStartMs,
+    );
+    m.engine = engine;
+    m.alive = true;
+    this.members.push(m);
+    this.byId[id] = m;
+    this.aliveIndex.set(id, this.alive.length);
+    this.alive.push(id);
+    this.latency.attach(id);
+    return m;
+  }
+
+  /** The thesis's static population: a Swaplinks graph built before the source starts (L3587–3596). */
+  private createInitialMembers(count: number): void {
+    const created: MemberRecord[] = [];
+    for (let i = 0; i < count; i++) created.push(this.newMember(0));
+    // Configuration model: every member gets out = in = L stubs; pair out-stubs with in-stubs at random.
+    const outStubs: number[] = [];
+    const inStubs: number[] = [];
+    for (const m of created) {
+      const l = linksPerDirection(
+        nodeDegree(
+          m.targetLoad,
+          this.protocol.minLoadSlices ?? DEFAULT_PROTOCOL.minLoadSlices,
+          this.protocol.minNodeDegree ?? DEFAULT_PROTOCOL.minNodeDegree,
+        ),
+      );
+      for (let k = 0; k < l; k++) {
+        outStubs.push(m.id);
+        inStubs.push(m.id);
+      }
+    }
+    const r = this.random.fork(2);
+    shuffleInPlace(inStubs, r);
+    // Remove self-links by swapping with a random partner (a handful of retries suffices).
+    for (let i = 0; i < inStubs.length; i++) {
+      for (let attempt = 0; attempt < 20 && inStubs[i] === outStubs[i]; attempt++) {
+        const j = r.int(inStubs.length);
+        if (inStubs[j] !== outStubs[i] && inStubs[i] !== outStubs[j]) {
+          const tmp = inStubs[i] ?? 0;
+          inStubs[i] = inStubs[j] ?? 0;
+          inStubs[j] = tmp;
+        }
+      }
+    }
+    const outs = new Map<number, number[]>();
+    const ins = new Map<number, number[]>();
+    for (let i = 0; i < outStubs.length; i++) {
+      const a = outStubs[i] ?? 0;
+      const b = inStubs[i] ?? 0;
+      if (a === b) continue;
+      let oa = outs.get(a);
+      if (oa === undefined) outs.set(a, (oa = []));
+      oa.push(b);
+      let ib = ins.get(b);
+      if (ib === undefined) ins.set(b, (ib = []));
+      ib.push(a);
+    }
+    for (const m of created) {
+      const engine = m.engine;
+      if (engine === null) continue;
+      this.apply(
+        m,
+        engine.handle(0, { kind: 'installLinks', out: outs.get(m.id) ?? [], in: ins.get(m.id) ?? [] }),
+        0,
+      );
+      this.apply(m, engine.handle(0, { kind: 'start' }), 0);
+    }
+  }
+
+  private nextPoissonDelay(now: number): number {
+    const rate = this.options.plan.poissonJoinsPerSecond;
+    const u = this.random.nextFloat();
+    return now + Math.max(1, Math.round((-Math.log(1 - u) / rate) * 1000));
+  }
+
+  private paretoStayMs(): number {
+    const stay = this.options.plan.stay;
+    if (stay === null) return Infinity;
+    // Pareto with minimum x_m and mean μ has α = μ / (μ − x_m) (= 10/7 for 90 s and 300 s, L3782–3785).
+    const alpha = stay.meanMs / (stay.meanMs - stay.minMs);
+    const u = 1 - this.random.nextFloat();
+    return stay.minMs / Math.pow(u, 1 / alpha);
+  }
+
+  private join(now: number): void {
+    const plan = this.options.plan;
+    const m = this.newMember(now);
+    const engine = m.engine;
+    if (engine !== null) this.apply(m, engine.handle(now, { kind: 'start' }), now);
+    this.scheduleLeave(m, now);
+    this.joinsScheduled++;
+    if (plan.joiners > 0 && this.joinsScheduled < plan.joiners) {
+      this.queue.push(
+        plan.joinStartMs + Math.round((this.joinsScheduled * 1000) / plan.joinsPerSecond),
+        this.ev(EV_JOIN, 0),
+      );
+    }
+    if (plan.poissonJoinsPerSecond > 0) {
+      const next = this.nextPoissonDelay(now);
+      if (next < plan.churnEndMs) this.queue.push(next, this.ev(EV_JOIN, 0));
+    }
+  }
+
+  private scheduleLeave(m: MemberRecord, now: number): void {
+    const plan = this.options.plan;
+    if (plan.stay === null) return;
+    const at = now + Math.round(this.paretoStayMs());
+    if (at < plan.churnEndMs) this.queue.push(at, this.ev(EV_LEAVE, m.id));
+  }
+
+  /** Take a member out: record what it measured, drop its engine. */
+  private retire(m: MemberRecord, now: number, removeFromSwarm: boolean): void {
+    const engine = m.engine;
+    if (engine !== null) {
+      m.finalCounters = { ...engine.counters };
+      m.finalLoad = engine.currentLoad;
+    }
+    if (!removeFromSwarm) {
+      // End of the run: keep the overlay for the stretch computation.
+      if (engine !== null) this.finalOverlay.set(m.id, engine.neighbours());
+      return;
+    }
+    m.engine = null;
+    m.alive = false;
+    m.leftAt = now;
+    const idx = this.aliveIndex.get(m.id);
+    if (idx !== undefined) {
+      const last = this.alive.pop();
+      if (last !== undefined && idx < this.alive.length) {
+        this.alive[idx] = last;
+        this.aliveIndex.set(last, idx);
+      }
+      this.aliveIndex.delete(m.id);
+    }
+  }
+
+  private leave(m: MemberRecord, now: number, graceful: boolean): void {
+    const engine = m.engine;
+    if (!m.alive || engine === null) return;
+    if (graceful) {
+      this.apply(m, engine.handle(now, { kind: 'quit', graceful: true }), now);
+      // The engine lingers and stops by itself; it is retired when it reports 'stopped'.
+      return;
+    }
+    this.retire(m, now, true);
+  }
+
+  // ───────────────────────────── event loop ─────────────────────────────
+
+  private dispatch(ev: SimEvent): void {
+    const now = this.queue.nowMs;
+    switch (ev.kind) {
+      case EV_DELIVER:
+        this.deliver(ev, now);
+        return;
+      case EV_TIMER:
+        this.timer(ev, now);
+        return;
+      case EV_PUBLISH:
+        this.publish(now);
+        return;
+      case EV_JOIN:
+        this.join(now);
+        return;
+      case EV_LEAVE: {
+        const m = this.byId[ev.node];
+        if (m !== undefined) this.leave(m, now, this.random.nextFloat() < this.options.gracefulLeaveFraction);
+        return;
+      }
+      case EV_BOOTSTRAP:
+        this.bootstrap(ev, now);
+        return;
+      case EV_SAMPLE:
+        this.sample(now);
+        return;
+      case EV_BURST:
+        this.burst(now);
+        return;
+    }
+  }
+
+  private deliver(ev: SimEvent, now: number): void {
+    const bytes = ev.bytes;
+    if (bytes === null) return;
+    const decoded = decode(bytes);
+    if (!decoded.ok) {
+      this.decodeErrors++;
+      return;
+    }
+    if (ev.node === SOURCE_ID) {
+      const source = this.source;
+      if (source !== null)
+        this.apply(
+          null,
+          source.handle(now, { kind: 'message', from: ev.from, message: decoded.message }),
+          now,
+        );
+      return;
+    }
+    const m = this.byId[ev.node];
+    const engine = m?.engine;
+    if (m === undefined || engine === null || engine === undefined || !m.alive) return;
+    this.apply(m, engine.handle(now, { kind: 'message', from: ev.from, message: decoded.message }), now);
+  }
+
+  private timer(ev: SimEvent, now: number): void {
+    if (ev.node === SOURCE_ID) {
+      if (ev.gen !== this.sourceTimerGen || this.source === null) return;
+      this.sourceTimerAt = Infinity;
+      this.apply(null, this.source.handle(now, { kind: 'timer' }), now);
+      return;
+    }
+    const m = this.byId[ev.node];
+    if (m?.engine === null || m === undefined || ev.gen !== m.timerGen) return;
+    m.timerAt = Infinity;
+    this.apply(m, m.engine.handle(now, { kind: 'timer' }), now);
+  }
+
+  private readonly emptyPayload = new Uint8Array(0);
+
+  private publish(now: number): void {
+    const source = this.sourceEngine();
+    const s = this.publishCount % this.slices;
+    const seq = source.nextSequence(s);
+    const times = this.emitTimes[s];
+    if (times !== undefined && seq < times.length) times[seq] = now;
+    this.publishCount++;
+    this.apply(null, source.handle(now, { kind: 'publish', payload: this.emptyPayload }), now);
+    const next = this.options.plan.streamStartMs + Math.round(this.publishCount * this.publishIntervalMs);
+    if (next <= this.options.plan.durationMs) this.queue.push(next, this.ev(EV_PUBLISH, SOURCE_ID));
+  }
+
+  private bootstrap(ev: SimEvent, now: number): void {
+    const peers = ev.peers ?? [];
+    if (ev.node === SOURCE_ID) {
+      if (this.source !== null) this.apply(null, this.source.handle(now, { kind: 'bootstrap', peers }), now);
+      return;
+    }
+    const m = this.byId[ev.node];
+    if (m?.engine === null || m === undefined) return;
+    this.apply(m, m.engine.handle(now, { kind: 'bootstrap', peers }), now);
+  }
+
+  private burst(now: number): void {
+    const count = Math.round(this.alive.length * this.options.plan.burstFraction);
+    const victims = shuffleInPlace([...this.alive], this.random.fork(3)).slice(0, count);
+    for (const id of victims) {
+      const m = this.byId[id];
+      if (m !== undefined) this.retire(m, now, true);
+    }
+  }
+
+  private sample(now: number): void {
+    const counts: number[] = [];
+    let within = 0;
+    let atTarget = 0;
+    let complete = 0;
+    for (const id of this.alive) {
+      const m = this.byId[id];
+      const engine = m?.engine;
+      if (m === undefined || engine === null || engine === undefined) continue;
+      counts.push(m.switchMsgsThisSecond);
+      m.switchMsgsThisSecond = 0;
+      const load = engine.currentLoad;
+      if (load >= m.lowerLatencyThreshold && load <= m.upperLatencyThreshold) within++;
+      if (load === m.targetLoad) atTarget++;
+      if (m.completeAt <= now) complete++;
+    }
+    counts.sort((a, b) => a - b);
+    const n = Math.max(1, counts.length);
+    this.samples.push({
+      t: now,
+      alive: counts.length,
+      withinRangeFraction: within / n,
+      atTargetFraction: atTarget / n,
+      completeFraction: complete / n,
+      switchMsgsMax: counts.length > 0 ? (counts[counts.length - 1] ?? 0) : 0,
+      switchMsgsP95: quantile(counts, 95),
+      switchMsgsMedian: quantile(counts, 50),
+      optimisingSwitches: this.optimisingSwitchesThisSecond,
+      forcedSwitches: this.forcedSwitchesThisSecond,
+    });
+    this.optimisingSwitchesThisSecond = 0;
+    this.forcedSwitchesThisSecond = 0;
+    if (now + 1000 > this.options.plan.durationMs) {
+      // Last sample: freeze the overlay as it stands for the stretch computation.
+      this.finalSourceNeighbours = this.sourceEngine()
+        .currentSliceSources()
+        .filter((p): p is number => p !== null);
+    }
+  }
+
+  // ───────────────────────────── actions ─────────────────────────────
+
+  private apply(m: MemberRecord | null, actions: readonly Action[], now: number): void {
+    const fromId = m === null ? SOURCE_ID : m.id;
+    for (const action of actions) {
+      switch (action.kind) {
+        case 'send':
+          this.transmit(m, fromId, action.to, action.message, now);
+          break;
+        case 'deliver':
+          if (m !== null) this.recordDelivery(m, action.slice, action.seq, action.hops, now);
+          break;
+        case 'requestBootstrap':
+          this.answerBootstrap(fromId, action.count, now);
+          break;
+        case 'event':
+          this.onEngineEvent(m, action.event, now);
+          break;
+        case 'disconnect':
+          break;
+      }
+    }
+    // Reschedule this engine's timer if its deadline moved earlier.
+    if (m === null) {
+      const source = this.source;
+      if (source === null) return;
+      const d = source.nextDeadline();
+      if (d < this.sourceTimerAt) {
+        const t = Math.max(now, Math.ceil(d));
+        this.sourceTimerAt = t;
+        this.sourceTimerGen++;
+        this.queue.push(t, this.ev(EV_TIMER, SOURCE_ID, 0, null, null, this.sourceTimerGen));
+      }
+      return;
+    }
+    const engine = m.engine;
+    if (engine === null || !m.alive) return;
+    const d = engine.nextDeadline();
+    if (d < m.timerAt) {
+      const t = Math.max(now, Math.ceil(d));
+      m.timerAt = t;
+      m.timerGen++;
+      this.queue.push(t, this.ev(EV_TIMER, m.id, 0, null, null, m.timerGen));
+    }
+  }
+
+  private onEngineEvent(m: MemberRecord | null, event: EngineEvent, now: number): void {
+    switch (event.type) {
+      case 'parentChanged':
+        if (event.switchKind === 'load' || event.switchKind === 'latency')
+          this.optimisingSwitchesThisSecond++;
+        else if (event.switchKind === 'forced') this.forcedSwitchesThisSecond++;
+        return;
+      case 'protocolViolation':
+        this.protocolViolations++;
+        return;
+      case 'sliceSource':
+        if (m === null && event.assigned) this.sliceSourceChanges++;
+        return;
+      case 'stopped':
+        if (m !== null) this.retire(m, now, true);
+        return;
+      default:
+        return;
+    }
+  }
+
+  private answerBootstrap(requester: number, count: number, now: number): void {
+    const peers: number[] = [];
+    const pool = this.alive;
+    const r = this.random;
+    for (let i = 0; i < count * 3 && peers.length < count && pool.length > 0; i++) {
+      const id = pool[r.int(pool.length)] ?? 0;
+      if (id !== requester && !peers.includes(id)) peers.push(id);
+    }
+    // The rendezvous server answers after a round trip.
+    const rtt = 2 * this.latency.latencyMs(requester, RENDEZVOUS_ID);
+    this.queue.push(now + rtt, this.ev(EV_BOOTSTRAP, requester, 0, null, peers));
+  }
+
+  private transmit(m: MemberRecord | null, from: number, to: number, message: Message, now: number): void {
+    const bytes = encode(message, this.slab.allocate);
+    const isData = message.type === MessageType.Data;
+    if (!isData) {
+      this.controlBytesByType.set(
+        message.type,
+        (this.controlBytesByType.get(message.type) ?? 0) + bytes.byteLength,
+      );
+      if (m !== null) {
+        m.controlBytesSent += bytes.byteLength;
+        if (isSwitchMessage(message.type)) m.switchMsgsThisSecond++;
+      }
+    } else {
+      this.dataPacketsSent++;
+    }
+    const target = to === SOURCE_ID ? this.source : this.byId[to]?.engine;
+    if (target === null || target === undefined) return;
+    // Uplink: messages leave one after another at the sender's capacity.
+    const size = isData ? this.packetBytes : bytes.byteLength;
+    const rate =
+      m === null ? this.slices * this.sliceBytesPerMs * this.options.uplinkHeadroom * 4 : m.uplinkBytesPerMs;
+    const freeAt = m === null ? this.sourceUplinkFreeAt : m.uplinkFreeAt;
+    const start = freeAt > now ? freeAt : now;
+    if (isData && start - now > MAX_UPLINK_QUEUE_MS) {
+      this.dataPacketsDroppedUplink++;
+      return;
+    }
+    const departure = start + size / rate;
+    if (m === null) this.sourceUplinkFreeAt = departure;
+    else m.uplinkFreeAt = departure;
+    if (isData && this.options.dataLoss > 0 && this.random.nextFloat() < this.options.dataLoss) {
+      this.dataPacketsLost++;
+      return;
+    }
+    const arrival = Math.ceil(departure + this.latency.latencyMs(from, to));
+    this.queue.push(arrival, this.ev(EV_DELIVER, to, from, bytes));
+  }
+
+  private recordDelivery(m: MemberRecord, slice: number, seq: number, hops: number, now: number): void {
+    const emitted = this.emitTimes[slice]?.[seq];
+    if (emitted === undefined || Number.isNaN(emitted)) return;
+    const delay = now - emitted;
+    let first = false;
+    if (m.firstSeq[slice] === -1) {
+      m.firstSeq[slice] = seq;
+      first = true;
+    }
+    const base = m.firstSeq[slice] ?? 0;
+    const log = m.delays[slice];
+    const idx = seq - base;
+    if (log !== undefined && idx >= 0 && idx < log.length)
+      log[idx] = Math.min(MAX_DELAY, Math.max(0, Math.round(delay)));
+    m.hops[slice] = hops;
+    if (now >= this.options.plan.measureFromMs) {
+      m.measureSum[slice] = (m.measureSum[slice] ?? 0) + delay;
+      m.measureCount[slice] = (m.measureCount[slice] ?? 0) + 1;
+    }
+    if (first) {
+      // First packet on this slice.
+      m.slicesSeen++;
+      if (m.slicesSeen === this.slices) m.completeAt = now;
+    }
+  }
+}
+
+/** Reference thresholds a member with this TL gets (for reports). */
+export function thresholdsFor(targetLoad: number, lat: number): { lower: number; upper: number } {
+  return latencyThresholds(targetLoad, lat / 16);
+}
+
+/** Validate protocol overrides through the engine's own validation (a clear error naming the field). */
+export function checkProtocolOverrides(protocol: Partial<ProtocolConfig>): void {
+  resolveConfig({ id: 1, role: 'member', sourceId: 0, targetLoadSlices: 16, protocol });
+}
