@@ -6,6 +6,7 @@ export class PeerState {
   lastHeardAt: number;
   hasAdvert = false;
   load = 0;
+  targetLoad = 0;
   lowerLatencyThreshold = 0;
   upperLatencyThreshold = 0;
   maxLoad = 0;
@@ -27,10 +28,6 @@ export class PeerState {
   quitting = false;
   /** Our out-going heartbeat to a non-neighbour tree peer was last sent at. */
   lastHeartbeatSentAt = -Infinity;
-  /** Last time we sent this peer data or an advert: either proves to it that we are alive. */
-  lastSentAt = -Infinity;
-  /** The load our last advert to this peer carried. */
-  lastAdvertLoad = -1;
 
   constructor(now: number, slices: number) {
     this.lastHeardAt = now;
@@ -74,8 +71,6 @@ export class PeerState {
 
 /** A child on one slice: forward packets with fromSeq ≤ seq < untilSeq. */
 export interface ChildEntry {
-  /** The child's peer record, so forwarding can note liveness without a lookup. */
-  readonly peer: PeerState;
   fromSeq: number;
   /** Infinity while active; the hand-off sequence number once the child has moved on (draining). */
   untilSeq: number;
@@ -138,6 +133,8 @@ export class SliceState {
   floodEpoch = 0;
   floodSenders: FloodSender[] = [];
   floodDecideAt = Infinity;
+  /** Our level in the flood (fewest hops heard + 1); fallback parents must be above it. */
+  floodLevel = Infinity;
   /** Peers that refused us on this slice, and until when we leave them alone. */
   readonly rejectedUntil = new Map<PeerId, number>();
   lastProbeSentAt = -Infinity;

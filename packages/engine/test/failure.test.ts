@@ -56,7 +56,7 @@ describe('heartbeats (1 s, L3651–3653)', () => {
           .map((r) => r.time);
         expect(any.length, `${id} → ${n}`).toBeGreaterThanOrEqual(13);
         maxSilence = Math.max(maxSilence, ...gaps(any));
-        // Adverts (the explicit heartbeat, skipped when data already carried it) stay on the 1 s grid.
+        // Adverts (the heartbeat) stay on the 1 s grid.
         const adverts = net
           .sentOf(id, MessageType.Advert)
           .filter((r) => r.to === n)

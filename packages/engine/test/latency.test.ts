@@ -24,11 +24,13 @@ class LatencyRig {
   readonly peers = new Map<PeerId, PeerScript>([
     [A, { load: 8, offsets: { 0: 100 } }],
     [B, { load: 8, offsets: { 1: 0 } }],
-    [E, { load: 5, offsets: { 0: -100 } }],
+    [E, { load: 5, offsets: { 0: -150 } }],
   ]);
   /** Who sends each slice's packets to N, and how many packets ahead of the "official" seq it is. */
   readonly senders: { peer: PeerId; slice: number; lead: number }[] = [
-    { peer: A, slice: 0, lead: 0 },
+    // Slice 0 reaches N 200 ms after slice 1 of the same block, so N measures offsets +100 / −100.
+    // Via E (offset −150, half RTT 50) slice 0 would come at −100: a 200 ms gain.
+    { peer: A, slice: 0, lead: -2 },
     { peer: B, slice: 1, lead: 0 },
   ];
   private nextSeq = 0;
@@ -112,7 +114,7 @@ describe('latency phase (L3387–3413)', () => {
   it('moves a slice for latency only while that slice’s parent is within LLT–ULT', () => {
     // E is earlier on both slices; B (slice 1's parent) is above ULT, A (slice 0's) is in range.
     const rig = new LatencyRig({}, { [B]: 10 });
-    rig.peers.get(E)!.offsets = { 0: -100, 1: -100 };
+    rig.peers.get(E)!.offsets = { 0: -150, 1: -350 }; // 200 ms better than N's own on both slices
     rig.run(6000);
     const first = rig.permissionRequests();
     expect(first.length).toBeGreaterThanOrEqual(1);

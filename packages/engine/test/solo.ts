@@ -31,6 +31,8 @@ export interface SliceAdvert {
 
 export interface AdvertSpec {
   readonly load: number;
+  /** TL; default the midpoint of lower and upper. */
+  readonly target?: number;
   readonly lower: number;
   readonly upper: number;
   readonly maxLoad: number;
@@ -169,6 +171,7 @@ export class Solo {
       type: MessageType.Advert,
       full: true,
       load: spec.load,
+      targetLoad: spec.target ?? Math.round((spec.lower + spec.upper) / 2),
       lowerLatencyThreshold: spec.lower,
       upperLatencyThreshold: spec.upper,
       maxLoad: spec.maxLoad,

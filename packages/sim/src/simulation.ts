@@ -235,9 +235,10 @@ export class Simulation {
     let lastProgressWall = wallStart;
     this.latency.attach(SOURCE_ID);
     this.latency.attach(RENDEZVOUS_ID);
-    this.createSource();
     this.planTargetLoads(plan.initialMembers + plan.joiners);
     this.createInitialMembers(plan.initialMembers);
+    // The source last, so the rendezvous server can already name members when it asks.
+    this.createSource();
     this.queue.push(plan.streamStartMs, this.ev(EV_PUBLISH, SOURCE_ID));
     for (let t = 1000; t <= plan.durationMs; t += 1000) this.queue.push(t, this.ev(EV_SAMPLE, 0));
     if (plan.joiners > 0) this.queue.push(plan.joinStartMs, this.ev(EV_JOIN, 0));

@@ -47,7 +47,7 @@ export class EncodeError extends TypeError {
 const DATA_FIXED_BYTES = 1 + 4 + 16 + 1 + 4;
 /** Largest data payload that still fits in one message. */
 export const MAX_PAYLOAD_BYTES = MAX_MESSAGE_BYTES - HEADER_BYTES - DATA_FIXED_BYTES;
-const ADVERT_FIXED_BYTES = 1 + 2 * 4 + 4 + 4 + 2 + 1;
+const ADVERT_FIXED_BYTES = 1 + 2 * 5 + 4 + 4 + 2 + 1;
 const ADVERT_ENTRY_BYTES = 1 + 1 + 1 + 2 + 16;
 const NO_ECHO_HOLD = 0xffff;
 const OFFSET_MIN_MS = -32_767;
@@ -75,7 +75,7 @@ export function encodedSize(message: Message): number {
     case MessageType.Advert:
       return HEADER_BYTES + ADVERT_FIXED_BYTES + ADVERT_ENTRY_BYTES * message.entries.length;
     case MessageType.LoadReport:
-      return HEADER_BYTES + 1 + 1 + 8 * message.candidates.length;
+      return HEADER_BYTES + 1 + 1 + 10 * message.candidates.length;
     case MessageType.Instruction:
       return HEADER_BYTES + 1 + 4 + 2;
     case MessageType.SwitchRequest:
@@ -247,6 +247,7 @@ export function encode(message: Message, allocate: (size: number) => Uint8Array 
       const hasEcho = message.echoSentAtMs !== null;
       w.u8((message.full ? 1 : 0) | (hasEcho ? 2 : 0), 'advert flags');
       w.u16(message.load, 'load');
+      w.u16(message.targetLoad, 'targetLoad');
       w.u16(message.lowerLatencyThreshold, 'lowerLatencyThreshold');
       w.u16(message.upperLatencyThreshold, 'upperLatencyThreshold');
       w.u16(message.maxLoad, 'maxLoad');
@@ -287,6 +288,7 @@ export function encode(message: Message, allocate: (size: number) => Uint8Array 
         w.u32(c.peer, 'candidate peer');
         w.u16(c.load, 'candidate load');
         w.u16(c.lowerLatencyThreshold, 'candidate LLT');
+        w.u16(c.targetLoad, 'candidate TL');
       }
       break;
     case MessageType.Instruction:
@@ -517,6 +519,7 @@ function decodeBody(r: Reader, type: number): Message {
       const flags = r.u8('advert flags');
       if (flags > 3) throw new DecodeFailure('invalidValue', `unknown advert flags ${flags}`, r.offset - 1);
       const load = r.u16('load');
+      const targetLoad = r.u16('targetLoad');
       const lowerLatencyThreshold = r.u16('lowerLatencyThreshold');
       const upperLatencyThreshold = r.u16('upperLatencyThreshold');
       const maxLoad = r.u16('maxLoad');
@@ -564,6 +567,7 @@ function decodeBody(r: Reader, type: number): Message {
         type,
         full: (flags & 1) !== 0,
         load,
+        targetLoad,
         lowerLatencyThreshold,
         upperLatencyThreshold,
         maxLoad,
@@ -589,6 +593,7 @@ function decodeBody(r: Reader, type: number): Message {
           peer: r.u32('candidate peer'),
           load: r.u16('candidate load'),
           lowerLatencyThreshold: r.u16('candidate LLT'),
+          targetLoad: r.u16('candidate TL'),
         });
       }
       return { type, slice, candidates };

@@ -106,6 +106,8 @@ export interface AdvertMessage {
   readonly type: typeof MessageType.Advert;
   readonly full: boolean;
   readonly load: number;
+  /** TL, the load the sender aims for (its LLT ≤ TL ≤ ULT). */
+  readonly targetLoad: number;
   readonly lowerLatencyThreshold: number;
   readonly upperLatencyThreshold: number;
   readonly maxLoad: number;
@@ -122,6 +124,7 @@ export interface LoadCandidate {
   readonly peer: PeerId;
   readonly load: number;
   readonly lowerLatencyThreshold: number;
+  readonly targetLoad: number;
 }
 
 /** Child → its overloaded parent: underloaded loop-free neighbours that could take `slice` (L3325–3333). */

@@ -65,7 +65,7 @@ const advertEntry = (): fc.Arbitrary<AdvertSliceEntry> =>
   });
 
 const loadCandidate = (): fc.Arbitrary<LoadCandidate> =>
-  record({ peer: peerId(), load: u16(), lowerLatencyThreshold: u16() });
+  record({ peer: peerId(), load: u16(), lowerLatencyThreshold: u16(), targetLoad: u16() });
 
 /** No echo ⇒ hold time 0; an echo's hold time is below the 0xffff "no echo" marker. */
 const advertEcho = (): fc.Arbitrary<Pick<AdvertMessage, 'echoSentAtMs' | 'echoHoldMs'>> =>
@@ -114,6 +114,7 @@ export function makeMessageArbitraries(options: MessageArbitraryOptions = {}): {
           type: fc.constant(MessageType.Advert),
           full: fc.boolean(),
           load: u16(),
+          targetLoad: u16(),
           lowerLatencyThreshold: u16(),
           upperLatencyThreshold: u16(),
           maxLoad: u16(),

@@ -74,6 +74,7 @@ const advert = (overrides: Partial<AdvertMessage> = {}): AdvertMessage => ({
   type: MessageType.Advert,
   full: true,
   load: 3,
+  targetLoad: 5,
   lowerLatencyThreshold: 4,
   upperLatencyThreshold: 8,
   maxLoad: 10,
@@ -84,9 +85,14 @@ const advert = (overrides: Partial<AdvertMessage> = {}): AdvertMessage => ({
   ...overrides,
 });
 /** Byte offsets inside an advert. */
-const ADVERT = { flags: 2, echo: 15, hold: 19, count: 21, entries: 22, entryBytes: 21 } as const;
+const ADVERT = { flags: 2, echo: 17, hold: 21, count: 23, entries: 24, entryBytes: 21 } as const;
 
-const candidate = (peer: number): LoadCandidate => ({ peer, load: 1, lowerLatencyThreshold: 2 });
+const candidate = (peer: number): LoadCandidate => ({
+  peer,
+  load: 1,
+  lowerLatencyThreshold: 2,
+  targetLoad: 3,
+});
 const loadReport = (count: number): LoadReportMessage => ({
   type: MessageType.LoadReport,
   slice: 1,

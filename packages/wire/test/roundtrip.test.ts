@@ -129,6 +129,7 @@ describe('advert offsets', () => {
     type: MessageType.Advert,
     full: true,
     load: 0,
+    targetLoad: 0,
     lowerLatencyThreshold: 0,
     upperLatencyThreshold: 0,
     maxLoad: 0,
@@ -198,6 +199,7 @@ describe('known encodings (little-endian wire format, version 1)', () => {
         type: MessageType.Advert,
         full: true,
         load: 1,
+        targetLoad: 2,
         lowerLatencyThreshold: 2,
         upperLatencyThreshold: 3,
         maxLoad: 4,
@@ -216,7 +218,7 @@ describe('known encodings (little-endian wire format, version 1)', () => {
           { slice: 9, receiving: false, isSliceSource: true, hops: 0, offsetMs: -2, filter: [0, 0, 0, 0] },
         ],
       },
-      '01 03 01 0100 0200 0300 0400 0d0c0b0a 00000000 ffff 02' +
+      '01 03 01 0100 0200 0200 0300 0400 0d0c0b0a 00000000 ffff 02' +
         ' 03 01 02 0080 01000000 00000000 00000000 00000080' +
         ' 09 02 00 feff 00000000 00000000 00000000 00000000',
     ],
@@ -226,6 +228,7 @@ describe('known encodings (little-endian wire format, version 1)', () => {
         type: MessageType.Advert,
         full: false,
         load: 0,
+        targetLoad: 0,
         lowerLatencyThreshold: 0,
         upperLatencyThreshold: 0,
         maxLoad: 0,
@@ -234,16 +237,16 @@ describe('known encodings (little-endian wire format, version 1)', () => {
         echoHoldMs: 250,
         entries: [],
       },
-      '01 03 02 0000 0000 0000 0000 00000000 efbeadde fa00 00',
+      '01 03 02 0000 0000 0000 0000 0000 00000000 efbeadde fa00 00',
     ],
     [
       'load report',
       {
         type: MessageType.LoadReport,
         slice: 63,
-        candidates: [{ peer: 0xcafe, load: 3, lowerLatencyThreshold: 9 }],
+        candidates: [{ peer: 0xcafe, load: 3, lowerLatencyThreshold: 9, targetLoad: 10 }],
       },
-      '01 04 3f 01 feca0000 0300 0900',
+      '01 04 3f 01 feca0000 0300 0900 0a00',
     ],
     [
       'walk',
