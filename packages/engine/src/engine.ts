@@ -49,6 +49,15 @@ const MAX_STORED_REPORTS = 64;
  * transients.
  */
 const OFFSET_SETTLE_BLOCKS = 8;
+/** A slice source that has not acknowledged its assignment within this time is replaced. */
+const ASSIGN_CONFIRM_MS = 2000;
+/** A sampled spare slice source older than this may have left; it is no longer used. */
+const SPARE_SHELF_LIFE_MS = 30_000;
+/**
+ * A load switch may make a slice arrive later, but not by more than this (estimated like the latency
+ * phase's gains; their noise is ±200 ms). Not in the thesis, which balances load regardless.
+ */
+const LOAD_SWITCH_MAX_PENALTY_MS = 600;
 /** Candidates in one load report: enough choice for the parent, small on the wire. */
 const REPORT_CANDIDATES = 4;
 /** Flood senders remembered per slice, in arrival order. */
@@ -147,6 +156,8 @@ export class Engine {
   private publishedPackets = 0;
   private spares: { peer: PeerId; at: number }[] = [];
   private readonly sourceLastHeard = new Map<PeerId, number>();
+  private readonly sliceAssignedAt: number[] = [];
+  private readonly sliceConfirmed: boolean[] = [];
 
   constructor(init: EngineInit, random: Random) {
     this.config = resolveConfig(init);
@@ -546,7 +557,7 @@ export class Engine {
       this.counters.latePackets++;
       return;
     }
-    if (!st.remember(msg.seq, msg.payload)) {
+    if (!st.remember(msg.seq, msg.payload, this.now)) {
       this.counters.duplicatePackets++;
       return;
     }
@@ -606,14 +617,15 @@ export class Engine {
   }
 
   /** Send a new child what we still hold from `fromSeq` on, so a hand-off or a repair loses nothing. */
-  private resend(st: SliceState, s: number, child: PeerId, fromSeq: number): void {
+  private resend(st: SliceState, s: number, child: PeerId, fromSeq: number, maxAgeMs: number): void {
     if (st.highestSeq < 0) return;
+    const oldest = this.now - maxAgeMs;
     const first = Math.max(fromSeq, st.highestSeq - st.ringSize + 1, 0);
     const bloom = bloomOr(st.filter, this.mask);
     const hops = Math.min(255, st.hops + 1);
     for (let seq = first; seq <= st.highestSeq; seq++) {
       const payload = st.payloadOf(seq);
-      if (payload !== undefined)
+      if (payload !== undefined && st.arrivedAt(seq) >= oldest)
         this.send(child, { type: MessageType.Data, slice: s, seq, bloom, hops, payload });
     }
   }
@@ -1017,10 +1029,16 @@ export class Engine {
     // "From the next one" starts with the newest packet we hold: a joiner gets data one packet
     // interval sooner.
     const fromSeq = msg.fromSeq === SEQ_NONE ? Math.max(0, st.highestSeq) : msg.fromSeq;
-    this.acceptChild(from, s, fromSeq);
+    const planned = msg.reason === ForcedReason.NeighbourChange || msg.reason === ForcedReason.ParentQuit;
+    this.acceptChild(from, s, fromSeq, planned ? Infinity : this.config.protocol.handoffLeadMs);
   }
 
-  private acceptChild(child: PeerId, s: number, fromSeq: number): void {
+  /**
+   * `maxResendAgeMs` bounds what we resend from our ring: all of it for a planned hand-off (the new
+   * child loses nothing), only the last hand-off lead after a failure (older packets are late for
+   * playback anyway, and a burst of them would delay every live packet behind it on our uplink).
+   */
+  private acceptChild(child: PeerId, s: number, fromSeq: number, maxResendAgeMs = Infinity): void {
     const st = this.slice(s);
     this.addChild(s, child, fromSeq);
     this.send(child, {
@@ -1031,7 +1049,7 @@ export class Engine {
       rejectReason: RejectReason.None,
       load: this.load,
     });
-    this.resend(st, s, child, fromSeq);
+    this.resend(st, s, child, fromSeq, maxResendAgeMs);
   }
 
   private reject(to: PeerId, s: number, handoffSeq: number, reason: RejectReason): void {
@@ -1158,8 +1176,12 @@ export class Engine {
     this.peer(parent);
     const switchKind: SwitchKind = kind === 'permission' ? 'latency' : kind;
     if (switchKind === 'load') this.counters.switchesLoad++;
-    else if (switchKind === 'latency') this.counters.switchesLatency++;
-    else this.counters.switchesForced++;
+    else if (switchKind === 'latency') {
+      this.counters.switchesLatency++;
+      st.latencySwitches++;
+      st.latencyFrozenUntil =
+        this.now + this.config.protocol.latencyBackoffMs * 2 ** Math.min(10, st.latencySwitches - 1);
+    } else this.counters.switchesForced++;
     if (switchKind !== 'forced') this.counters.lastOptimisingSwitchAt = this.now;
     this.emit({ type: 'parentChanged', slice: s, parent, previous, switchKind });
   }
@@ -1353,6 +1375,8 @@ export class Engine {
     if (msg.epoch < st.epoch) return;
     st.epoch = msg.epoch;
     if (msg.assigned) {
+      // Acknowledge at once, so the true source knows this root is alive.
+      this.send(from, { type: MessageType.Heartbeat });
       if (st.parent !== null && st.parent !== from)
         this.send(st.parent, { type: MessageType.TreeLeave, slice: s, role: TreeRole.Child });
       st.pending = null;
@@ -1465,13 +1489,18 @@ export class Engine {
   private parentLoadDecision(): void {
     const reports = this.reports;
     this.reports = [];
-    if (this.load <= this.config.upperLatencyThreshold || reports.length === 0) return;
+    if (this.load <= this.config.targetLoad || reports.length === 0) return;
+    const overloaded = this.load > this.config.upperLatencyThreshold;
     const options: { child: PeerId; slice: number; candidate: LoadCandidate }[] = [];
     for (const r of reports) {
       if (this.slice(r.slice).children.get(r.child)?.untilSeq !== Infinity) continue;
       if (this.instructedUntil.has(r.child)) continue;
       for (const c of r.candidates) {
-        if (c.peer !== r.child && c.peer !== this.id && c.load < c.targetLoad)
+        if (
+          c.peer !== r.child &&
+          c.peer !== this.id &&
+          c.load < (overloaded ? c.targetLoad : c.lowerLatencyThreshold)
+        )
           options.push({ child: r.child, slice: r.slice, candidate: c });
       }
     }
@@ -1511,12 +1540,26 @@ export class Engine {
       )
         continue;
       const parent = this.peers.get(parentId);
-      if (parent?.hasAdvert !== true || parent.load <= parent.upperLatencyThreshold) continue;
+      if (parent?.hasAdvert !== true || parent.load <= parent.targetLoad) continue;
+      // Above ULT, any neighbour below its TL may take us; between TL and ULT, only one below its LLT
+      // (pulling it into its range while the parent stays in its own).
+      const overloaded = parent.load > parent.upperLatencyThreshold;
       const candidates: { candidate: LoadCandidate; arrival: number }[] = [];
+      const settled = st.offsetBlocks >= OFFSET_SETTLE_BLOCKS && !Number.isNaN(st.offsetMs);
       for (const qId of neighbours) {
         if (qId === parentId) continue;
         const q = this.peers.get(qId);
-        if (q === undefined || q.load >= q.targetLoad || !this.eligibleParent(q, qId, s, st)) continue;
+        if (q === undefined || q.load >= (overloaded ? q.targetLoad : q.lowerLatencyThreshold)) continue;
+        if (!this.eligibleParent(q, qId, s, st)) continue;
+        if (settled) {
+          // Not a neighbour through which the slice would come far later than now: moving a whole
+          // subtree several levels down stalls it for seconds (seen: 3 s) before the latency phase
+          // can bring it back up.
+          const via = this.expectedArrivalVia(q, s);
+          const b = this.neighbourBias(qId, q);
+          if (via !== Infinity && via + (Number.isNaN(b) ? 0 : b) - st.offsetMs > LOAD_SWITCH_MAX_PENALTY_MS)
+            continue;
+        }
         candidates.push({
           candidate: {
             peer: qId,
@@ -1589,6 +1632,7 @@ export class Engine {
       if (st.isSliceSource || st.parent === null || st.pending !== null || st.oldParent !== null) continue;
       // Our own measurement must have caught up with the current parent first.
       if (st.offsetBlocks < OFFSET_SETTLE_BLOCKS || Number.isNaN(st.offsetMs)) continue;
+      if (this.now < st.latencyFrozenUntil) continue;
       const parent = this.peers.get(st.parent);
       // The parent must be inside its range and stay there without us (L3387–3392). We gate per
       // slice: requiring all 16 parents in range at once would, with 10% of nodes outside, leave
@@ -1712,7 +1756,11 @@ export class Engine {
       this.swaplinks.onSampleResult(from, message.walkId);
       return;
     }
-    if (this.sourceLastHeard.has(from)) this.sourceLastHeard.set(from, this.now);
+    if (this.sourceLastHeard.has(from)) {
+      this.sourceLastHeard.set(from, this.now);
+      for (let s = 0; s < this.sliceSources.length; s++)
+        if (this.sliceSources[s] === from) this.sliceConfirmed[s] = true;
+    }
   }
 
   private onSampled(peer: PeerId): void {
@@ -1725,12 +1773,14 @@ export class Engine {
   private assignSliceSources(): void {
     for (let s = 0; s < this.sliceSources.length; s++) {
       if (this.sliceSources[s] !== null) continue;
-      const spare = this.spares.shift();
+      const spare = this.spares.pop(); // the freshest
       if (spare === undefined) return;
       const epoch = (this.sliceEpochs[s] ?? 0) + 1;
       this.sliceEpochs[s] = epoch;
       this.sliceSources[s] = spare.peer;
-      this.sourceLastHeard.set(spare.peer, this.now);
+      this.sliceAssignedAt[s] = this.now;
+      this.sliceConfirmed[s] = false;
+      if (!this.sourceLastHeard.has(spare.peer)) this.sourceLastHeard.set(spare.peer, this.now);
       this.send(spare.peer, { type: MessageType.SliceSourceAssign, slice: s, epoch, assigned: true });
       this.emit({ type: 'sliceSource', slice: s, epoch, assigned: true });
     }
@@ -1753,8 +1803,10 @@ export class Engine {
 
   private sourceSample(): void {
     const missing = this.sliceSources.filter((p) => p === null).length;
-    // Keep two spares sampled ahead, so a failed slice source is replaced without waiting for a walk.
-    const wanted = missing + 2 - this.spares.length - this.swaplinks.pendingSamples();
+    // Keep two fresh spares sampled ahead, so a failed slice source is replaced without waiting for
+    // a walk; a spare is refreshed at half its shelf life, before it goes stale.
+    const fresh = this.spares.filter((sp) => this.now - sp.at < SPARE_SHELF_LIFE_MS / 2).length;
+    const wanted = missing + 2 - fresh - this.swaplinks.pendingSamples();
     for (let i = 0; i < wanted; i++) {
       if (this.swaplinks.sample(this.now) === undefined) {
         this.actions.push({ kind: 'requestBootstrap', count: this.config.protocol.bootstrapPeers });
@@ -1768,13 +1820,17 @@ export class Engine {
     const p = this.config.protocol;
     this.swaplinks.maintain(now); // the source has no links: this only expires lost sampling walks
     // Spares go stale: a node sampled long ago may have left.
-    this.spares = this.spares.filter((sp) => now - sp.at < 30_000);
+    this.spares = this.spares.filter((sp) => now - sp.at < SPARE_SHELF_LIFE_MS);
     const sources = new Set<PeerId>();
     for (let s = 0; s < this.sliceSources.length; s++) {
       const src = this.sliceSources[s];
       if (src === null || src === undefined) continue;
       const heard = this.sourceLastHeard.get(src) ?? -Infinity;
-      if (now - heard > p.failureTimeoutMs) {
+      // A new slice source acknowledges at once; a spare that died since it was sampled (say, in
+      // the same failure burst) is given up after ASSIGN_CONFIRM_MS instead of the full timeout.
+      const unconfirmed =
+        this.sliceConfirmed[s] !== true && now - (this.sliceAssignedAt[s] ?? now) > ASSIGN_CONFIRM_MS;
+      if (now - heard > p.failureTimeoutMs || unconfirmed) {
         // Slice source failed: a new random node roots the tree and re-floods it (L3253–3256).
         this.sliceSources[s] = null;
         this.emit({ type: 'sliceSource', slice: s, epoch: this.sliceEpochs[s] ?? 0, assigned: false });

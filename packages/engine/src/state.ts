@@ -124,7 +124,11 @@ export class SliceState {
   /** Ring of recent packets: dedupe and resend to a new child. Slot = seq mod size; −1 empty. */
   readonly ringSeq: Int32Array;
   readonly ringPayload: (Uint8Array | undefined)[];
+  readonly ringArrivedAt: Float64Array;
   offsetMs = Number.NaN;
+  /** Latency switches of this slice so far, and until when the next one must wait. */
+  latencySwitches = 0;
+  latencyFrozenUntil = -Infinity;
   /** Blocks folded into offsetMs since the parent last changed. */
   offsetBlocks = 0;
   pending: PendingSwitch | null = null;
@@ -148,6 +152,7 @@ export class SliceState {
   constructor(ringSize: number) {
     this.ringSeq = new Int32Array(ringSize).fill(-1);
     this.ringPayload = new Array<Uint8Array | undefined>(ringSize).fill(undefined);
+    this.ringArrivedAt = new Float64Array(ringSize).fill(-Infinity);
   }
 
   get ringSize(): number {
@@ -155,14 +160,21 @@ export class SliceState {
   }
 
   /** Record a packet; false if it is a duplicate or older than the ring remembers. */
-  remember(seq: number, payload: Uint8Array): boolean {
+  remember(seq: number, payload: Uint8Array, now: number): boolean {
     const size = this.ringSeq.length;
     if (this.highestSeq >= 0 && seq <= this.highestSeq - size) return false;
     const slot = seq % size;
     if (this.ringSeq[slot] === (seq | 0)) return false;
     this.ringSeq[slot] = seq | 0;
     this.ringPayload[slot] = payload;
+    this.ringArrivedAt[slot] = now;
     return true;
+  }
+
+  /** When a remembered packet arrived here (−Infinity if not held). */
+  arrivedAt(seq: number): number {
+    const slot = seq % this.ringSeq.length;
+    return this.ringSeq[slot] === (seq | 0) ? (this.ringArrivedAt[slot] ?? -Infinity) : -Infinity;
   }
 
   has(seq: number): boolean {

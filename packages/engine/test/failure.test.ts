@@ -80,7 +80,8 @@ describe('heartbeats (1 s, L3651–3653)', () => {
         .filter((r) => r.to === 0)
         .map((r) => r.time);
       expect(up.length).toBeGreaterThanOrEqual(13);
-      for (const g of gaps(up)) expect(g).toBe(1000);
+      // Plus one immediate acknowledgement when a node becomes a slice source.
+      for (const g of gaps(up)) expect(g).toBeLessThanOrEqual(1000);
     }
   });
 });

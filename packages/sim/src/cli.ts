@@ -20,6 +20,8 @@ Options:
   --duration SECONDS     simulated time (defaults: static 120, join 200, burst 90, churn 1200)
   --packet-rate R        data packets per slice per second (default ${DEFAULT_RUN.packetsPerSlicePerSecond})
   --stream-kbps K        stream rate, sets data packet sizes on uplinks (default ${DEFAULT_RUN.streamKbps})
+  --uplink-headroom H    uplink capacity = H × ML × slice rate; 0 = unlimited, the thesis's model
+                         (default ${DEFAULT_RUN.uplinkHeadroom})
   --data-loss F          probability a data packet is lost on a link (default 0)
   --graceful F           fraction of churn departures that quit gracefully (default 0)
   --set NAME=VALUE       override a protocol constant (repeatable), e.g. --set latencySwitchMarginMs=80
@@ -87,6 +89,11 @@ export function parseArgs(
       case '--stream-kbps':
         options.streamKbps = parseNumber(flag, take());
         if (options.streamKbps <= 0) throw new UsageError('--stream-kbps must be positive');
+        break;
+      case '--uplink-headroom':
+        options.uplinkHeadroom = parseNumber(flag, take());
+        if (options.uplinkHeadroom < 0 || (options.uplinkHeadroom > 0 && options.uplinkHeadroom < 1))
+          throw new UsageError('--uplink-headroom must be 0 (unlimited) or at least 1');
         break;
       case '--data-loss':
         options.dataLoss = parseNumber(flag, take());

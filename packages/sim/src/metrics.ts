@@ -38,7 +38,7 @@ export interface Summary {
     neverCompletedFraction: number;
     population: string;
   };
-  convergence: { seconds: number; withinRange90Seconds: number | null };
+  convergence: { seconds: number; withinRange90Seconds: number | null; switches99Seconds: number };
   recovery: {
     p90Seconds: number;
     maxSeconds: number;
@@ -259,6 +259,18 @@ export function summarize(
   let lastSwitch = plan.streamStartMs;
   for (const m of result.members)
     lastSwitch = Math.max(lastSwitch, m.finalCounters?.lastOptimisingSwitchAt ?? -Infinity);
+  // A steadier companion: when 99% of all load and latency switches had happened.
+  let totalSwitches = 0;
+  for (const sample of result.samples) totalSwitches += sample.optimisingSwitches;
+  let cumulative = 0;
+  let switches99 = 0;
+  for (const sample of result.samples) {
+    cumulative += sample.optimisingSwitches;
+    if (cumulative >= 0.99 * totalSwitches) {
+      switches99 = (sample.t - plan.streamStartMs) / 1000;
+      break;
+    }
+  }
   let withinRange90: number | null = null;
   for (let i = result.samples.length - 1; i >= 0; i--) {
     const sample = result.samples[i];
@@ -369,8 +381,12 @@ export function summarize(
         }
         if (windowEnd - prev > T + slack) intervals.push([prev + T, windowEnd]);
       }
+      // Only disconnections the burst caused: those that began before the failure could even be
+      // detected (one timeout plus a second for the data in flight). Later gaps come from the
+      // switching that follows and are counted as playback disruption, not recovery.
+      const causeLimit = burstAt + timeout + 1000;
       const clipped = intervals
-        .filter(([, b]) => b > burstAt)
+        .filter(([a, b]) => b > burstAt && a < causeLimit)
         .map(([a, b]): [number, number] => [Math.max(a, burstAt), b]);
       clipped.sort((x, y) => x[0] - y[0]);
       let totalFromFailure = 0;
@@ -463,6 +479,7 @@ export function summarize(
     convergence: {
       seconds: round((lastSwitch - plan.streamStartMs) / 1000, 1),
       withinRange90Seconds: withinRange90,
+      switches99Seconds: switches99,
     },
     recovery,
     overhead: {

@@ -85,12 +85,14 @@ export function planScenario(name: ScenarioName, nodes: number, durationS?: numb
       };
     }
     case 'churn': {
-      // Poisson 10 joins/s, Pareto stay (min 90 s, mean 300 s), 1000 s of churn + 200 s settling (L3779–3790).
+      // Poisson 10 joins/s, Pareto stay (min 90 s, mean 300 s), 1000 s of churn + 200 s settling
+      // (L3779–3790). The join rate is the thesis's for 5000 members and scales with the population,
+      // so a small run churns at the same relative rate.
       const durationMs = Math.round((durationS ?? 1200) * 1000);
       const churnEndMs = Math.min(1_000_000, Math.round(durationMs * (1000 / 1200)));
       return {
         ...base,
-        poissonJoinsPerSecond: 10,
+        poissonJoinsPerSecond: (10 * nodes) / 5000,
         churnEndMs,
         stay: { minMs: 90_000, meanMs: 300_000 },
         durationMs,

@@ -28,7 +28,10 @@ export interface SimOptions {
   readonly packetsPerSlicePerSecond: number;
   /** Stream rate; sets the size charged for each data packet on the uplinks. */
   readonly streamKbps: number;
-  /** Uplink capacity as a multiple of ML's data rate (headroom for control traffic). */
+  /**
+   * Uplink capacity as a multiple of ML's data rate (headroom for control traffic); 0 = unlimited,
+   * the thesis's model, which computed travel times from latency alone (L3596–3602).
+   */
   readonly uplinkHeadroom: number;
   /** Probability that a data packet is lost on a link (control is reliable, as the thesis's TCP, L3581–3583). */
   readonly dataLoss: number;
@@ -779,19 +782,24 @@ export class Simulation {
     }
     const target = to === SOURCE_ID ? this.source : this.byId[to]?.engine;
     if (target === null || target === undefined) return;
-    // Uplink: messages leave one after another at the sender's capacity.
-    const size = isData ? this.packetBytes : bytes.byteLength;
-    const rate =
-      m === null ? this.slices * this.sliceBytesPerMs * this.options.uplinkHeadroom * 4 : m.uplinkBytesPerMs;
-    const freeAt = m === null ? this.sourceUplinkFreeAt : m.uplinkFreeAt;
-    const start = freeAt > now ? freeAt : now;
-    if (isData && start - now > MAX_UPLINK_QUEUE_MS) {
-      this.dataPacketsDroppedUplink++;
-      return;
+    // Uplink: messages leave one after another at the sender's capacity (unless unlimited).
+    let departure = now;
+    if (this.options.uplinkHeadroom > 0) {
+      const size = isData ? this.packetBytes : bytes.byteLength;
+      const rate =
+        m === null
+          ? this.slices * this.sliceBytesPerMs * this.options.uplinkHeadroom * 4
+          : m.uplinkBytesPerMs;
+      const freeAt = m === null ? this.sourceUplinkFreeAt : m.uplinkFreeAt;
+      const start = freeAt > now ? freeAt : now;
+      if (isData && start - now > MAX_UPLINK_QUEUE_MS) {
+        this.dataPacketsDroppedUplink++;
+        return;
+      }
+      departure = start + size / rate;
+      if (m === null) this.sourceUplinkFreeAt = departure;
+      else m.uplinkFreeAt = departure;
     }
-    const departure = start + size / rate;
-    if (m === null) this.sourceUplinkFreeAt = departure;
-    else m.uplinkFreeAt = departure;
     if (isData && this.options.dataLoss > 0 && this.random.nextFloat() < this.options.dataLoss) {
       this.dataPacketsLost++;
       return;

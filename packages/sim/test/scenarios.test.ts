@@ -1,0 +1,158 @@
+import { describe, expect, it } from 'vitest';
+import { DEFAULT_RUN, NOT_RECEIVED, runScenario, type RunOptions, type RunOutput } from '../src/index.js';
+
+/**
+ * Small seeded scenarios that run in `npm test` and assert the properties the protocol promises:
+ * no loops, every member receives every slice, loads settle into LLT–ULT, nothing is lost or
+ * doubled across switches, joiners start quickly and a failure burst is repaired.
+ */
+function run(overrides: Partial<RunOptions> & Pick<RunOptions, 'scenario'>): RunOutput {
+  return runScenario({ ...DEFAULT_RUN, packetsPerSlicePerSecond: 1, ...overrides });
+}
+
+const SOURCE = 0;
+
+/** For every surviving member and slice, follow parents up to the true source. */
+function treeProblems(out: RunOutput): string[] {
+  const problems: string[] = [];
+  const engines = new Map<number, NonNullable<RunOutput['result']['members'][number]['engine']>>();
+  for (const m of out.result.members)
+    if (m.leftAt === Infinity && m.engine !== null) engines.set(m.id, m.engine);
+  const parents = new Map<number, (number | null)[]>();
+  for (const [id, engine] of engines) parents.set(id, engine.parents());
+  for (const [id] of engines) {
+    for (let s = 0; s < 16; s++) {
+      let node = id;
+      const seen = new Set<number>([id]);
+      for (;;) {
+        const parent = parents.get(node)?.[s] ?? null;
+        if (parent === SOURCE) break;
+        if (parent === null) {
+          problems.push(
+            `member ${id} slice ${s}: ${node === id ? 'no parent' : `ancestor ${node} has no parent`}`,
+          );
+          break;
+        }
+        if (seen.has(parent)) {
+          problems.push(`member ${id} slice ${s}: loop through ${parent}`);
+          break;
+        }
+        if (!engines.has(parent)) {
+          problems.push(`member ${id} slice ${s}: ancestor ${parent} is gone`);
+          break;
+        }
+        seen.add(parent);
+        node = parent;
+      }
+    }
+  }
+  return problems;
+}
+
+/**
+ * Members that got no packet of some slice in the run's last 10 s. (A load switch can stall a
+ * subtree for a few seconds, so "a packet this very second" would flake; 10 s cannot.)
+ */
+function notReceiving(out: RunOutput): string[] {
+  const missing: string[] = [];
+  const end = out.result.simMs;
+  for (const m of out.result.members) {
+    if (m.leftAt !== Infinity || m.engine === null) continue;
+    for (let s = 0; s < 16; s++) {
+      const times = out.result.emitTimes[s];
+      const base = m.firstSeq[s] ?? -1;
+      const log = m.delays[s];
+      let recent = false;
+      if (times !== undefined && log !== undefined && base >= 0) {
+        for (let i = 0; i < log.length && !recent; i++) {
+          const delay = log[i] ?? NOT_RECEIVED;
+          if (delay !== NOT_RECEIVED && (times[base + i] ?? 0) + delay >= end - 10_000) recent = true;
+        }
+      }
+      if (!recent) missing.push(`member ${m.id} slice ${s}`);
+    }
+  }
+  return missing;
+}
+
+function overMaxLoad(out: RunOutput): string[] {
+  return out.result.members
+    .filter((m) => m.leftAt === Infinity && m.finalLoad > m.maxLoad)
+    .map((m) => `member ${m.id}: load ${m.finalLoad} > ML ${m.maxLoad}`);
+}
+
+describe('static scenario, 300 members', () => {
+  const lat2 = run({ scenario: 'static', nodes: 300, durationS: 60, seed: 11, lat: 2 });
+
+  it('forms 16 loop-free trees that reach every member', () => {
+    expect(treeProblems(lat2)).toEqual([]);
+    expect(notReceiving(lat2)).toEqual([]);
+    expect(lat2.summary.startup.neverCompletedFraction).toBe(0);
+  });
+
+  it('Lat2: loads settle into LLT–ULT and never exceed ML', () => {
+    expect(overMaxLoad(lat2)).toEqual([]);
+    expect(lat2.summary.load.withinRangeFraction).toBeGreaterThanOrEqual(0.8);
+    expect(lat2.summary.load.within25PctFraction).toBeGreaterThanOrEqual(0.9);
+  });
+
+  it('delivers the stream with nothing doubled and no codec or protocol errors', () => {
+    expect(lat2.summary.delivery.packetsDeliveredFraction).toBeGreaterThanOrEqual(0.995);
+    expect(lat2.summary.delivery.duplicateFraction).toBeLessThan(0.005);
+    expect(lat2.summary.health.decodeErrors).toBe(0);
+    expect(lat2.summary.health.protocolViolations).toBe(0);
+    expect(lat2.summary.hops.p90Max).toBeLessThanOrEqual(8);
+  });
+
+  it('Lat0: most members end exactly at TL, hardly any above it', () => {
+    const lat0 = run({ scenario: 'static', nodes: 300, durationS: 60, seed: 12, lat: 0 });
+    expect(treeProblems(lat0)).toEqual([]);
+    expect(notReceiving(lat0)).toEqual([]);
+    expect(lat0.summary.load.atTargetFraction).toBeGreaterThanOrEqual(0.8);
+    // A forced request (join, loop, lost parent) may push a parent past ULT = TL (L3460–3470); the load
+    // phase pulls it back, so at any moment only a few are above.
+    expect(lat0.result.members.filter((m) => m.finalLoad > m.targetLoad).length).toBeLessThanOrEqual(6);
+    expect(lat0.summary.overhead.switchesPerNodeTotal.latency).toBe(0);
+  });
+});
+
+describe('join, burst and churn scenarios (small)', () => {
+  it('join: 100 members joining at 50/s all get the full stream, 90% within 10 s', () => {
+    const out = run({ scenario: 'join', nodes: 400, durationS: 60, seed: 13 });
+    expect(treeProblems(out)).toEqual([]);
+    expect(notReceiving(out)).toEqual([]);
+    expect(out.summary.startup.neverCompletedFraction).toBe(0);
+    expect(out.summary.startup.p90Seconds).toBeLessThanOrEqual(10);
+  });
+
+  it('burst10: after 10% fail at once, survivors are repaired and receive everything again', () => {
+    const out = run({ scenario: 'burst10', nodes: 300, durationS: 70, seed: 14 });
+    const recovery = out.summary.recovery;
+    expect(recovery).not.toBeNull();
+    expect(recovery?.failedMembers).toBe(30);
+    expect(treeProblems(out)).toEqual([]);
+    expect(notReceiving(out)).toEqual([]);
+    expect(recovery?.p90Seconds ?? Infinity).toBeLessThanOrEqual(10);
+  });
+
+  it('churn: with members failing and joining, the survivors at the end receive every slice', () => {
+    const out = run({ scenario: 'churn', nodes: 200, durationS: 150, seed: 15 });
+    const left = out.result.members.filter((m) => m.leftAt !== Infinity).length;
+    expect(left).toBeGreaterThan(0);
+    expect(out.result.members.length).toBeGreaterThan(200);
+    expect(treeProblems(out)).toEqual([]);
+    expect(notReceiving(out)).toEqual([]);
+  });
+});
+
+describe('determinism', () => {
+  it('the same seed gives the same numbers; another seed does not', () => {
+    const strip = (out: RunOutput): unknown => ({ ...out.summary, wallSeconds: 0 });
+    const a = run({ scenario: 'static', nodes: 120, durationS: 20, seed: 5 });
+    const b = run({ scenario: 'static', nodes: 120, durationS: 20, seed: 5 });
+    const c = run({ scenario: 'static', nodes: 120, durationS: 20, seed: 6 });
+    expect(strip(a)).toStrictEqual(strip(b));
+    expect(a.result.events).toBe(b.result.events);
+    expect(strip(a)).not.toStrictEqual(strip(c));
+  });
+});
