@@ -1213,17 +1213,28 @@ export class Engine {
     const q = this.peers.get(msg.target);
     if (q === undefined || msg.target === this.id || !this.swaplinks.isNeighbour(msg.target)) return;
     if (!this.eligibleParent(q, msg.target, s, st) || q.load >= q.targetLoad) return;
+    this.sendSwitchRequest(s, msg.target, q, from, 'load');
+  }
+
+  /** Ask `target` to take over `slice` at a hand-off point one lead ahead (L3343–3367). */
+  private sendSwitchRequest(
+    s: number,
+    target: PeerId,
+    q: PeerState,
+    parent: PeerId,
+    kind: 'load' | 'latency',
+  ): void {
+    const st = this.slice(s);
     const handoffSeq = this.handoffSeqFor(st);
     if (handoffSeq === SEQ_NONE) return;
-    const parentLoad = this.peers.get(from)?.load ?? 0;
-    st.pending = { kind: 'load', target: msg.target, handoffSeq, sentAt: this.now, forcedReason: null };
-    this.send(msg.target, {
+    st.pending = { kind, target, handoffSeq, sentAt: this.now, forcedReason: null };
+    this.send(target, {
       type: MessageType.SwitchRequest,
       slice: s,
-      reason: SwitchReason.Load,
+      reason: kind === 'load' ? SwitchReason.Load : SwitchReason.Latency,
       handoffSeq,
       targetLoadSeen: Math.min(0xffff, q.load),
-      parentLoadSeen: Math.min(0xffff, parentLoad),
+      parentLoadSeen: Math.min(0xffff, this.peers.get(parent)?.load ?? 0),
     });
   }
 
@@ -1257,17 +1268,7 @@ export class Engine {
     )
       return;
     if (q.load + 1 > q.upperLatencyThreshold) return;
-    const handoffSeq = this.handoffSeqFor(st);
-    if (handoffSeq === SEQ_NONE) return;
-    st.pending = { kind: 'latency', target: msg.target, handoffSeq, sentAt: this.now, forcedReason: null };
-    this.send(msg.target, {
-      type: MessageType.SwitchRequest,
-      slice: s,
-      reason: SwitchReason.Latency,
-      handoffSeq,
-      targetLoadSeen: Math.min(0xffff, q.load),
-      parentLoadSeen: Math.min(0xffff, this.peers.get(from)?.load ?? 0),
-    });
+    this.sendSwitchRequest(s, msg.target, q, from, 'latency');
   }
 
   // ───────────────────────────── loops, probes, floods ─────────────────────────────

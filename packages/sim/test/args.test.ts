@@ -1,0 +1,58 @@
+import { describe, expect, it } from 'vitest';
+import { DEFAULT_RUN, UsageError } from '../src/index.js';
+import { parseArgs } from '../src/args.js';
+
+function usageError(argv: string[]): string {
+  try {
+    parseArgs(argv);
+  } catch (error) {
+    expect(error).toBeInstanceOf(UsageError);
+    return (error as Error).message;
+  }
+  throw new Error(`expected a UsageError for ${argv.join(' ')}`);
+}
+
+describe('npm run sim arguments', () => {
+  it('parses the documented command line', () => {
+    const parsed = parseArgs([
+      '--scenario',
+      'join',
+      '--nodes',
+      '300',
+      '--seed',
+      '7',
+      '--lat',
+      '0',
+      '--out',
+      'x',
+      '--set',
+      'latencySwitchMarginMs=80',
+    ]);
+    expect(parsed).not.toBe('help');
+    if (parsed === 'help') return;
+    expect(parsed.options).toMatchObject({
+      scenario: 'join',
+      nodes: 300,
+      seed: 7,
+      lat: 0,
+      protocol: { latencySwitchMarginMs: 80 },
+    });
+    expect(parsed.out).toBe('x');
+    expect(parsed.options.packetsPerSlicePerSecond).toBe(DEFAULT_RUN.packetsPerSlicePerSecond);
+  });
+
+  it('answers --help', () => {
+    expect(parseArgs(['--help'])).toBe('help');
+  });
+
+  it('refuses bad input with a message that names the problem', () => {
+    expect(usageError([])).toMatch(/--scenario is required/);
+    expect(usageError(['--scenario', 'bogus'])).toMatch(/unknown scenario "bogus"/);
+    expect(usageError(['--scenario', 'static', '--lat', '3'])).toMatch(/--lat must be 0 or 2/);
+    expect(usageError(['--scenario', 'static', '--nodes'])).toMatch(/--nodes needs a value/);
+    expect(usageError(['--scenario', 'static', '--nodes', 'many'])).toMatch(/--nodes must be a number/);
+    expect(usageError(['--scenario', 'static', '--set', 'noSuchThing=1'])).toMatch(/protocol constant/);
+    expect(usageError(['--scenario', 'static', '--data-loss', '1.5'])).toMatch(/--data-loss/);
+    expect(usageError(['--scenario', 'static', '--frobnicate'])).toMatch(/unknown option "--frobnicate"/);
+  });
+});
