@@ -34,7 +34,10 @@ const lock = readFileSync(join(root, 'package-lock.json'));
 const digest = createHash('sha256').update(lock).digest('hex');
 const stamp = existsSync(stampFile) ? readFileSync(stampFile, 'utf8').trim() : '';
 if (stamp !== digest || !existsSync(join(root, 'node_modules', '.bin', 'tsc'))) {
-  run('npm', ['ci', '--no-audit', '--no-fund']);
+  // `npm install`, not `npm ci`: npm 11 on this machine kind writes lockfiles without the other
+  // platforms' optional packages (rollup, esbuild), and `npm ci` then refuses them as out of sync.
+  // With an unchanged package.json, install follows the lockfile's versions all the same.
+  run('npm', ['install', '--no-audit', '--no-fund']);
   writeFileSync(stampFile, `${digest}\n`);
 }
 
