@@ -16,5 +16,8 @@ export default defineConfig({
     include: ['packages/*/test/**/*.test.ts'],
     testTimeout: 120_000,
     pool: 'forks',
+    // One test process: the simulation tests block their process for tens of seconds, and with two
+    // of them on a 2-core machine the runner itself starved ("Timeout calling onTaskUpdate").
+    poolOptions: { forks: { maxForks: 1, minForks: 1 } },
   },
 });
