@@ -94,16 +94,22 @@ const rows = [
     pct(get('static-lat2', (s) => s.stretch.fractionWithin1to2)),
   ],
   [
-    '90th pct max hop length',
+    '90th pct max hop length, below the slice source (from the true source)',
     'Lat2 static / join',
     '≈8',
     `${num(
+      get('static-lat2', (s) => s.hops.p90Max - 1),
+      0,
+    )} / ${num(
+      get('join-lat2', (s) => s.hops.p90Max - 1),
+      0,
+    )} (${num(
       get('static-lat2', (s) => s.hops.p90Max),
       0,
     )} / ${num(
       get('join-lat2', (s) => s.hops.p90Max),
       0,
-    )}`,
+    )})`,
   ],
   [
     '90th pct startup time',
@@ -128,6 +134,18 @@ const rows = [
     'Lat2 static / join',
     '≤60 s / ≈120 s',
     `${num(get('static-lat2', (s) => s.convergence.seconds))} s / ${num(get('join-lat2', (s) => s.convergence.seconds))} s`,
+  ],
+  [
+    '99% of load switches done by',
+    'Lat0 static / join',
+    '—',
+    `${num(
+      get('static-lat0', (s) => s.convergence.switches99Seconds),
+      0,
+    )} s / ${num(
+      get('join-lat0', (s) => s.convergence.switches99Seconds),
+      0,
+    )} s`,
   ],
   [
     '99% of switches done by',

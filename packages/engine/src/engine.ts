@@ -157,6 +157,7 @@ export class Engine {
   private spares: { peer: PeerId; at: number }[] = [];
   private readonly sourceLastHeard = new Map<PeerId, number>();
   private readonly sliceAssignedAt: number[] = [];
+  private lastSourceBootstrapAt = -Infinity;
   private readonly sliceConfirmed: boolean[] = [];
 
   constructor(init: EngineInit, random: Random) {
@@ -1808,6 +1809,16 @@ export class Engine {
     // a walk; a spare is refreshed at half its shelf life, before it goes stale.
     const fresh = this.spares.filter((sp) => this.now - sp.at < SPARE_SHELF_LIFE_MS / 2).length;
     const wanted = missing + 2 - fresh - this.swaplinks.pendingSamples();
+    if (
+      missing > this.spares.length &&
+      this.now - this.lastSourceBootstrapAt >= this.config.protocol.decisionIntervalMs
+    ) {
+      // More trees lost their roots than we hold spares (a large failure burst): ask the rendezvous
+      // server, which knows who is connected now, instead of waiting for walks through a graph
+      // that is itself half broken (seen: a root replaced 30 s late after 50% failed).
+      this.lastSourceBootstrapAt = this.now;
+      this.actions.push({ kind: 'requestBootstrap', count: missing + 2 });
+    }
     for (let i = 0; i < wanted; i++) {
       if (this.swaplinks.sample(this.now) === undefined) {
         this.actions.push({ kind: 'requestBootstrap', count: this.config.protocol.bootstrapPeers });

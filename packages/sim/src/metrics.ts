@@ -30,7 +30,8 @@ export interface Summary {
     p90AvgMs: number;
   };
   stretch: { fractionWithin1to2: number; median: number };
-  hops: { p90Max: number; max: number };
+  /** Per member, the most hops over its slices, counted from the true source (the slice source is 1). */
+  hops: { p90Max: number; max: number; p90MaxBelowSliceSource: number };
   startup: {
     p90Seconds: number;
     medianSeconds: number;
@@ -467,7 +468,7 @@ export function summarize(
       fractionWithin1to2: round(stretch.filter((x) => x >= 1 && x <= 2).length / Math.max(1, stretch.length)),
       median: round(p(stretch, 50), 3),
     },
-    hops: { p90Max: p(maxHops, 90), max: maxOf(maxHops, 0) },
+    hops: { p90Max: p(maxHops, 90), max: maxOf(maxHops, 0), p90MaxBelowSliceSource: p(maxHops, 90) - 1 },
     startup: {
       p90Seconds: round(p(startup, 90), 3),
       medianSeconds: round(p(startup, 50), 3),

@@ -153,7 +153,10 @@ export function writeReport(
     ['90th pct avg latency (normalised)', fmt(s.latency.p90AvgNormalized)],
     ['median network latency', `${fmt(s.latency.medianNetworkLatencyMs)} ms`],
     ['stretch in [1, 2]', pct(s.stretch.fractionWithin1to2)],
-    ['90th pct max hops (from the true source)', fmt(s.hops.p90Max)],
+    [
+      '90th pct max hops (from the true source; below the slice source)',
+      `${fmt(s.hops.p90Max)}; ${fmt(s.hops.p90MaxBelowSliceSource)}`,
+    ],
     [`90th pct startup (${s.startup.population})`, `${fmt(s.startup.p90Seconds)} s`],
     ['convergence (last load/latency switch)', `${fmt(s.convergence.seconds, 1)} s`],
     ['99% of load/latency switches done by', `${fmt(s.convergence.switches99Seconds, 0)} s`],
