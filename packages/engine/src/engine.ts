@@ -154,6 +154,7 @@ export class Engine {
   private readonly sliceEpochs: number[] = [];
   private readonly nextSeq: number[] = [];
   private publishedPackets = 0;
+  private readonly lastPublished: (Uint8Array | undefined)[] = [];
   private spares: { peer: PeerId; at: number }[] = [];
   private readonly sourceLastHeard = new Map<PeerId, number>();
   private readonly sliceAssignedAt: number[] = [];
@@ -1742,6 +1743,7 @@ export class Engine {
     this.publishedPackets++;
     const seq = this.nextSeq[s] ?? 0;
     this.nextSeq[s] = seq + 1;
+    this.lastPublished[s] = payload;
     const target = this.sliceSources[s];
     if (target === null || target === undefined) return;
     // Each packet of each slice is sent exactly once, to that slice's source (L2842–2853).
@@ -1784,6 +1786,20 @@ export class Engine {
       this.sliceConfirmed[s] = false;
       if (!this.sourceLastHeard.has(spare.peer)) this.sourceLastHeard.set(spare.peer, this.now);
       this.send(spare.peer, { type: MessageType.SliceSourceAssign, slice: s, epoch, assigned: true });
+      // A new root gets the newest packet at once rather than at the next publish, so its re-flooded
+      // tree has data to carry as soon as it stands (up to one packet interval sooner).
+      const latest = this.lastPublished[s];
+      const latestSeq = (this.nextSeq[s] ?? 0) - 1;
+      if (latest !== undefined && latestSeq >= 0) {
+        this.send(spare.peer, {
+          type: MessageType.Data,
+          slice: s,
+          seq: latestSeq,
+          bloom: EMPTY_BLOOM,
+          hops: 0,
+          payload: latest,
+        });
+      }
       this.emit({ type: 'sliceSource', slice: s, epoch, assigned: true });
     }
   }
