@@ -15,6 +15,8 @@ export default defineConfig({
   test: {
     include: ['packages/*/test/**/*.test.ts'],
     testTimeout: 120_000,
+    hookTimeout: 120_000,
+    setupFiles: ['./vitest.setup.ts'],
     pool: 'forks',
     // One test process: the simulation tests block their process for tens of seconds, and with two
     // of them on a 2-core machine the runner itself starved ("Timeout calling onTaskUpdate").
