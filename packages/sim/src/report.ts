@@ -111,17 +111,19 @@ export function writeReport(
       series: [{ name: summary.startup.population, values: dist.startupSeconds }],
     }),
   );
-  save(
-    'recovery-cdf.svg',
-    cdfPlot({
-      title: `Recovery after the failure burst — ${label}`,
-      xLabel: 'seconds disconnected from ≥ 1 slice tree',
-      series: [
-        { name: 'from detection', values: dist.recoverySeconds },
-        { name: 'from the failure', values: dist.recoveryFromFailureSeconds },
-      ],
-    }),
-  );
+  if (summary.recovery !== null) {
+    save(
+      'recovery-cdf.svg',
+      cdfPlot({
+        title: `Recovery after the failure burst — ${label}`,
+        xLabel: 'seconds disconnected from ≥ 1 slice tree',
+        series: [
+          { name: 'from detection', values: dist.recoverySeconds },
+          { name: 'from the failure', values: dist.recoveryFromFailureSeconds },
+        ],
+      }),
+    );
+  }
   save(
     'disruption-cdf.svg',
     cdfPlot({
