@@ -50,8 +50,9 @@ export interface ProtocolConfig {
   /**
    * After a latency switch of a slice, that slice is left alone for this long, doubling with each
    * further latency switch of it (not in the thesis). The relative-offset estimate is noisy (about a
-   * fifth of switches made things worse in our measurements); without a back-off the noise alone
-   * keeps switching forever and the system never converges.
+   * fifth of switches made the slice later in our measurements) and each switch shifts its subtree's
+   * offsets, so switches invite switches; the back-off roughly halves the rate by the end of a run
+   * but does not end the latency phase (docs/reproduction.md, "Convergence").
    */
   readonly latencyBackoffMs: number;
   /**
