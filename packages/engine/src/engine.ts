@@ -143,6 +143,8 @@ export class Engine {
   private instructedUntil = new Map<PeerId, number>();
   private linksInstalled = false;
   private failingPeer: PeerId | null = null;
+  /** neighbourBias per peer, valid for the current decision round only. */
+  private readonly biasThisRound = new Map<PeerId, number>();
   /** Earliest pending flood decision (cached: checked on every input). */
   private floodDeadline = Infinity;
   // Relative arrival offsets (L3387–3413): arrival times per block, one row of M slices per block.
@@ -291,11 +293,6 @@ export class Engine {
     return this.swaplinks.in;
   }
 
-  /** Hops of the latest packet per slice (from the slice source). */
-  sliceHops(): number[] {
-    return this.sliceStates.map((st) => st.hops);
-  }
-
   /** Slices this node is the slice source of. */
   sliceSourceOf(): number[] {
     const out: number[] = [];
@@ -314,10 +311,6 @@ export class Engine {
   isReceiving(slice: number): boolean {
     const st = this.sliceStates[slice];
     return st !== undefined && this.sliceReceiving(st);
-  }
-
-  relativeOffsetMs(slice: number): number {
-    return this.sliceStates[slice]?.offsetMs ?? Number.NaN;
   }
 
   swaplinksCounters(): Readonly<Swaplinks['counters']> {
@@ -1414,6 +1407,7 @@ export class Engine {
 
   private tick(): void {
     const now = this.now;
+    this.biasThisRound.clear();
     const p = this.config.protocol;
     // Failure detection: heartbeat 1 s, timeout 4 s (L3651–3655).
     for (const [peerId, peer] of this.peers) {
@@ -1559,8 +1553,7 @@ export class Engine {
           // subtree several levels down stalls it for seconds (seen: 3 s) before the latency phase
           // can bring it back up.
           const via = this.expectedArrivalVia(q, s);
-          const b = this.neighbourBias(qId, q);
-          if (via !== Infinity && via + (Number.isNaN(b) ? 0 : b) - st.offsetMs > LOAD_SWITCH_MAX_PENALTY_MS)
+          if (via !== Infinity && via + this.neighbourBias(qId, q) - st.offsetMs > LOAD_SWITCH_MAX_PENALTY_MS)
             continue;
         }
         candidates.push({
@@ -1590,9 +1583,18 @@ export class Engine {
   /**
    * Mean arrival at `q` minus mean arrival here (both relative measures), from the slices `q`
    * supplies us: for such a slice t, our offset = q's offset + half the RTT + (mean_q − mean_us).
-   * NaN when q supplies no settled slice.
+   * Where q supplies no settled slice we take it as zero, as the thesis's trick does. Computed once
+   * per peer per decision round (both the load reports and the latency phase ask).
    */
   private neighbourBias(qId: PeerId, q: PeerState): number {
+    const cached = this.biasThisRound.get(qId);
+    if (cached !== undefined) return cached;
+    const bias = this.measureBias(qId, q);
+    this.biasThisRound.set(qId, bias);
+    return bias;
+  }
+
+  private measureBias(qId: PeerId, q: PeerState): number {
     let sum = 0;
     let count = 0;
     for (let t = 0; t < this.sliceStates.length; t++) {
@@ -1603,7 +1605,7 @@ export class Engine {
       sum += st.offsetMs - theirs - q.rttMs / 2;
       count++;
     }
-    return count === 0 ? Number.NaN : sum / count;
+    return count === 0 ? 0 : sum / count;
   }
 
   /**
@@ -1629,7 +1631,6 @@ export class Engine {
     const margin = this.config.protocol.latencySwitchMarginMs;
     const options: { slice: number; target: PeerId; gain: number }[] = [];
     const neighbours = this.swaplinks.neighbours();
-    const bias = new Map<PeerId, number>();
     for (let s = 0; s < slices; s++) {
       const st = this.slice(s);
       if (st.isSliceSource || st.parent === null || st.pending !== null || st.oldParent !== null) continue;
@@ -1649,16 +1650,11 @@ export class Engine {
           continue;
         const viaQ = this.expectedArrivalVia(q, s);
         if (viaQ === Infinity) continue;
-        let b = bias.get(qId);
-        if (b === undefined) {
-          b = this.neighbourBias(qId, q);
-          bias.set(qId, b);
-        }
         // Offsets are relative to each node's own mean arrival, so comparing ours with a
         // neighbour's is off by the difference of the two means (±hundreds of ms, above the margin).
         // Where the neighbour already feeds us some slice we measure that difference; elsewhere we
         // take it as zero, as the thesis's trick does.
-        const gain = st.offsetMs - (viaQ + (Number.isNaN(b) ? 0 : b));
+        const gain = st.offsetMs - (viaQ + this.neighbourBias(qId, q));
         if (gain > margin) options.push({ slice: s, target: qId, gain });
       }
     }

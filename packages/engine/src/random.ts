@@ -1,5 +1,5 @@
 /**
- * Seeded pseudo-random numbers. The engine never calls `Math.random`: each host gives each engine
+ * Seeded pseudo-random numbers. The engine has no ambient randomness: each host gives each engine
  * its own `Random`, derived from one master seed, so a simulation with the same seed replays
  * exactly and a unit test can pin every choice.
  */

@@ -177,10 +177,6 @@ export class SliceState {
     return this.ringSeq[slot] === (seq | 0) ? (this.ringArrivedAt[slot] ?? -Infinity) : -Infinity;
   }
 
-  has(seq: number): boolean {
-    return this.ringSeq[seq % this.ringSeq.length] === (seq | 0);
-  }
-
   payloadOf(seq: number): Uint8Array | undefined {
     const slot = seq % this.ringSeq.length;
     return this.ringSeq[slot] === (seq | 0) ? this.ringPayload[slot] : undefined;

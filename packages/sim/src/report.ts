@@ -33,6 +33,14 @@ export function writeReport(
     writeFileSync(join(dir, name), svg);
     plots.push(name);
   };
+  /** One line over time from the per-second samples. */
+  const overTime = (
+    name: string,
+    y: (s: SecondSample) => number,
+  ): { name: string; points: { x: number; y: number }[] } => ({
+    name,
+    points: samples.map((s) => ({ x: s.t / 1000, y: y(s) })),
+  });
   const label = `${summary.scenario}, ${summary.nodes} nodes, Lat${summary.lat}, seed ${summary.seed}`;
   save(
     'load-cdf.svg',
@@ -60,12 +68,9 @@ export function writeReport(
       xLabel: 'time (s)',
       yLabel: 'fraction of members',
       series: [
-        {
-          name: 'load in LLT–ULT',
-          points: samples.map((s) => ({ x: s.t / 1000, y: s.withinRangeFraction })),
-        },
-        { name: 'load = TL', points: samples.map((s) => ({ x: s.t / 1000, y: s.atTargetFraction })) },
-        { name: 'all 16 slices', points: samples.map((s) => ({ x: s.t / 1000, y: s.completeFraction })) },
+        overTime('load in LLT–ULT', (s) => s.withinRangeFraction),
+        overTime('load = TL', (s) => s.atTargetFraction),
+        overTime('all 16 slices', (s) => s.completeFraction),
       ],
     }),
   );
@@ -76,17 +81,8 @@ export function writeReport(
       xLabel: 'time (s)',
       yLabel: 'switches / member / s',
       series: [
-        {
-          name: 'load + latency',
-          points: samples.map((s) => ({
-            x: s.t / 1000,
-            y: s.alive > 0 ? s.optimisingSwitches / s.alive : 0,
-          })),
-        },
-        {
-          name: 'forced',
-          points: samples.map((s) => ({ x: s.t / 1000, y: s.alive > 0 ? s.forcedSwitches / s.alive : 0 })),
-        },
+        overTime('load + latency', (s) => (s.alive > 0 ? s.optimisingSwitches / s.alive : 0)),
+        overTime('forced', (s) => (s.alive > 0 ? s.forcedSwitches / s.alive : 0)),
       ],
     }),
   );
@@ -97,9 +93,9 @@ export function writeReport(
       xLabel: 'time (s)',
       yLabel: 'messages / member / s',
       series: [
-        { name: 'max', points: samples.map((s) => ({ x: s.t / 1000, y: s.switchMsgsMax })) },
-        { name: '95th percentile', points: samples.map((s) => ({ x: s.t / 1000, y: s.switchMsgsP95 })) },
-        { name: 'median', points: samples.map((s) => ({ x: s.t / 1000, y: s.switchMsgsMedian })) },
+        overTime('max', (s) => s.switchMsgsMax),
+        overTime('95th percentile', (s) => s.switchMsgsP95),
+        overTime('median', (s) => s.switchMsgsMedian),
       ],
     }),
   );

@@ -1,7 +1,6 @@
 import {
   Engine,
   createRandom,
-  latencyThresholds,
   linksPerDirection,
   nodeDegree,
   resolveConfig,
@@ -833,11 +832,6 @@ export class Simulation {
       if (m.slicesSeen === this.slices) m.completeAt = now;
     }
   }
-}
-
-/** Reference thresholds a member with this TL gets (for reports). */
-export function thresholdsFor(targetLoad: number, lat: number): { lower: number; upper: number } {
-  return latencyThresholds(targetLoad, lat / 16);
 }
 
 /** Validate protocol overrides through the engine's own validation (a clear error naming the field). */
