@@ -50,6 +50,11 @@ export default tseslint.config(
     },
   },
   {
+    // Browser code: the SDK and the demo run in pages (the SDK's core also runs in Node).
+    files: ['sdk/src/**/*.ts', 'demo/src/**/*.ts', 'e2e/src/page/**/*.ts'],
+    languageOptions: { globals: { ...globals.browser } },
+  },
+  {
     files: ['packages/engine/src/**/*.ts', 'packages/wire/src/**/*.ts'],
     languageOptions: { globals: {} },
     rules: {

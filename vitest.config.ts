@@ -3,6 +3,7 @@ import { fileURLToPath } from 'node:url';
 
 const src = (name: string): string =>
   fileURLToPath(new URL(`./packages/${name}/src/index.ts`, import.meta.url));
+const file = (path: string): string => fileURLToPath(new URL(path, import.meta.url));
 
 export default defineConfig({
   resolve: {
@@ -10,10 +11,13 @@ export default defineConfig({
       '@chunkycast/wire': src('wire'),
       '@chunkycast/engine': src('engine'),
       '@chunkycast/sim': src('sim'),
+      '@chunkycast/sdk/core': file('./sdk/src/core.ts'),
+      '@chunkycast/sdk': file('./sdk/src/index.ts'),
+      '@chunkycast/tracker': file('./tracker/src/index.ts'),
     },
   },
   test: {
-    include: ['packages/*/test/**/*.test.ts'],
+    include: ['packages/*/test/**/*.test.ts', 'sdk/test/**/*.test.ts', 'tracker/test/**/*.test.ts'],
     testTimeout: 120_000,
     hookTimeout: 120_000,
     setupFiles: ['./vitest.setup.ts'],

@@ -1,0 +1,387 @@
+import type { PeerId } from './messages.js';
+
+/**
+ * The rendezvous protocol: JSON text frames over one WebSocket per peer. JSON (not the binary codec)
+ * because it is low-rate control traffic that browsers' devtools and operators' logs should show as
+ * it is; it is still only ever parsed here, bounded and validated, into typed messages.
+ */
+
+/** Largest frame either side accepts: an SDP offer with a data channel is ~0.5–3 KB. */
+export const MAX_TRACKER_FRAME_BYTES = 64 * 1024;
+/** Largest SDP relayed: generous for data-channel SDP (a few KB) yet bounds what one peer can make the tracker copy. */
+export const MAX_SDP_BYTES = 16 * 1024;
+export const MAX_CANDIDATE_BYTES = 1024;
+/** Stream ids: 1–64 of [A-Za-z0-9._-], safe in URLs, logs and metric labels. */
+export const STREAM_ID_PATTERN = /^[A-Za-z0-9._-]{1,64}$/;
+export const MAX_BOOTSTRAP_PEERS = 64;
+export const MAX_URI_LENGTH = 1024;
+export const MAX_RECENT_ANNOUNCEMENTS = 16;
+export const MAX_KEY_LENGTH = 256;
+
+export type PeerRole = 'viewer' | 'source';
+
+export type SignalData =
+  | { readonly type: 'offer' | 'answer'; readonly sdp: string }
+  | {
+      readonly type: 'candidate';
+      readonly candidate: {
+        readonly candidate: string;
+        readonly sdpMLineIndex: number | null;
+        readonly sdpMid: string | null;
+      };
+    };
+
+/**
+ * What the true source signs for each segment (product.md: `{sequence, uri, bytes, packets, sha256}`),
+ * plus the stream, the segment's duration and when the packager finished it (for live-delay figures).
+ */
+export interface SegmentAnnouncement {
+  readonly stream: string;
+  /** Media sequence number of the segment. */
+  readonly sequence: number;
+  /** The segment's URI as the playlist names it. */
+  readonly uri: string;
+  readonly bytes: number;
+  readonly packets: number;
+  /** Lower-case hex SHA-256 of the segment's bytes. */
+  readonly sha256: string;
+  readonly durationMs: number;
+  /** Unix ms at which the true source saw the segment finished (the packager's write time if known). */
+  readonly publishedAtMs: number;
+}
+
+export interface SignedAnnouncement extends SegmentAnnouncement {
+  /** Base64 Ed25519 signature over `announcementSigningBytes`. */
+  readonly signature: string;
+}
+
+/** A viewer's periodic view of itself, for the tracker's debug picture and the broadcaster page. */
+export interface PeerReport {
+  /** Parent per slice (null: none). */
+  readonly parents: readonly (PeerId | null)[];
+  /** Children per slice. */
+  readonly children: readonly (readonly PeerId[])[];
+  readonly meshBytes: number;
+  readonly originBytes: number;
+  readonly uploadBytes: number;
+  readonly stalls: number;
+  readonly playing: boolean;
+}
+
+export type ClientMessage =
+  | {
+      readonly type: 'join';
+      readonly stream: string;
+      readonly role: PeerRole;
+      /** The broadcaster key; required for the source role, ignored otherwise. */
+      readonly key?: string;
+    }
+  | { readonly type: 'bootstrap'; readonly count: number }
+  | { readonly type: 'signal'; readonly to: PeerId; readonly data: SignalData }
+  | { readonly type: 'announce'; readonly announcement: SignedAnnouncement }
+  | { readonly type: 'report'; readonly report: PeerReport }
+  | { readonly type: 'leave' };
+
+export type TrackerErrorCode =
+  | 'malformed'
+  | 'tooLarge'
+  | 'unknownType'
+  | 'invalidField'
+  | 'notJoined'
+  | 'alreadyJoined'
+  | 'badKey'
+  | 'sourcePresent'
+  | 'unknownPeer'
+  | 'forbidden'
+  | 'rateLimited'
+  | 'shuttingDown';
+
+export type ServerMessage =
+  | {
+      readonly type: 'welcome';
+      readonly peerId: PeerId;
+      readonly sourceId: PeerId;
+      readonly stream: string;
+      /** Base64 raw Ed25519 public key of the broadcaster, if the tracker knows it. */
+      readonly publicKey: string | null;
+      /** The most recent announcements, oldest first, so a joiner can place packets at once. */
+      readonly announcements: readonly SignedAnnouncement[];
+    }
+  | { readonly type: 'peers'; readonly peers: readonly PeerId[] }
+  | { readonly type: 'signal'; readonly from: PeerId; readonly data: SignalData }
+  | { readonly type: 'announce'; readonly announcement: SignedAnnouncement }
+  | { readonly type: 'error'; readonly code: TrackerErrorCode; readonly message: string };
+
+export interface TrackerDecodeError {
+  readonly code: TrackerErrorCode;
+  readonly message: string;
+}
+
+export type TrackerDecodeResult<T> =
+  { readonly ok: true; readonly message: T } | { readonly ok: false; readonly error: TrackerDecodeError };
+
+export function encodeTrackerMessage(message: ClientMessage | ServerMessage): string {
+  return JSON.stringify(message);
+}
+
+/** The exact bytes the broadcaster signs: fixed field order, no signature. */
+export function announcementSigningBytes(a: SegmentAnnouncement): Uint8Array {
+  const canonical = JSON.stringify([
+    'chunkycast-segment-v1',
+    a.stream,
+    a.sequence,
+    a.uri,
+    a.bytes,
+    a.packets,
+    a.sha256,
+    a.durationMs,
+    a.publishedAtMs,
+  ]);
+  return utf8(canonical);
+}
+
+/** UTF-8 bytes of a string (wire has no host APIs, TextEncoder included). Lone surrogates become U+FFFD. */
+export function utf8(text: string): Uint8Array {
+  const out: number[] = [];
+  for (const ch of text) {
+    let c = ch.codePointAt(0) ?? 0xfffd;
+    if (c >= 0xd800 && c <= 0xdfff) c = 0xfffd;
+    if (c < 0x80) out.push(c);
+    else if (c < 0x800) out.push(0xc0 | (c >> 6), 0x80 | (c & 63));
+    else if (c < 0x10000) out.push(0xe0 | (c >> 12), 0x80 | ((c >> 6) & 63), 0x80 | (c & 63));
+    else out.push(0xf0 | (c >> 18), 0x80 | ((c >> 12) & 63), 0x80 | ((c >> 6) & 63), 0x80 | (c & 63));
+  }
+  return Uint8Array.from(out);
+}
+
+// ─────────────────────────────── decoding ───────────────────────────────
+
+class Invalid extends Error {
+  constructor(
+    readonly code: TrackerErrorCode,
+    message: string,
+  ) {
+    super(message);
+  }
+}
+
+type Json = Record<string, unknown>;
+
+/**
+ * Frames are text; a host refuses binary frames before calling a decoder (as 'malformed'). The size
+ * check counts UTF-16 units, at most 3 UTF-8 bytes each; what matters, not parsing megabytes, holds.
+ */
+function parseFrame(text: string): Json {
+  if (text.length > MAX_TRACKER_FRAME_BYTES)
+    throw new Invalid('tooLarge', `frame of ${text.length} characters exceeds ${MAX_TRACKER_FRAME_BYTES}`);
+  let value: unknown;
+  try {
+    value = JSON.parse(text);
+  } catch {
+    throw new Invalid('malformed', 'frame is not JSON');
+  }
+  if (!isObject(value)) throw new Invalid('malformed', 'frame is not a JSON object');
+  return value;
+}
+
+function isObject(v: unknown): v is Json {
+  return typeof v === 'object' && v !== null && !Array.isArray(v);
+}
+
+function str(o: Json, key: string, max: number, pattern?: RegExp): string {
+  const v = o[key];
+  if (typeof v !== 'string') throw new Invalid('invalidField', `"${key}" must be a string`);
+  if (v.length > max) throw new Invalid('invalidField', `"${key}" is longer than ${max}`);
+  if (pattern !== undefined && !pattern.test(v))
+    throw new Invalid('invalidField', `"${key}" does not match ${String(pattern)}`);
+  return v;
+}
+
+function int(o: Json, key: string, min: number, max: number): number {
+  const v = o[key];
+  if (typeof v !== 'number' || !Number.isInteger(v) || v < min || v > max)
+    throw new Invalid('invalidField', `"${key}" must be an integer in ${min}‥${max}`);
+  return v;
+}
+
+function peerId(o: Json, key: string): PeerId {
+  return int(o, key, 0, 0xffff_ffff);
+}
+
+function obj(o: Json, key: string): Json {
+  const v = o[key];
+  if (!isObject(v)) throw new Invalid('invalidField', `"${key}" must be an object`);
+  return v;
+}
+
+function nullable<T>(o: Json, key: string, read: () => T): T | null {
+  return o[key] === null || o[key] === undefined ? null : read();
+}
+
+function signal(o: Json): SignalData {
+  const type = o.type;
+  if (type === 'offer' || type === 'answer') return { type, sdp: str(o, 'sdp', MAX_SDP_BYTES) };
+  if (type === 'candidate') {
+    const c = obj(o, 'candidate');
+    return {
+      type,
+      candidate: {
+        candidate: str(c, 'candidate', MAX_CANDIDATE_BYTES),
+        sdpMLineIndex: nullable(c, 'sdpMLineIndex', () => int(c, 'sdpMLineIndex', 0, 255)),
+        sdpMid: nullable(c, 'sdpMid', () => str(c, 'sdpMid', 64)),
+      },
+    };
+  }
+  throw new Invalid('invalidField', 'signal "type" must be offer, answer or candidate');
+}
+
+const HEX64 = /^[0-9a-f]{64}$/;
+const BASE64 = /^[A-Za-z0-9+/]+={0,2}$/;
+
+function announcement(o: Json): SignedAnnouncement {
+  return {
+    stream: str(o, 'stream', 64, STREAM_ID_PATTERN),
+    sequence: int(o, 'sequence', 0, 0xffff_ffff),
+    uri: str(o, 'uri', MAX_URI_LENGTH),
+    bytes: int(o, 'bytes', 0, 64 * 1024 * 1024),
+    packets: int(o, 'packets', 1, 4096),
+    sha256: str(o, 'sha256', 64, HEX64),
+    durationMs: int(o, 'durationMs', 0, 3_600_000),
+    publishedAtMs: int(o, 'publishedAtMs', 0, Number.MAX_SAFE_INTEGER),
+    signature: str(o, 'signature', 128, BASE64),
+  };
+}
+
+const MAX_REPORT_SLICES = 64;
+const MAX_REPORT_CHILDREN = 256;
+
+function report(o: Json): PeerReport {
+  const parents = o.parents;
+  const children = o.children;
+  if (!Array.isArray(parents) || parents.length > MAX_REPORT_SLICES)
+    throw new Invalid('invalidField', `"parents" must be an array of at most ${MAX_REPORT_SLICES}`);
+  if (!Array.isArray(children) || children.length > MAX_REPORT_SLICES)
+    throw new Invalid('invalidField', `"children" must be an array of at most ${MAX_REPORT_SLICES}`);
+  const isId = (v: unknown): v is number =>
+    typeof v === 'number' && Number.isInteger(v) && v >= 0 && v <= 0xffff_ffff;
+  for (const p of parents)
+    if (p !== null && !isId(p)) throw new Invalid('invalidField', '"parents" holds a non-id');
+  for (const c of children)
+    if (!Array.isArray(c) || c.length > MAX_REPORT_CHILDREN || !c.every(isId))
+      throw new Invalid('invalidField', '"children" must hold arrays of ids');
+  const playing = o.playing;
+  if (typeof playing !== 'boolean') throw new Invalid('invalidField', '"playing" must be a boolean');
+  return {
+    parents: parents as (PeerId | null)[],
+    children: children as PeerId[][],
+    meshBytes: int(o, 'meshBytes', 0, Number.MAX_SAFE_INTEGER),
+    originBytes: int(o, 'originBytes', 0, Number.MAX_SAFE_INTEGER),
+    uploadBytes: int(o, 'uploadBytes', 0, Number.MAX_SAFE_INTEGER),
+    stalls: int(o, 'stalls', 0, Number.MAX_SAFE_INTEGER),
+    playing,
+  };
+}
+
+function decodeWith<T>(frame: string, read: (o: Json) => T): TrackerDecodeResult<T> {
+  try {
+    return { ok: true, message: read(parseFrame(frame)) };
+  } catch (e) {
+    if (e instanceof Invalid) return { ok: false, error: { code: e.code, message: e.message } };
+    return { ok: false, error: { code: 'malformed', message: `decoder fault: ${String(e)}` } };
+  }
+}
+
+/** Parses and validates a frame from a peer (tracker side). */
+export function decodeClientMessage(frame: string): TrackerDecodeResult<ClientMessage> {
+  return decodeWith(frame, (o): ClientMessage => {
+    switch (o.type) {
+      case 'join': {
+        const role = o.role;
+        if (role !== 'viewer' && role !== 'source')
+          throw new Invalid('invalidField', '"role" must be viewer or source');
+        const stream = str(o, 'stream', 64, STREAM_ID_PATTERN);
+        if (o.key === undefined) return { type: 'join', stream, role };
+        return { type: 'join', stream, role, key: str(o, 'key', MAX_KEY_LENGTH) };
+      }
+      case 'bootstrap':
+        return { type: 'bootstrap', count: int(o, 'count', 1, MAX_BOOTSTRAP_PEERS) };
+      case 'signal':
+        return { type: 'signal', to: peerId(o, 'to'), data: signal(obj(o, 'data')) };
+      case 'announce':
+        return { type: 'announce', announcement: announcement(obj(o, 'announcement')) };
+      case 'report':
+        return { type: 'report', report: report(obj(o, 'report')) };
+      case 'leave':
+        return { type: 'leave' };
+      default:
+        throw new Invalid('unknownType', `unknown message type ${String(JSON.stringify(o.type))}`);
+    }
+  });
+}
+
+const ERROR_CODES: readonly TrackerErrorCode[] = [
+  'malformed',
+  'tooLarge',
+  'unknownType',
+  'invalidField',
+  'notJoined',
+  'alreadyJoined',
+  'badKey',
+  'sourcePresent',
+  'unknownPeer',
+  'forbidden',
+  'rateLimited',
+  'shuttingDown',
+];
+
+/** Parses and validates a frame from the tracker (peer side): a tracker is network input too. */
+export function decodeServerMessage(frame: string): TrackerDecodeResult<ServerMessage> {
+  return decodeWith(frame, (o): ServerMessage => {
+    switch (o.type) {
+      case 'welcome': {
+        const list = o.announcements;
+        if (!Array.isArray(list) || list.length > MAX_RECENT_ANNOUNCEMENTS)
+          throw new Invalid(
+            'invalidField',
+            `"announcements" must be an array of at most ${MAX_RECENT_ANNOUNCEMENTS}`,
+          );
+        return {
+          type: 'welcome',
+          peerId: peerId(o, 'peerId'),
+          sourceId: peerId(o, 'sourceId'),
+          stream: str(o, 'stream', 64, STREAM_ID_PATTERN),
+          publicKey: nullable(o, 'publicKey', () => str(o, 'publicKey', 128, BASE64)),
+          announcements: list.map((a) => {
+            if (!isObject(a)) throw new Invalid('invalidField', 'an announcement is not an object');
+            return announcement(a);
+          }),
+        };
+      }
+      case 'peers': {
+        const peers = o.peers;
+        if (!Array.isArray(peers) || peers.length > MAX_BOOTSTRAP_PEERS)
+          throw new Invalid('invalidField', `"peers" must be an array of at most ${MAX_BOOTSTRAP_PEERS}`);
+        return {
+          type: 'peers',
+          peers: peers.map((p: unknown) => {
+            if (typeof p !== 'number' || !Number.isInteger(p) || p < 0 || p > 0xffff_ffff)
+              throw new Invalid('invalidField', '"peers" holds a non-id');
+            return p;
+          }),
+        };
+      }
+      case 'signal':
+        return { type: 'signal', from: peerId(o, 'from'), data: signal(obj(o, 'data')) };
+      case 'announce':
+        return { type: 'announce', announcement: announcement(obj(o, 'announcement')) };
+      case 'error': {
+        const code = o.code;
+        if (typeof code !== 'string' || !(ERROR_CODES as readonly string[]).includes(code))
+          throw new Invalid('invalidField', '"code" is not a known error code');
+        return { type: 'error', code: code as TrackerErrorCode, message: str(o, 'message', 1024) };
+      }
+      default:
+        throw new Invalid('unknownType', `unknown message type ${String(JSON.stringify(o.type))}`);
+    }
+  });
+}

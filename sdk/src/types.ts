@@ -1,0 +1,95 @@
+import type { PeerId } from '@chunkycast/wire';
+
+/** Options of a viewer's (or the true source's) place in one stream's mesh. */
+export interface MeshSessionOptions {
+  /** The rendezvous server's WebSocket URL (ws:// or wss://). */
+  readonly tracker: string;
+  /** Stream id (1–64 of [A-Za-z0-9._-]). */
+  readonly stream: string;
+  /**
+   * Target load TL in slices: how many slice streams this viewer forwards when it can. 16 slices
+   * make one stream copy (the thesis's TL = 16, chunkyspread.md). Default 16.
+   */
+  readonly targetLoad?: number;
+  /** Maximum load ML in slices; default 1.5·TL (the thesis's ML). 0 makes a receive-only viewer. */
+  readonly maxLoad?: number;
+  /** Base64 raw Ed25519 public key of the broadcaster; default: the key the tracker announces. */
+  readonly publicKey?: string;
+  /** ICE servers for RTCPeerConnection (default none: host candidates only). */
+  readonly iceServers?: readonly RTCIceServer[];
+}
+
+/** One slice as this viewer sees it. */
+export interface SliceView {
+  readonly slice: number;
+  readonly parent: PeerId | null;
+  readonly children: readonly PeerId[];
+}
+
+/** Everything a page may want to show about this viewer's share of the mesh. */
+export interface MeshStats {
+  readonly stream: string;
+  readonly peerId: PeerId | null;
+  readonly sourceId: PeerId | null;
+  /** WebSocket to the tracker is open and joined. */
+  readonly trackerConnected: boolean;
+  /** Open WebRTC data channels. */
+  readonly peers: number;
+  /** Media bytes received over the mesh (verified packets). */
+  readonly bytesFromMesh: number;
+  /** Media bytes fetched from the origin by the loader. */
+  readonly bytesFromOrigin: number;
+  /** bytesFromMesh / (bytesFromMesh + bytesFromOrigin), 0 before any byte. */
+  readonly meshShare: number;
+  readonly segmentsFromMesh: number;
+  readonly segmentsFromOrigin: number;
+  /** Media bytes this viewer forwarded to its children. */
+  readonly uploadBytes: number;
+  /** Slice streams currently forwarded (the engine's load). */
+  readonly load: number;
+  readonly targetLoad: number;
+  readonly maxLoad: number;
+  readonly slices: readonly SliceView[];
+  /** Playback stalls after playback first started (reported by the player). */
+  readonly stalls: number;
+  readonly stallMs: number;
+  /** Segments whose bytes did not match the signed hash, and announcements with a bad signature. */
+  readonly verificationFailures: number;
+}
+
+export type MeshErrorCode =
+  'tracker' | 'trackerRefused' | 'badAnnouncement' | 'verification' | 'peer' | 'config';
+
+export class MeshError extends Error {
+  override readonly name = 'MeshError';
+  constructor(
+    readonly code: MeshErrorCode,
+    message: string,
+  ) {
+    super(message);
+  }
+}
+
+/** What the hls.js loader and the player need from a mesh session. */
+export interface SegmentProvider {
+  /**
+   * Resolves with the verified bytes of the segment with this media sequence number once the mesh
+   * has all of it, or null when `deadlineMs` (performance.now() scale) passes first, the signal
+   * aborts, or the session closes. Never resolves with unverified bytes.
+   */
+  waitForSegment(sequence: number, deadlineMs: number, signal?: AbortSignal): Promise<Uint8Array | null>;
+  /**
+   * Whether it is worth waiting for the mesh: the segment is announced (or expected soon) after this
+   * session joined. False for segments the true source published before we joined: those come
+   * from the origin at once.
+   */
+  expectsSegment(sequence: number): boolean;
+  /** The loader fetched this many media bytes (one segment) from the origin. */
+  noteOriginSegment(bytes: number): void;
+  /** The loader handed a mesh segment to the player. */
+  noteMeshSegment(sequence: number): void;
+  /** The player stalled for `ms` (reported when the stall ends). */
+  noteStall(ms: number): void;
+  /** The time the packager finished the segment (Unix ms), if announced. */
+  publishedAtMs(sequence: number): number | undefined;
+}
