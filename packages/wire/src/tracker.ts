@@ -314,7 +314,10 @@ export function decodeClientMessage(frame: string): TrackerDecodeResult<ClientMe
       case 'leave':
         return { type: 'leave' };
       default:
-        throw new Invalid('unknownType', `unknown message type ${String(JSON.stringify(o.type))}`);
+        throw new Invalid(
+          'unknownType',
+          `unknown message type ${typeof o.type === 'string' ? JSON.stringify(o.type) : typeof o.type}`,
+        );
     }
   });
 }
@@ -381,7 +384,10 @@ export function decodeServerMessage(frame: string): TrackerDecodeResult<ServerMe
         return { type: 'error', code: code as TrackerErrorCode, message: str(o, 'message', 1024) };
       }
       default:
-        throw new Invalid('unknownType', `unknown message type ${String(JSON.stringify(o.type))}`);
+        throw new Invalid(
+          'unknownType',
+          `unknown message type ${typeof o.type === 'string' ? JSON.stringify(o.type) : typeof o.type}`,
+        );
     }
   });
 }
