@@ -162,6 +162,8 @@ export class Engine {
   private readonly sliceAssignedAt: number[] = [];
   private lastSourceBootstrapAt = -Infinity;
   private readonly sliceConfirmed: boolean[] = [];
+  /** Receive-only members that declined to root a slice (ML = 0). */
+  private readonly declinedRoots = new Set<PeerId>();
 
   constructor(init: EngineInit, random: Random) {
     this.config = resolveConfig(init);
@@ -1370,6 +1372,12 @@ export class Engine {
     this.sourceLastHeard.set(from, this.now);
     if (msg.epoch < st.epoch) return;
     st.epoch = msg.epoch;
+    if (msg.assigned && this.config.maxLoad === 0) {
+      // A receive-only member (ML = 0) could never feed the tree it would root: decline, so the
+      // true source picks another root at once instead of leaving the slice unserved.
+      this.send(from, { type: MessageType.SliceSourceAssign, slice: s, epoch: msg.epoch, assigned: false });
+      return;
+    }
     if (msg.assigned) {
       // Acknowledge at once, so the true source knows this root is alive.
       this.send(from, { type: MessageType.Heartbeat });
@@ -1756,6 +1764,18 @@ export class Engine {
       this.swaplinks.onSampleResult(from, message.walkId);
       return;
     }
+    if (message.type === MessageType.SliceSourceAssign && !message.assigned) {
+      // A receive-only member declined to root a slice: never ask it again; reassign now.
+      const s = message.slice;
+      this.declinedRoots.add(from);
+      this.spares = this.spares.filter((sp) => sp.peer !== from);
+      if (this.sliceSources[s] === from && this.sliceEpochs[s] === message.epoch) {
+        this.sliceSources[s] = null;
+        this.emit({ type: 'sliceSource', slice: s, epoch: message.epoch, assigned: false });
+        this.assignSliceSources();
+      }
+      return;
+    }
     if (this.sourceLastHeard.has(from)) {
       this.sourceLastHeard.set(from, this.now);
       for (let s = 0; s < this.sliceSources.length; s++)
@@ -1764,7 +1784,7 @@ export class Engine {
   }
 
   private onSampled(peer: PeerId): void {
-    if (this.config.role !== 'source') return;
+    if (this.config.role !== 'source' || this.declinedRoots.has(peer)) return;
     this.spares.push({ peer, at: this.now });
     this.assignSliceSources();
   }
@@ -1807,7 +1827,9 @@ export class Engine {
    */
   private sourceBootstrap(peers: readonly PeerId[]): void {
     const fresh = shuffleInPlace(
-      peers.filter((p) => p !== this.id && !this.spares.some((sp) => sp.peer === p)),
+      peers.filter(
+        (p) => p !== this.id && !this.declinedRoots.has(p) && !this.spares.some((sp) => sp.peer === p),
+      ),
       this.random,
     );
     for (const peer of fresh) this.spares.push({ peer, at: this.now });

@@ -1,0 +1,65 @@
+// A receive-only member (ML = 0, e.g. <mesh-player max-load="0">) must not root a slice tree: it
+// could never feed it. It declines, and the true source moves the slice to another member.
+import { describe, expect, it } from 'vitest';
+import { MessageType } from '@chunkycast/wire';
+import { Solo } from './solo.js';
+
+const SOURCE = 0;
+
+describe('receive-only members and slice sources', () => {
+  it('a member with ML = 0 declines a slice-source assignment and does not become a root', () => {
+    const solo = new Solo({ id: 7, role: 'member', targetLoadSlices: 0, maxLoadSlices: 0 });
+    solo.startWith([3, 4]);
+    const mark = solo.mark();
+    solo.feed(SOURCE, { type: MessageType.SliceSourceAssign, slice: 2, epoch: 1, assigned: true });
+    const replies = solo.sendsOf(MessageType.SliceSourceAssign, mark);
+    expect(replies.map((r) => [r.to, r.message.slice, r.message.epoch, r.message.assigned])).toEqual([
+      [SOURCE, 2, 1, false],
+    ]);
+    expect(solo.engine.sliceSourceOf()).toEqual([]);
+    expect(solo.sendsOf(MessageType.Flood, mark)).toEqual([]);
+  });
+
+  it('a member with ML > 0 accepts and floods its new tree', () => {
+    const solo = new Solo({ id: 7, role: 'member', targetLoadSlices: 16 });
+    solo.startWith([3, 4]);
+    const mark = solo.mark();
+    solo.feed(SOURCE, { type: MessageType.SliceSourceAssign, slice: 2, epoch: 1, assigned: true });
+    expect(solo.engine.sliceSourceOf()).toEqual([2]);
+    expect(solo.sendsOf(MessageType.Flood, mark).length).toBeGreaterThan(0);
+  });
+
+  it('the true source reassigns a declined slice and never asks the decliner again', () => {
+    const solo = new Solo({ id: SOURCE, role: 'source', targetLoadSlices: 16 });
+    solo.input({ kind: 'start' });
+    solo.input({ kind: 'bootstrap', peers: [5, 6] });
+    const first = solo.engine.currentSliceSources();
+    const declined = first[0];
+    expect(declined === 5 || declined === 6).toBe(true);
+    const mark = solo.mark();
+    solo.feed(declined!, { type: MessageType.SliceSourceAssign, slice: 0, epoch: 1, assigned: false });
+    expect(solo.engine.currentSliceSources()[0]).not.toBe(declined);
+    expect(solo.events('sliceSource', mark).map((e) => [e.event.slice, e.event.assigned])).toContainEqual([
+      0,
+      false,
+    ]);
+    // Later bootstrap answers that include the decliner fill slices with everyone else only.
+    for (let t = 1; t <= 5; t++) {
+      solo.advance(t * 1000);
+      solo.input({ kind: 'bootstrap', peers: [5, 6, 8, 9] });
+    }
+    const later = solo.engine.currentSliceSources();
+    expect(later.filter((p) => p !== null).length).toBeGreaterThan(2);
+    expect(later).not.toContain(declined);
+  });
+
+  it('a decline for an older epoch or from a member that is not the root changes nothing', () => {
+    const solo = new Solo({ id: SOURCE, role: 'source', targetLoadSlices: 16 });
+    solo.input({ kind: 'start' });
+    solo.input({ kind: 'bootstrap', peers: [5, 6] });
+    const before = solo.engine.currentSliceSources();
+    const notRoot = before[0] === 5 ? 6 : 5;
+    solo.feed(notRoot, { type: MessageType.SliceSourceAssign, slice: 0, epoch: 1, assigned: false });
+    expect(solo.engine.currentSliceSources()[0]).toBe(before[0]);
+  });
+});

@@ -1,0 +1,432 @@
+import SimplePeer from '@thaunknown/simple-peer/lite.js';
+import {
+  Engine,
+  createRandom,
+  type Action,
+  type EngineEvent,
+  type Input,
+  type ProtocolConfig,
+  type Role,
+} from '@chunkycast/engine';
+import { MessageType, decode, encode, type Message, type PeerId, type SignalData } from '@chunkycast/wire';
+
+/**
+ * A peer we never managed to connect to is reported unreachable after this long. WebRTC set-up
+ * through the tracker took 40–240 ms on loopback (environment.md); 10 s leaves room for slow ICE on
+ * real networks while a bootstrap peer that left meanwhile does not hold the engine for long.
+ */
+export const CONNECT_TIMEOUT_MS = 10_000;
+/** Above this many bytes in the data channel's own buffer we queue in the host (backpressure). */
+export const CHANNEL_HIGH_WATER_BYTES = 1024 * 1024;
+/**
+ * Host queue bound per peer: ~30 s of a 1 Mbit/s stream. A peer that falls this far behind cannot
+ * play what we send; its data messages are dropped (counted) while control messages still queue,
+ * so the engine's heartbeats and switch messages decide whether the link survives.
+ */
+export const MAX_QUEUED_BYTES = 4 * 1024 * 1024;
+/** A peer that sends this many undecodable messages is cut off: no honest peer sends one. */
+export const MAX_BAD_MESSAGES = 3;
+/** How often a queue is retried while a channel is above its high-water mark. */
+const FLUSH_INTERVAL_MS = 20;
+
+export type LogFn = (
+  level: 'debug' | 'info' | 'warn' | 'error',
+  msg: string,
+  fields?: Record<string, unknown>,
+) => void;
+
+export interface MeshNodeOptions {
+  readonly id: PeerId;
+  readonly sourceId: PeerId;
+  readonly role: Role;
+  readonly targetLoadSlices: number;
+  readonly maxLoadSlices: number;
+  readonly protocol?: Partial<ProtocolConfig>;
+  /** Seed of the engine's PRNG (the host picks it; the engine never reads ambient randomness). */
+  readonly seed: number;
+  /** Passed to RTCPeerConnection (in Node: node-datachannel's, e.g. `{ iceServers: [], bindAddress }`). */
+  readonly rtcConfig: Record<string, unknown>;
+  /** Relay WebRTC signalling to a peer through the tracker. */
+  readonly signal: (to: PeerId, data: SignalData) => void;
+  readonly requestBootstrap: (count: number) => void;
+  /** A new packet for the application (each (slice, seq) once). */
+  readonly deliver: (slice: number, seq: number, payload: Uint8Array, from: PeerId, hops: number) => void;
+  readonly onEvent?: (event: EngineEvent) => void;
+  readonly log?: LogFn;
+  /** Monotonic milliseconds; default performance.now(). */
+  readonly now?: () => number;
+}
+
+export interface MeshNodeCounters {
+  /** Payload bytes of data messages sent (what this node forwarded). */
+  uploadBytes: number;
+  messagesSent: number;
+  messagesReceived: number;
+  /** Data messages dropped because a peer's queue was full. */
+  droppedForBackpressure: number;
+  badMessages: number;
+  peersCutOff: number;
+  connectFailures: number;
+}
+
+interface Link {
+  readonly peer: SimplePeer;
+  readonly initiator: boolean;
+  open: boolean;
+  /** Set when we close it on purpose: its close event must not report the peer unreachable. */
+  closingByUs: boolean;
+  queue: { bytes: Uint8Array; isData: boolean }[];
+  queuedBytes: number;
+  badMessages: number;
+  connectTimer: ReturnType<typeof setTimeout> | null;
+}
+
+/**
+ * Hosts one Chunkyspread engine over WebRTC data channels (simple-peer), in a page or in Node:
+ * feeds it decoded messages, the clock and its timer, and carries out its actions.
+ *
+ * One data channel per peer, reliable and ordered, carries both control and data. Control must
+ * arrive, and in order (switch hand-offs, heartbeats). Data is reliable too because this issue has
+ * no repair: a lost packet costs its whole segment (fetched again from the origin), so SCTP
+ * retransmission is cheaper. Unreliable or unordered data would need the repair layer; the
+ * measured loss of `maxRetransmits: 0` on loopback was 0.3–1.4% (environment.md), which already
+ * breaks ~5–20% of 16-packet segments.
+ */
+export class MeshNode {
+  readonly engine: Engine;
+  readonly counters: MeshNodeCounters = {
+    uploadBytes: 0,
+    messagesSent: 0,
+    messagesReceived: 0,
+    droppedForBackpressure: 0,
+    badMessages: 0,
+    peersCutOff: 0,
+    connectFailures: 0,
+  };
+  private readonly links = new Map<PeerId, Link>();
+  /** Peers cut off for misbehaving: their offers are refused. */
+  private readonly blocked = new Set<PeerId>();
+  private readonly inputs: Input[] = [];
+  private running = false;
+  private timer: ReturnType<typeof setTimeout> | null = null;
+  private timerAt = Infinity;
+  private flushTimer: ReturnType<typeof setInterval> | null = null;
+  private stopped = false;
+  private readonly now: () => number;
+  private readonly log: LogFn;
+
+  constructor(private readonly options: MeshNodeOptions) {
+    this.now = options.now ?? (() => performance.now());
+    this.log = options.log ?? (() => undefined);
+    this.engine = new Engine(
+      {
+        id: options.id,
+        role: options.role,
+        sourceId: options.sourceId,
+        targetLoadSlices: options.targetLoadSlices,
+        maxLoadSlices: options.maxLoadSlices,
+        ...(options.protocol === undefined ? {} : { protocol: options.protocol }),
+      },
+      createRandom(options.seed),
+    );
+  }
+
+  get id(): PeerId {
+    return this.options.id;
+  }
+
+  /** Peers with an open data channel. */
+  get openPeers(): number {
+    let n = 0;
+    for (const link of this.links.values()) if (link.open) n++;
+    return n;
+  }
+
+  start(): void {
+    this.feed({ kind: 'start' });
+  }
+
+  bootstrap(peers: readonly PeerId[]): void {
+    this.feed({ kind: 'bootstrap', peers: peers.filter((p) => p !== this.id && !this.blocked.has(p)) });
+  }
+
+  /** True source only: the next packet of the stream. */
+  publish(payload: Uint8Array): void {
+    this.feed({ kind: 'publish', payload });
+  }
+
+  /** Signalling from `from`, relayed by the tracker. */
+  handleSignal(from: PeerId, data: SignalData): void {
+    if (this.stopped || from === this.id || this.blocked.has(from)) return;
+    let link = this.links.get(from);
+    if (data.type === 'offer' && link !== undefined && link.initiator) {
+      // Both sides dialled at once ("glare"): the lower id's offer wins, on both sides.
+      if (!link.open && this.id < from) return;
+      this.replaceLink(from, link);
+      link = undefined;
+    } else if (data.type === 'offer' && link?.open === true) {
+      // The peer restarted its side: the old connection is dead to it.
+      this.replaceLink(from, link);
+      link = undefined;
+    }
+    if (link === undefined) {
+      if (data.type !== 'offer') return; // an answer or candidate for a link we no longer have
+      link = this.createLink(from, false);
+    }
+    try {
+      link.peer.signal(data);
+    } catch (e) {
+      this.log('debug', 'bad signal from peer', { peer: from, error: String(e) });
+    }
+  }
+
+  /** Leave: gracefully (children are told and served a little longer) or at once. */
+  async stop(graceful: boolean): Promise<void> {
+    if (this.stopped) return;
+    this.feed({ kind: 'quit', graceful });
+    if (graceful) {
+      const lingerMs = this.engine.config.protocol.quitLingerMs;
+      await new Promise((resolve) => setTimeout(resolve, Math.min(lingerMs, 3000)));
+    }
+    this.stopped = true;
+    if (this.timer !== null) clearTimeout(this.timer);
+    if (this.flushTimer !== null) clearInterval(this.flushTimer);
+    for (const [peerId, link] of this.links) this.closeLink(peerId, link);
+  }
+
+  // ───────────────────────────── engine loop ─────────────────────────────
+
+  private feed(input: Input): void {
+    if (this.stopped) return;
+    this.inputs.push(input);
+    if (this.running) return; // re-entered from an action's side effect: handled by the loop below
+    this.running = true;
+    try {
+      for (let next = this.inputs.shift(); next !== undefined; next = this.inputs.shift()) {
+        let actions: Action[];
+        try {
+          actions = this.engine.handle(this.now(), next);
+        } catch (e) {
+          this.log('error', 'engine refused an input', { input: next.kind, error: String(e) });
+          continue;
+        }
+        for (const action of actions) this.perform(action);
+      }
+    } finally {
+      this.running = false;
+    }
+    this.schedule();
+  }
+
+  private schedule(): void {
+    if (this.stopped) return;
+    const deadline = this.engine.nextDeadline();
+    if (deadline === this.timerAt) return;
+    if (this.timer !== null) clearTimeout(this.timer);
+    this.timer = null;
+    this.timerAt = deadline;
+    if (deadline === Infinity) return;
+    this.timer = setTimeout(
+      () => {
+        this.timer = null;
+        this.timerAt = Infinity;
+        this.feed({ kind: 'timer' });
+      },
+      Math.max(0, deadline - this.now()),
+    );
+  }
+
+  private perform(action: Action): void {
+    switch (action.kind) {
+      case 'send':
+        this.send(action.to, action.message);
+        break;
+      case 'deliver':
+        this.options.deliver(action.slice, action.seq, action.payload, action.from, action.hops);
+        break;
+      case 'requestBootstrap':
+        this.options.requestBootstrap(action.count);
+        break;
+      case 'disconnect': {
+        const link = this.links.get(action.peer);
+        if (link !== undefined) this.closeLink(action.peer, link);
+        break;
+      }
+      case 'event':
+        if (action.event.type === 'neighbourDown' && action.event.reason === 'cutOff') {
+          this.blocked.add(action.event.peer);
+          this.counters.peersCutOff++;
+          const link = this.links.get(action.event.peer);
+          if (link !== undefined) this.closeLink(action.event.peer, link);
+        }
+        this.options.onEvent?.(action.event);
+        break;
+    }
+  }
+
+  // ───────────────────────────── transport ─────────────────────────────
+
+  private send(to: PeerId, message: Message): void {
+    if (this.blocked.has(to)) return;
+    const isData = message.type === MessageType.Data;
+    const bytes = encode(message);
+    let link = this.links.get(to);
+    link ??= this.createLink(to, true);
+    if (this.enqueue(to, link, bytes, isData) && isData) this.counters.uploadBytes += message.payload.length;
+  }
+
+  /** Sends now, or queues behind the channel's backpressure; false if a data message was dropped. */
+  private enqueue(to: PeerId, link: Link, bytes: Uint8Array, isData: boolean): boolean {
+    if (link.open && link.queue.length === 0 && link.peer.bufferSize < CHANNEL_HIGH_WATER_BYTES) {
+      this.transmit(to, link, bytes);
+      return true;
+    }
+    if (isData && link.queuedBytes + bytes.length > MAX_QUEUED_BYTES) {
+      this.counters.droppedForBackpressure++;
+      return false;
+    }
+    link.queue.push({ bytes, isData });
+    link.queuedBytes += bytes.length;
+    if (link.open) this.ensureFlushing();
+    return true;
+  }
+
+  private transmit(to: PeerId, link: Link, bytes: Uint8Array): void {
+    try {
+      link.peer.send(bytes);
+      this.counters.messagesSent++;
+    } catch (e) {
+      // The channel closed under us (its close event may not have fired yet).
+      this.log('debug', 'send failed', { peer: to, error: String(e) });
+      this.linkGone(to, link);
+    }
+  }
+
+  private ensureFlushing(): void {
+    if (this.flushTimer !== null) return;
+    this.flushTimer = setInterval(() => {
+      this.flushAll();
+    }, FLUSH_INTERVAL_MS);
+  }
+
+  private flushAll(): void {
+    let pending = false;
+    for (const [peerId, link] of this.links) {
+      if (link.open) this.flush(peerId, link);
+      if (link.open && link.queue.length > 0) pending = true;
+    }
+    if (!pending && this.flushTimer !== null) {
+      clearInterval(this.flushTimer);
+      this.flushTimer = null;
+    }
+  }
+
+  private flush(peerId: PeerId, link: Link): void {
+    while (link.open && link.queue.length > 0 && link.peer.bufferSize < CHANNEL_HIGH_WATER_BYTES) {
+      const item = link.queue.shift();
+      if (item === undefined) break;
+      link.queuedBytes -= item.bytes.length;
+      this.transmit(peerId, link, item.bytes);
+    }
+  }
+
+  private createLink(peerId: PeerId, initiator: boolean, inherited?: Link): Link {
+    const peer = new SimplePeer({
+      initiator,
+      trickle: true,
+      config: this.options.rtcConfig,
+      channelConfig: { ordered: true },
+    });
+    const link: Link = {
+      peer,
+      initiator,
+      open: false,
+      closingByUs: false,
+      queue: inherited?.queue ?? [],
+      queuedBytes: inherited?.queuedBytes ?? 0,
+      badMessages: 0,
+      connectTimer: null,
+    };
+    this.links.set(peerId, link);
+    link.connectTimer = setTimeout(() => {
+      link.connectTimer = null;
+      if (link.open || this.links.get(peerId) !== link) return;
+      this.counters.connectFailures++;
+      this.log('debug', 'peer connection timed out', { peer: peerId, initiator });
+      this.linkGone(peerId, link);
+    }, CONNECT_TIMEOUT_MS);
+    peer.on('signal', (data) => {
+      const type = (data as { type?: unknown }).type;
+      // simple-peer may also emit 'renegotiate'/'transceiverRequest': a data-only peer never needs them.
+      if (type === 'offer' || type === 'answer' || type === 'candidate')
+        this.options.signal(peerId, data as SignalData);
+    });
+    peer.on('connect', () => {
+      if (this.links.get(peerId) !== link) return;
+      link.open = true;
+      if (link.connectTimer !== null) clearTimeout(link.connectTimer);
+      link.connectTimer = null;
+      this.flush(peerId, link);
+      if (link.queue.length > 0) this.ensureFlushing();
+    });
+    peer.on('data', (bytes) => {
+      this.onData(peerId, link, bytes);
+    });
+    peer.on('close', () => {
+      this.linkGone(peerId, link);
+    });
+    peer.on('error', (error) => {
+      this.log('debug', 'peer connection error', { peer: peerId, code: error.code, error: error.message });
+      this.linkGone(peerId, link);
+    });
+    return link;
+  }
+
+  private onData(peerId: PeerId, link: Link, bytes: Uint8Array): void {
+    if (this.links.get(peerId) !== link || this.stopped) return;
+    this.counters.messagesReceived++;
+    const decoded = decode(bytes);
+    if (!decoded.ok) {
+      this.counters.badMessages++;
+      link.badMessages++;
+      this.log('warn', 'undecodable message from peer', {
+        peer: peerId,
+        kind: decoded.error.kind,
+        error: decoded.error.message,
+      });
+      if (link.badMessages >= MAX_BAD_MESSAGES) {
+        this.blocked.add(peerId);
+        this.counters.peersCutOff++;
+        this.linkGone(peerId, link);
+      }
+      return;
+    }
+    this.feed({ kind: 'message', from: peerId, message: decoded.message });
+  }
+
+  /** Replace a link by a fresh one (for an incoming offer), keeping the messages queued for the peer. */
+  private replaceLink(peerId: PeerId, old: Link): void {
+    old.closingByUs = true;
+    this.links.delete(peerId);
+    if (old.connectTimer !== null) clearTimeout(old.connectTimer);
+    old.peer.destroy();
+    const fresh = this.createLink(peerId, false, old);
+    fresh.badMessages = old.badMessages;
+  }
+
+  private closeLink(peerId: PeerId, link: Link): void {
+    link.closingByUs = true;
+    this.linkGone(peerId, link);
+  }
+
+  /** The link is finished: forget it and, unless we closed it, tell the engine the peer is gone. */
+  private linkGone(peerId: PeerId, link: Link): void {
+    if (link.connectTimer !== null) clearTimeout(link.connectTimer);
+    link.connectTimer = null;
+    const wasCurrent = this.links.get(peerId) === link;
+    if (wasCurrent) this.links.delete(peerId);
+    link.open = false;
+    if (!link.peer.destroyed) link.peer.destroy();
+    if (wasCurrent && !link.closingByUs) this.feed({ kind: 'peerUnreachable', peer: peerId });
+  }
+}

@@ -1,0 +1,298 @@
+import {
+  announcementSigningBytes,
+  packetRange,
+  type MediaPacket,
+  type SignedAnnouncement,
+} from '@chunkycast/wire';
+
+/**
+ * Segments kept at once. An HLS live window is ~6 segments; 24 covers a viewer three segments
+ * behind the edge plus packets that arrive ahead of their announcement, while bounding memory to
+ * ~24 × segment size whatever peers send.
+ */
+export const MAX_SEGMENTS_KEPT = 24;
+/** Packets for a segment this far ahead of the newest announcement are refused (bounds memory). */
+export const MAX_SEQUENCE_AHEAD = 4;
+/**
+ * A segment announced this long ago that is still incomplete is given up for the mesh: with no
+ * repair (issue 4) the missing packets are not coming; the loader goes to the origin at once.
+ */
+export const INCOMPLETE_GIVE_UP_MS = 2500;
+
+export type SegmentVerdict = 'complete' | 'waiting' | 'failed';
+
+interface Entry {
+  announcement: SignedAnnouncement | null;
+  /** Local time the announcement arrived (ms, host clock). */
+  announcedAt: number;
+  count: number;
+  packets: (Uint8Array | undefined)[];
+  received: number;
+  bytes: Uint8Array | null;
+  failed: boolean;
+  verifying: boolean;
+  waiters: Set<(bytes: Uint8Array | null) => void>;
+}
+
+export interface SegmentStoreCounters {
+  packetsReceived: number;
+  bytesReceived: number;
+  duplicatePackets: number;
+  refusedPackets: number;
+  segmentsComplete: number;
+  hashMismatches: number;
+  badSignatures: number;
+}
+
+export interface SegmentStoreOptions {
+  readonly stream: string;
+  /** Broadcaster's Ed25519 public key (raw, 32 bytes); null accepts unsigned-verified announcements. */
+  readonly publicKey: CryptoKey | null;
+  readonly now: () => number;
+  readonly onProblem?: (message: string) => void;
+}
+
+/**
+ * Assembles segments from media packets and releases a segment only when its bytes match the
+ * SHA-256 in an announcement whose Ed25519 signature is valid: no unverified byte leaves here.
+ */
+export class SegmentStore {
+  readonly counters: SegmentStoreCounters = {
+    packetsReceived: 0,
+    bytesReceived: 0,
+    duplicatePackets: 0,
+    refusedPackets: 0,
+    segmentsComplete: 0,
+    hashMismatches: 0,
+    badSignatures: 0,
+  };
+  private readonly entries = new Map<number, Entry>();
+  private newestAnnounced = -1;
+  /** Newest sequence announced before we joined: nothing older comes through the mesh to us. */
+  private joinedAfter = -1;
+
+  constructor(private readonly options: SegmentStoreOptions) {}
+
+  /** Announcements the tracker had before we joined: placed, but not expected from the mesh. */
+  async seed(announcements: readonly SignedAnnouncement[]): Promise<void> {
+    for (const a of announcements) {
+      await this.announce(a);
+      this.joinedAfter = Math.max(this.joinedAfter, a.sequence);
+    }
+  }
+
+  async announce(a: SignedAnnouncement): Promise<boolean> {
+    if (a.stream !== this.options.stream) return false;
+    if (a.packets < 1) return false;
+    if (this.options.publicKey !== null) {
+      let valid = false;
+      try {
+        valid = await crypto.subtle.verify(
+          'Ed25519',
+          this.options.publicKey,
+          base64ToBytes(a.signature),
+          Uint8Array.from(announcementSigningBytes(a)),
+        );
+      } catch {
+        valid = false;
+      }
+      if (!valid) {
+        this.counters.badSignatures++;
+        this.options.onProblem?.(`announcement of segment ${a.sequence} has a bad signature: ignored`);
+        return false;
+      }
+    }
+    const entry = this.entry(a.sequence, a.packets, true);
+    if (entry === null) return false;
+    if (entry.announcement !== null) return true;
+    if (entry.count !== a.packets) {
+      // Packets arrived claiming another count: they cannot be this segment's; start over.
+      entry.count = a.packets;
+      entry.packets = new Array<Uint8Array | undefined>(a.packets);
+      entry.received = 0;
+    }
+    entry.announcement = a;
+    entry.announcedAt = this.options.now();
+    this.newestAnnounced = Math.max(this.newestAnnounced, a.sequence);
+    this.prune();
+    this.tryComplete(a.sequence, entry);
+    return true;
+  }
+
+  /** A media packet from the mesh. Returns false if it was refused or a duplicate. */
+  addPacket(packet: MediaPacket): boolean {
+    const entry = this.entry(packet.segment, packet.count, false);
+    if (entry !== null && entry.count === 0 && entry.announcement === null) {
+      // Created by a waiter before anything was known about the segment: the first packet sizes it.
+      entry.count = packet.count;
+      entry.packets = new Array<Uint8Array | undefined>(packet.count);
+    }
+    if (entry === null || entry.count !== packet.count || entry.failed) {
+      this.counters.refusedPackets++;
+      return false;
+    }
+    if (entry.packets[packet.index] !== undefined || entry.bytes !== null) {
+      this.counters.duplicatePackets++;
+      return false;
+    }
+    // Copy: the payload may be a view into a larger receive buffer.
+    entry.packets[packet.index] = packet.bytes.slice();
+    entry.received++;
+    this.counters.packetsReceived++;
+    this.counters.bytesReceived += packet.bytes.length;
+    this.tryComplete(packet.segment, entry);
+    return true;
+  }
+
+  verdict(sequence: number): SegmentVerdict {
+    const e = this.entries.get(sequence);
+    if (e === undefined) return 'waiting';
+    if (e.bytes !== null) return 'complete';
+    return e.failed ? 'failed' : 'waiting';
+  }
+
+  expects(sequence: number): boolean {
+    if (sequence <= this.joinedAfter) return false;
+    const e = this.entries.get(sequence);
+    if (e === undefined) return sequence > this.newestAnnounced - MAX_SEGMENTS_KEPT;
+    if (e.bytes !== null) return true;
+    if (e.failed) return false;
+    if (e.announcement !== null && this.options.now() - e.announcedAt > INCOMPLETE_GIVE_UP_MS) return false;
+    return true;
+  }
+
+  announcement(sequence: number): SignedAnnouncement | null {
+    return this.entries.get(sequence)?.announcement ?? null;
+  }
+
+  /** Verified bytes now, or null. */
+  bytes(sequence: number): Uint8Array | null {
+    return this.entries.get(sequence)?.bytes ?? null;
+  }
+
+  wait(sequence: number, timeoutMs: number, signal?: AbortSignal): Promise<Uint8Array | null> {
+    const ready = this.bytes(sequence);
+    if (ready !== null) return Promise.resolve(ready);
+    if (timeoutMs <= 0 || signal?.aborted === true || !this.expects(sequence)) return Promise.resolve(null);
+    const entry = this.entry(sequence, 0, true);
+    if (entry === null) return Promise.resolve(null);
+    return new Promise((resolve) => {
+      const finish = (bytes: Uint8Array | null): void => {
+        clearTimeout(timer);
+        signal?.removeEventListener('abort', onAbort);
+        entry.waiters.delete(finish);
+        resolve(bytes);
+      };
+      const onAbort = (): void => {
+        finish(null);
+      };
+      const timer = setTimeout(() => {
+        finish(null);
+      }, timeoutMs);
+      signal?.addEventListener('abort', onAbort);
+      entry.waiters.add(finish);
+    });
+  }
+
+  /** Releases every waiter (with null): the session is closing. */
+  close(): void {
+    for (const e of this.entries.values()) for (const w of [...e.waiters]) w(null);
+  }
+
+  private entry(sequence: number, count: number, announced: boolean): Entry | null {
+    let e = this.entries.get(sequence);
+    if (e !== undefined) return e;
+    // Without an announcement, only accept packets near the live edge we know of.
+    if (!announced && this.newestAnnounced >= 0 && sequence > this.newestAnnounced + MAX_SEQUENCE_AHEAD)
+      return null;
+    if (this.newestAnnounced >= 0 && sequence < this.newestAnnounced - MAX_SEGMENTS_KEPT) return null;
+    e = {
+      announcement: null,
+      announcedAt: 0,
+      count,
+      packets: new Array<Uint8Array | undefined>(count),
+      received: 0,
+      bytes: null,
+      failed: false,
+      verifying: false,
+      waiters: new Set(),
+    };
+    this.entries.set(sequence, e);
+    this.prune();
+    return e;
+  }
+
+  private prune(): void {
+    if (this.entries.size <= MAX_SEGMENTS_KEPT) return;
+    const sequences = [...this.entries.keys()].sort((a, b) => a - b);
+    for (const s of sequences.slice(0, sequences.length - MAX_SEGMENTS_KEPT)) {
+      const e = this.entries.get(s);
+      if (e !== undefined) for (const w of [...e.waiters]) w(null);
+      this.entries.delete(s);
+    }
+  }
+
+  private tryComplete(sequence: number, entry: Entry): void {
+    const a = entry.announcement;
+    if (a === null || entry.verifying || entry.bytes !== null || entry.received < entry.count) return;
+    entry.verifying = true;
+    void this.verify(sequence, entry, a);
+  }
+
+  private async verify(sequence: number, entry: Entry, a: SignedAnnouncement): Promise<void> {
+    const plan = { packets: a.packets, packetBytes: Math.max(1, Math.ceil(a.bytes / a.packets)) };
+    const out = new Uint8Array(a.bytes);
+    let sizesMatch = true;
+    for (let i = 0; i < a.packets; i++) {
+      const [start, end] = packetRange(plan, a.bytes, i);
+      const p = entry.packets[i];
+      if (p?.length !== end - start) {
+        sizesMatch = false;
+        break;
+      }
+      out.set(p, start);
+    }
+    let matches = false;
+    if (sizesMatch) {
+      const digest = new Uint8Array(await crypto.subtle.digest('SHA-256', out));
+      matches = bytesToHex(digest) === a.sha256;
+    }
+    entry.verifying = false;
+    if (!matches) {
+      entry.failed = true;
+      entry.packets = [];
+      this.counters.hashMismatches++;
+      this.options.onProblem?.(`segment ${sequence} does not match its signed hash: dropped`);
+      for (const w of [...entry.waiters]) w(null);
+      return;
+    }
+    entry.bytes = out;
+    entry.packets = [];
+    this.counters.segmentsComplete++;
+    for (const w of [...entry.waiters]) w(out);
+  }
+}
+
+export function bytesToHex(bytes: Uint8Array): string {
+  let s = '';
+  for (const b of bytes) s += b.toString(16).padStart(2, '0');
+  return s;
+}
+
+export function base64ToBytes(b64: string): Uint8Array<ArrayBuffer> {
+  const bin = atob(b64);
+  const out = new Uint8Array(bin.length);
+  for (let i = 0; i < bin.length; i++) out[i] = bin.charCodeAt(i);
+  return out;
+}
+
+export function bytesToBase64(bytes: Uint8Array): string {
+  let bin = '';
+  for (const b of bytes) bin += String.fromCharCode(b);
+  return btoa(bin);
+}
+
+/** Imports a raw base64 Ed25519 public key for verification. */
+export async function importPublicKey(base64: string): Promise<CryptoKey> {
+  return crypto.subtle.importKey('raw', base64ToBytes(base64), { name: 'Ed25519' }, false, ['verify']);
+}

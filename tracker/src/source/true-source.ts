@@ -1,0 +1,254 @@
+import { createHash, randomInt } from 'node:crypto';
+import { WebSocket } from 'ws';
+import {
+  LIVE_PROTOCOL,
+  MeshNode,
+  TrackerClient,
+  bytesToBase64,
+  type WebSocketLike,
+} from '@chunkycast/sdk/core';
+import {
+  MAX_SEGMENT_BYTES,
+  announcementSigningBytes,
+  encodeMediaPacket,
+  packetRange,
+  planPackets,
+  type SegmentAnnouncement,
+  type SignedAnnouncement,
+} from '@chunkycast/wire';
+import { parseMediaPlaylist, PlaylistError } from './playlist.js';
+
+/**
+ * How often the playlist is read. ffmpeg lists a segment only once it is written, so a segment
+ * waits on average half of this before it enters the mesh; 250 ms costs 4 small requests a second.
+ */
+export const PLAYLIST_POLL_MS = 250;
+/** A fetch of the playlist or a segment that takes longer is abandoned (and retried on the next poll). */
+const FETCH_TIMEOUT_MS = 5000;
+const REPORT_INTERVAL_MS = 2000;
+/** The true source's engine deals M = 16 slices (the thesis's default, L2929). */
+const SLICES = 16;
+
+export type SourceLogFn = (
+  level: 'debug' | 'info' | 'warn' | 'error',
+  msg: string,
+  fields?: Record<string, unknown>,
+) => void;
+
+export interface TrueSourceOptions {
+  /** ws://… URL of the tracker's WebSocket endpoint. */
+  readonly trackerUrl: string;
+  readonly stream: string;
+  readonly broadcasterKey: string;
+  /** http(s) URL of the live HLS media playlist to ingest. */
+  readonly playlistUrl: string;
+  /** Ed25519 private key (WebCrypto) that signs segment announcements. */
+  readonly signingKey: CryptoKey;
+  /** Structured log sink (the tracker's JSON logger). */
+  readonly log: SourceLogFn;
+  /**
+   * RTCPeerConnection configuration for node-datachannel. Default: no ICE servers, and bound to
+   * 127.0.0.1 when the tracker is on loopback (node-datachannel gathers no loopback candidate
+   * otherwise, environment.md).
+   */
+  readonly rtcConfig?: Record<string, unknown>;
+}
+
+export interface TrueSourceStats {
+  readonly segmentsPublished: number;
+  readonly bytesPublished: number;
+  /** Media bytes sent to slice sources (one stream copy when every slice has a source). */
+  readonly egressBytes: number;
+  readonly sliceSources: readonly (number | null)[];
+  readonly lastSequence: number | null;
+}
+
+export interface TrueSource {
+  readonly peerId: number;
+  stats(): TrueSourceStats;
+  stop(): Promise<void>;
+}
+
+/**
+ * The true source: joins the tracker with the broadcaster key, follows the live playlist, and for
+ * each new segment announces `{sequence, uri, bytes, packets, sha256}` signed with the broadcaster's
+ * key, then cuts it into packets (a multiple of 16) that its engine deals over the 16 slices, each
+ * slice sent once, to that slice's source (Chunkyspread's true source, L2842–2853).
+ */
+export async function startTrueSource(options: TrueSourceOptions): Promise<TrueSource> {
+  const { log, stream } = options;
+  const trackerHost = new URL(options.trackerUrl).hostname;
+  const rtcConfig =
+    options.rtcConfig ??
+    (trackerHost === '127.0.0.1' || trackerHost === 'localhost'
+      ? { iceServers: [], bindAddress: '127.0.0.1' }
+      : { iceServers: [] });
+  const tracker = new TrackerClient({
+    url: options.trackerUrl,
+    stream,
+    role: 'source',
+    key: options.broadcasterKey,
+    createSocket: (url) => new WebSocket(url) as unknown as WebSocketLike,
+  });
+  const welcome = await tracker.join();
+  log('info', 'true source joined', { stream, peerId: welcome.peerId });
+  const node = new MeshNode({
+    id: welcome.peerId,
+    sourceId: welcome.sourceId,
+    role: 'source',
+    targetLoadSlices: SLICES,
+    maxLoadSlices: SLICES,
+    protocol: LIVE_PROTOCOL,
+    seed: randomInt(1, 0x7fff_ffff),
+    rtcConfig,
+    signal: (to, data) => {
+      tracker.send({ type: 'signal', to, data });
+    },
+    requestBootstrap: (count) => {
+      tracker.send({ type: 'bootstrap', count: Math.min(64, Math.max(1, count)) });
+    },
+    deliver: () => undefined,
+    log,
+  });
+  tracker.onMessage = (message) => {
+    if (message.type === 'peers') node.bootstrap(message.peers);
+    else if (message.type === 'signal') node.handleSignal(message.from, message.data);
+    else if (message.type === 'error')
+      log('debug', 'tracker error', { code: message.code, message: message.message });
+  };
+  tracker.onProblem = (error) => {
+    log('warn', 'true source: tracker problem', { error: error.message });
+  };
+  node.start();
+
+  let lastSequence: number | null = null;
+  let segmentsPublished = 0;
+  let bytesPublished = 0;
+  const state = { stopped: false };
+  let polling = false;
+  let lastPlaylistError = '';
+
+  const fetchBytes = async (url: string): Promise<Uint8Array> => {
+    const response = await fetch(url, {
+      headers: { 'X-Chunkycast-Role': 'source' },
+      signal: AbortSignal.timeout(FETCH_TIMEOUT_MS),
+    });
+    if (!response.ok) throw new Error(`GET ${url}: HTTP ${response.status}`);
+    const length = Number(response.headers.get('content-length') ?? '0');
+    if (length > MAX_SEGMENT_BYTES)
+      throw new Error(`GET ${url}: ${length} bytes exceeds ${MAX_SEGMENT_BYTES}`);
+    return new Uint8Array(await response.arrayBuffer());
+  };
+
+  const publishSegment = async (sequence: number, uri: string, durationMs: number): Promise<void> => {
+    const url = new URL(uri, options.playlistUrl).toString();
+    const bytes = await fetchBytes(url);
+    if (bytes.length > MAX_SEGMENT_BYTES) throw new Error(`segment ${sequence} is ${bytes.length} bytes`);
+    const plan = planPackets(bytes.length, SLICES);
+    const announcement: SegmentAnnouncement = {
+      stream,
+      sequence,
+      uri,
+      bytes: bytes.length,
+      packets: plan.packets,
+      sha256: createHash('sha256').update(bytes).digest('hex'),
+      durationMs,
+      publishedAtMs: Date.now(),
+    };
+    const signature = new Uint8Array(
+      await crypto.subtle.sign(
+        'Ed25519',
+        options.signingKey,
+        Uint8Array.from(announcementSigningBytes(announcement)),
+      ),
+    );
+    const signed: SignedAnnouncement = { ...announcement, signature: bytesToBase64(signature) };
+    // Announce first: viewers can then verify the segment the moment its last packet arrives.
+    tracker.send({ type: 'announce', announcement: signed });
+    for (let index = 0; index < plan.packets; index++) {
+      const [start, end] = packetRange(plan, bytes.length, index);
+      node.publish(
+        encodeMediaPacket({
+          segment: sequence,
+          index,
+          count: plan.packets,
+          bytes: bytes.subarray(start, end),
+        }),
+      );
+    }
+    segmentsPublished++;
+    bytesPublished += bytes.length;
+    log('debug', 'segment published', { sequence, bytes: bytes.length, packets: plan.packets });
+  };
+
+  const poll = async (): Promise<void> => {
+    if (polling || state.stopped) return;
+    polling = true;
+    try {
+      const response = await fetch(options.playlistUrl, {
+        headers: { 'X-Chunkycast-Role': 'source' },
+        signal: AbortSignal.timeout(FETCH_TIMEOUT_MS),
+      });
+      if (!response.ok) throw new Error(`GET ${options.playlistUrl}: HTTP ${response.status}`);
+      const playlist = parseMediaPlaylist(await response.text());
+      // Start at the live edge: segments listed before we started are the origin's to serve.
+      const fresh = playlist.segments.filter((s) =>
+        lastSequence === null
+          ? s === playlist.segments[playlist.segments.length - 1]
+          : s.sequence > lastSequence,
+      );
+      for (const segment of fresh) {
+        if (state.stopped) break;
+        await publishSegment(segment.sequence, segment.uri, segment.durationMs);
+        lastSequence = segment.sequence;
+      }
+      lastPlaylistError = '';
+    } catch (e) {
+      const message = e instanceof PlaylistError ? `bad playlist: ${e.message}` : String(e);
+      // Log a failure once until it changes (the playlist may not exist yet while ffmpeg starts).
+      if (message !== lastPlaylistError)
+        log('warn', 'true source: cannot read the stream', { error: message });
+      lastPlaylistError = message;
+    } finally {
+      polling = false;
+    }
+  };
+
+  const pollTimer = setInterval(() => {
+    void poll();
+  }, PLAYLIST_POLL_MS);
+  const reportTimer = setInterval(() => {
+    tracker.send({
+      type: 'report',
+      report: {
+        parents: new Array<null>(SLICES).fill(null),
+        children: node.engine.currentSliceSources().map((s) => (s === null ? [] : [s])),
+        meshBytes: 0,
+        originBytes: bytesPublished,
+        uploadBytes: node.counters.uploadBytes,
+        stalls: 0,
+        playing: true,
+      },
+    });
+  }, REPORT_INTERVAL_MS);
+  void poll();
+
+  return {
+    peerId: welcome.peerId,
+    stats: () => ({
+      segmentsPublished,
+      bytesPublished,
+      egressBytes: node.counters.uploadBytes,
+      sliceSources: node.engine.currentSliceSources(),
+      lastSequence,
+    }),
+    stop: async () => {
+      if (state.stopped) return;
+      state.stopped = true;
+      clearInterval(pollTimer);
+      clearInterval(reportTimer);
+      await node.stop(true);
+      tracker.close();
+    },
+  };
+}
