@@ -125,6 +125,8 @@ export async function startTrueSource(options: TrueSourceOptions): Promise<TrueS
   let segmentsPublished = 0;
   let bytesPublished = 0;
   const state = { stopped: false };
+  // A function, not a read of `state.stopped`: stop() may run while a poll awaits.
+  const isStopped = (): boolean => state.stopped;
   let polling = false;
   let lastPlaylistError = '';
 
@@ -198,7 +200,7 @@ export async function startTrueSource(options: TrueSourceOptions): Promise<TrueS
           : s.sequence > lastSequence,
       );
       for (const segment of fresh) {
-        if (state.stopped) break;
+        if (isStopped()) break;
         await publishSegment(segment.sequence, segment.uri, segment.durationMs);
         lastSequence = segment.sequence;
       }
