@@ -1,0 +1,82 @@
+import { describe, expect, it } from 'vitest';
+import fc from 'fast-check';
+import {
+  MAX_MEDIA_PACKET_PAYLOAD_BYTES,
+  MEDIA_PACKET_HEADER_BYTES,
+  decodeMediaPacket,
+  encodeMediaPacket,
+  packetRange,
+  planPackets,
+} from '../src/index.js';
+
+describe('media packets', () => {
+  it('round-trip any valid packet', () => {
+    fc.assert(
+      fc.property(
+        fc.integer({ min: 0, max: 0xffff_ffff }),
+        fc
+          .integer({ min: 1, max: 4096 })
+          .chain((count) => fc.tuple(fc.constant(count), fc.integer({ min: 0, max: count - 1 }))),
+        fc.uint8Array({ maxLength: 2000 }),
+        (segment, [count, index], bytes) => {
+          const decoded = decodeMediaPacket(encodeMediaPacket({ segment, index, count, bytes }));
+          expect(decoded.ok).toBe(true);
+          if (decoded.ok) expect(decoded.packet).toEqual({ segment, index, count, bytes });
+        },
+      ),
+    );
+  });
+
+  it('refuse truncated headers, zero or oversized counts, indexes past the count and oversized payloads', () => {
+    const header = (segment: number, index: number, count: number): Uint8Array => {
+      const b = new Uint8Array(MEDIA_PACKET_HEADER_BYTES);
+      new DataView(b.buffer).setUint32(0, segment, true);
+      new DataView(b.buffer).setUint16(4, index, true);
+      new DataView(b.buffer).setUint16(6, count, true);
+      return b;
+    };
+    const kind = (b: Uint8Array): string => {
+      const r = decodeMediaPacket(b);
+      return r.ok ? 'ok' : r.error.kind;
+    };
+    expect(kind(new Uint8Array(7))).toBe('truncated');
+    expect(kind(header(1, 0, 0))).toBe('limitExceeded');
+    expect(kind(header(1, 0, 4097))).toBe('limitExceeded');
+    expect(kind(header(1, 16, 16))).toBe('invalidValue');
+    const big = new Uint8Array(MEDIA_PACKET_HEADER_BYTES + MAX_MEDIA_PACKET_PAYLOAD_BYTES + 1);
+    big.set(header(1, 0, 16));
+    expect(kind(big)).toBe('limitExceeded');
+    expect(kind(header(1, 15, 16))).toBe('ok');
+  });
+
+  it('never throw on arbitrary bytes', () => {
+    fc.assert(
+      fc.property(fc.uint8Array({ maxLength: 64 }), (bytes) => {
+        decodeMediaPacket(bytes);
+      }),
+      { numRuns: 5000 },
+    );
+  });
+
+  it('plans whole rows of slices whose ranges tile the segment exactly', () => {
+    fc.assert(
+      fc.property(fc.integer({ min: 0, max: 3_000_000 }), fc.constantFrom(1, 8, 16, 32), (bytes, slices) => {
+        const plan = planPackets(bytes, slices);
+        expect(plan.packets % slices).toBe(0);
+        let covered = 0;
+        for (let i = 0; i < plan.packets; i++) {
+          const [start, end] = packetRange(plan, bytes, i);
+          expect(start).toBe(covered);
+          expect(end - start).toBeLessThanOrEqual(MAX_MEDIA_PACKET_PAYLOAD_BYTES);
+          covered = end;
+        }
+        expect(covered).toBe(bytes);
+      }),
+    );
+  });
+
+  it('cuts a typical 2 s segment (~240 KB) into one row of 16 packets', () => {
+    expect(planPackets(240_000, 16)).toEqual({ packets: 16, packetBytes: 15_000 });
+    expect(planPackets(300_000, 16).packets).toBe(32);
+  });
+});

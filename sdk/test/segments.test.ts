@@ -1,0 +1,163 @@
+import { createHash } from 'node:crypto';
+import { describe, expect, it } from 'vitest';
+import { SegmentStore, bytesToBase64 } from '@chunkycast/sdk/core';
+import {
+  announcementSigningBytes,
+  packetRange,
+  planPackets,
+  type MediaPacket,
+  type SegmentAnnouncement,
+  type SignedAnnouncement,
+} from '@chunkycast/wire';
+
+const STREAM = 'live';
+
+async function keys(): Promise<CryptoKeyPair> {
+  return (await crypto.subtle.generateKey({ name: 'Ed25519' }, false, ['sign', 'verify'])) as CryptoKeyPair;
+}
+
+function segmentBytes(sequence: number, size = 50_000): Uint8Array {
+  const out = new Uint8Array(size);
+  for (let i = 0; i < size; i++) out[i] = (i * 31 + sequence * 7) & 0xff;
+  return out;
+}
+
+async function announce(
+  key: CryptoKey,
+  sequence: number,
+  bytes: Uint8Array,
+  tweak: Partial<SegmentAnnouncement> = {},
+): Promise<SignedAnnouncement> {
+  const plan = planPackets(bytes.length, 16, 4096);
+  const a: SegmentAnnouncement = {
+    stream: STREAM,
+    sequence,
+    uri: `live${sequence}.ts`,
+    bytes: bytes.length,
+    packets: plan.packets,
+    sha256: createHash('sha256').update(bytes).digest('hex'),
+    durationMs: 2000,
+    publishedAtMs: 1_700_000_000_000 + sequence * 2000,
+    ...tweak,
+  };
+  const sig = new Uint8Array(
+    await crypto.subtle.sign('Ed25519', key, Uint8Array.from(announcementSigningBytes(a))),
+  );
+  return { ...a, signature: bytesToBase64(sig) };
+}
+
+function packets(sequence: number, bytes: Uint8Array): MediaPacket[] {
+  const plan = planPackets(bytes.length, 16, 4096);
+  return Array.from({ length: plan.packets }, (_, index) => {
+    const [s, e] = packetRange(plan, bytes.length, index);
+    return { segment: sequence, index, count: plan.packets, bytes: bytes.subarray(s, e) };
+  });
+}
+
+function store(publicKey: CryptoKey | null, clock = { now: 0 }): SegmentStore {
+  return new SegmentStore({ stream: STREAM, publicKey, now: () => clock.now });
+}
+
+describe('SegmentStore', () => {
+  it('releases a segment once every packet and a validly signed announcement are in, in any order', async () => {
+    const { privateKey, publicKey } = await keys();
+    for (const announceFirst of [true, false]) {
+      const s = store(publicKey);
+      const bytes = segmentBytes(5);
+      const waiting = s.wait(5, 5000);
+      const list = packets(5, bytes).reverse();
+      if (announceFirst) expect(await s.announce(await announce(privateKey, 5, bytes))).toBe(true);
+      for (const p of list) expect(s.addPacket(p)).toBe(true);
+      if (!announceFirst) expect(await s.announce(await announce(privateKey, 5, bytes))).toBe(true);
+      expect(await waiting).toEqual(bytes);
+      expect(s.verdict(5)).toBe('complete');
+      expect(s.counters.segmentsComplete).toBe(1);
+    }
+  });
+
+  it('drops a segment whose bytes do not match the signed hash, and never releases it', async () => {
+    const { privateKey, publicKey } = await keys();
+    const s = store(publicKey);
+    const bytes = segmentBytes(6);
+    await s.announce(await announce(privateKey, 6, bytes));
+    const waiting = s.wait(6, 5000);
+    const list = packets(6, bytes);
+    const forged = new Uint8Array(list[3]!.bytes);
+    forged[0] = (forged[0]! + 1) & 0xff;
+    list[3] = { ...list[3]!, bytes: forged };
+    for (const p of list) s.addPacket(p);
+    expect(await waiting).toBeNull();
+    expect(s.verdict(6)).toBe('failed');
+    expect(s.bytes(6)).toBeNull();
+    expect(s.counters.hashMismatches).toBe(1);
+    expect(s.expects(6)).toBe(false);
+  });
+
+  it('ignores announcements with a bad signature or for another stream', async () => {
+    const { privateKey, publicKey } = await keys();
+    const other = await keys();
+    const s = store(publicKey);
+    const bytes = segmentBytes(7);
+    expect(await s.announce(await announce(other.privateKey, 7, bytes))).toBe(false);
+    const good = await announce(privateKey, 7, bytes);
+    expect(await s.announce({ ...good, bytes: good.bytes + 1 })).toBe(false);
+    expect(await s.announce({ ...good, stream: 'other' })).toBe(false);
+    expect(s.counters.badSignatures).toBe(2);
+    for (const p of packets(7, bytes)) s.addPacket(p);
+    expect(s.bytes(7)).toBeNull();
+    expect(await s.announce(good)).toBe(true);
+    await s.wait(7, 1000);
+    expect(s.bytes(7)).toEqual(bytes);
+  });
+
+  it('counts duplicates, refuses packets with a conflicting count and far-ahead segments', async () => {
+    const { privateKey, publicKey } = await keys();
+    const s = store(publicKey);
+    const bytes = segmentBytes(10);
+    await s.announce(await announce(privateKey, 10, bytes));
+    const [first] = packets(10, bytes);
+    expect(s.addPacket(first!)).toBe(true);
+    expect(s.addPacket(first!)).toBe(false);
+    expect(s.counters.duplicatePackets).toBe(1);
+    expect(s.addPacket({ ...first!, count: first!.count * 2 })).toBe(false);
+    expect(s.addPacket({ ...first!, segment: 10 + 100 })).toBe(false);
+    expect(s.counters.refusedPackets).toBe(2);
+  });
+
+  it('wait resolves null on timeout and on abort', async () => {
+    const s = store(null);
+    expect(await s.wait(3, 30)).toBeNull();
+    const controller = new AbortController();
+    const waiting = s.wait(4, 10_000, controller.signal);
+    controller.abort();
+    expect(await waiting).toBeNull();
+  });
+
+  it('does not expect segments announced before joining, nor an incomplete one long after its announcement', async () => {
+    const { privateKey, publicKey } = await keys();
+    const clock = { now: 0 };
+    const s = store(publicKey, clock);
+    await s.seed([
+      await announce(privateKey, 20, segmentBytes(20)),
+      await announce(privateKey, 21, segmentBytes(21)),
+    ]);
+    expect(s.expects(20)).toBe(false);
+    expect(s.expects(21)).toBe(false);
+    expect(s.expects(22)).toBe(true);
+    clock.now = 1000;
+    await s.announce(await announce(privateKey, 22, segmentBytes(22)));
+    clock.now = 3000;
+    expect(s.expects(22)).toBe(true);
+    clock.now = 3600;
+    expect(s.expects(22)).toBe(false);
+  });
+
+  it('keeps a bounded number of segments', async () => {
+    const s = store(null);
+    for (let seq = 0; seq < 100; seq++)
+      await s.announce(await announce((await keys()).privateKey, seq, segmentBytes(seq, 100)));
+    const kept = Array.from({ length: 100 }, (_, i) => i).filter((i) => s.announcement(i) !== null);
+    expect(kept.length).toBeLessThanOrEqual(24);
+    expect(kept.at(-1)).toBe(99);
+  });
+});
