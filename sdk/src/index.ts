@@ -1,1 +1,8 @@
+// Browser entry of the SDK: the runtime-neutral core, the hls.js loader and <mesh-player>, which is
+// defined on import so that a plain <script> tag is all a page needs.
 export * from './core.js';
+export * from './loader.js';
+export * from './player.js';
+import { defineMeshPlayer } from './player.js';
+
+defineMeshPlayer();

@@ -24,8 +24,15 @@ export const CHANNEL_HIGH_WATER_BYTES = 1024 * 1024;
  * so the engine's heartbeats and switch messages decide whether the link survives.
  */
 export const MAX_QUEUED_BYTES = 4 * 1024 * 1024;
+/** Longest wait for ICE gathering before the offer or answer goes out with what it has. */
+export const ICE_GATHER_TIMEOUT_MS = 2000;
 /** A peer that sends this many undecodable messages is cut off: no honest peer sends one. */
 export const MAX_BAD_MESSAGES = 3;
+/**
+ * Fresh connections a repeated offer may cause per minute (all peers together): an honest peer
+ * re-dials after a timeout, a replaying one must not make us churn connections.
+ */
+const MAX_RENEGOTIATIONS_PER_MINUTE = 120;
 /** How often a queue is retried while a channel is above its high-water mark. */
 const FLUSH_INTERVAL_MS = 20;
 
@@ -69,6 +76,24 @@ export interface MeshNodeCounters {
   connectFailures: number;
 }
 
+/**
+ * node-datachannel's RTCPeerConnection (the true source's) never emits the end-of-candidates null
+ * `icecandidate`, only `icegatheringstatechange`; without this simple-peer would hold every
+ * non-trickle offer and answer for its full ICE timeout (measured: 2 s per side). Browsers emit both;
+ * simple-peer ignores the second.
+ */
+function endGatheringOnComplete(peer: SimplePeer): void {
+  const internals = peer as unknown as {
+    _pc?: EventTarget & { iceGatheringState?: string };
+    _onIceCandidate?: (event: { candidate: null }) => void;
+  };
+  const pc = internals._pc;
+  if (pc === undefined || typeof internals._onIceCandidate !== 'function') return;
+  pc.addEventListener('icegatheringstatechange', () => {
+    if (pc.iceGatheringState === 'complete') internals._onIceCandidate?.call(peer, { candidate: null });
+  });
+}
+
 interface Link {
   readonly peer: SimplePeer;
   readonly initiator: boolean;
@@ -78,6 +103,10 @@ interface Link {
   queue: { bytes: Uint8Array; isData: boolean }[];
   queuedBytes: number;
   badMessages: number;
+  /** The connection's id in every signal of it, both ways: random from the dialling side. */
+  readonly pairId: number;
+  /** An initiator takes one answer. */
+  answered: boolean;
   connectTimer: ReturnType<typeof setTimeout> | null;
 }
 
@@ -112,6 +141,8 @@ export class MeshNode {
   private timerAt = Infinity;
   private flushTimer: ReturnType<typeof setInterval> | null = null;
   private stopped = false;
+  private renegotiations = 0;
+  private renegotiationTimer: ReturnType<typeof setInterval> | null = null;
   private readonly now: () => number;
   private readonly log: LogFn;
 
@@ -143,6 +174,9 @@ export class MeshNode {
   }
 
   start(): void {
+    this.renegotiationTimer = setInterval(() => {
+      this.renegotiations = 0;
+    }, 60_000);
     this.feed({ kind: 'start' });
   }
 
@@ -155,23 +189,36 @@ export class MeshNode {
     this.feed({ kind: 'publish', payload });
   }
 
-  /** Signalling from `from`, relayed by the tracker. */
+  /**
+   * Signalling from `from`, relayed by the tracker. Every signal carries the id of the connection
+   * it belongs to (`link`: chosen at random by the dialling side, echoed by the answering side), and
+   * a connection accepts only its own: one offer or one answer, then candidates. Anything else is
+   * dropped — libdatachannel refuses an answer or candidate meant for another connection ("remote
+   * candidate without ICE transport"; simple-peer then destroys the connection) and aborts the
+   * whole process on a second offer to a connection that already answered ("Unexpected local
+   * description type answer in signaling state stable"). So neither two peers dialling each other
+   * at once nor a peer replaying signalling can break links or crash the true source.
+   */
   handleSignal(from: PeerId, data: SignalData): void {
     if (this.stopped || from === this.id || this.blocked.has(from)) return;
+    const pairId = data.link ?? 0;
     let link = this.links.get(from);
-    if (data.type === 'offer' && link !== undefined && link.initiator) {
-      // Both sides dialled at once ("glare"): the lower id's offer wins, on both sides.
-      if (!link.open && this.id < from) return;
-      this.replaceLink(from, link);
-      link = undefined;
-    } else if (data.type === 'offer' && link?.open === true) {
-      // The peer restarted its side: the old connection is dead to it.
-      this.replaceLink(from, link);
-      link = undefined;
-    }
-    if (link === undefined) {
-      if (data.type !== 'offer') return; // an answer or candidate for a link we no longer have
-      link = this.createLink(from, false);
+    if (data.type === 'offer') {
+      if (link !== undefined) {
+        if (link.pairId === pairId) return; // a repeat of the offer we answered
+        // Both sides dialled at once ("glare"): the lower id's offer wins, on both sides.
+        if (link.initiator && !link.open && this.id < from) return;
+        // Otherwise the peer started over (its side of any old connection is gone): so do we.
+        if (this.renegotiations++ > MAX_RENEGOTIATIONS_PER_MINUTE) return;
+        this.retire(from, link);
+      }
+      link = this.createLink(from, false, pairId, link);
+    } else {
+      if (link?.pairId !== pairId) return; // for another (or a dropped) connection
+      if (data.type === 'answer') {
+        if (!link.initiator || link.answered) return;
+        link.answered = true;
+      }
     }
     try {
       link.peer.signal(data);
@@ -191,6 +238,7 @@ export class MeshNode {
     this.stopped = true;
     if (this.timer !== null) clearTimeout(this.timer);
     if (this.flushTimer !== null) clearInterval(this.flushTimer);
+    if (this.renegotiationTimer !== null) clearInterval(this.renegotiationTimer);
     for (const [peerId, link] of this.links) this.closeLink(peerId, link);
   }
 
@@ -297,8 +345,7 @@ export class MeshNode {
       this.counters.messagesSent++;
     } catch (e) {
       // The channel closed under us (its close event may not have fired yet).
-      this.log('debug', 'send failed', { peer: to, error: String(e) });
-      this.linkGone(to, link);
+      this.linkGone(to, link, `send failed: ${String(e)}`);
     }
   }
 
@@ -330,13 +377,24 @@ export class MeshNode {
     }
   }
 
-  private createLink(peerId: PeerId, initiator: boolean, inherited?: Link): Link {
+  private createLink(
+    peerId: PeerId,
+    initiator: boolean,
+    pairId = crypto.getRandomValues(new Uint32Array(1))[0] ?? 0,
+    inherited?: Link,
+  ): Link {
     const peer = new SimplePeer({
       initiator,
-      trickle: true,
+      // Whole SDPs, no trickled candidates: node-datachannel refused candidates racing the answer
+      // ("remote candidate without ICE transport", fatal to the connection), and one offer and one
+      // answer per link is also the least load on the tracker. Host candidates gather in
+      // milliseconds; with STUN/TURN servers gathering is cut off after ICE_GATHER_TIMEOUT_MS.
+      trickle: false,
+      iceCompleteTimeout: ICE_GATHER_TIMEOUT_MS,
       config: this.options.rtcConfig,
       channelConfig: { ordered: true },
     });
+    endGatheringOnComplete(peer);
     const link: Link = {
       peer,
       initiator,
@@ -344,7 +402,9 @@ export class MeshNode {
       closingByUs: false,
       queue: inherited?.queue ?? [],
       queuedBytes: inherited?.queuedBytes ?? 0,
-      badMessages: 0,
+      badMessages: inherited?.badMessages ?? 0,
+      pairId,
+      answered: false,
       connectTimer: null,
     };
     this.links.set(peerId, link);
@@ -352,18 +412,23 @@ export class MeshNode {
       link.connectTimer = null;
       if (link.open || this.links.get(peerId) !== link) return;
       this.counters.connectFailures++;
-      this.log('debug', 'peer connection timed out', { peer: peerId, initiator });
-      this.linkGone(peerId, link);
+      this.linkGone(peerId, link, 'connect timeout');
     }, CONNECT_TIMEOUT_MS);
     peer.on('signal', (data) => {
       const type = (data as { type?: unknown }).type;
       // simple-peer may also emit 'renegotiate'/'transceiverRequest': a data-only peer never needs them.
       if (type === 'offer' || type === 'answer' || type === 'candidate')
-        this.options.signal(peerId, data as SignalData);
+        this.options.signal(peerId, { ...(data as SignalData), link: link.pairId });
     });
+    const createdAt = this.now();
     peer.on('connect', () => {
       if (this.links.get(peerId) !== link) return;
       link.open = true;
+      this.log('debug', 'peer link open', {
+        peer: peerId,
+        initiator,
+        setupMs: Math.round(this.now() - createdAt),
+      });
       if (link.connectTimer !== null) clearTimeout(link.connectTimer);
       link.connectTimer = null;
       this.flush(peerId, link);
@@ -373,11 +438,10 @@ export class MeshNode {
       this.onData(peerId, link, bytes);
     });
     peer.on('close', () => {
-      this.linkGone(peerId, link);
+      this.linkGone(peerId, link, 'closed');
     });
     peer.on('error', (error) => {
-      this.log('debug', 'peer connection error', { peer: peerId, code: error.code, error: error.message });
-      this.linkGone(peerId, link);
+      this.linkGone(peerId, link, `error ${error.code ?? ''}: ${error.message}`);
     });
     return link;
   }
@@ -397,36 +461,37 @@ export class MeshNode {
       if (link.badMessages >= MAX_BAD_MESSAGES) {
         this.blocked.add(peerId);
         this.counters.peersCutOff++;
-        this.linkGone(peerId, link);
+        this.linkGone(peerId, link, 'undecodable messages');
       }
       return;
     }
     this.feed({ kind: 'message', from: peerId, message: decoded.message });
   }
 
-  /** Replace a link by a fresh one (for an incoming offer), keeping the messages queued for the peer. */
-  private replaceLink(peerId: PeerId, old: Link): void {
+  /** Drop a link that a fresh one replaces (an incoming offer); its queued messages move over. */
+  private retire(peerId: PeerId, old: Link): void {
     old.closingByUs = true;
     this.links.delete(peerId);
     if (old.connectTimer !== null) clearTimeout(old.connectTimer);
     old.peer.destroy();
-    const fresh = this.createLink(peerId, false, old);
-    fresh.badMessages = old.badMessages;
   }
 
   private closeLink(peerId: PeerId, link: Link): void {
     link.closingByUs = true;
-    this.linkGone(peerId, link);
+    this.linkGone(peerId, link, 'closed by us');
   }
 
   /** The link is finished: forget it and, unless we closed it, tell the engine the peer is gone. */
-  private linkGone(peerId: PeerId, link: Link): void {
+  private linkGone(peerId: PeerId, link: Link, reason: string): void {
     if (link.connectTimer !== null) clearTimeout(link.connectTimer);
     link.connectTimer = null;
     const wasCurrent = this.links.get(peerId) === link;
     if (wasCurrent) this.links.delete(peerId);
     link.open = false;
     if (!link.peer.destroyed) link.peer.destroy();
-    if (wasCurrent && !link.closingByUs) this.feed({ kind: 'peerUnreachable', peer: peerId });
+    if (wasCurrent && !link.closingByUs) {
+      this.log('info', 'peer link lost', { peer: peerId, reason, initiator: link.initiator });
+      this.feed({ kind: 'peerUnreachable', peer: peerId });
+    }
   }
 }

@@ -1,5 +1,5 @@
-import type { ProtocolConfig } from '@chunkycast/engine';
-import { decodeMediaPacket, type PeerReport } from '@chunkycast/wire';
+import type { EngineEvent, ProtocolConfig } from '@chunkycast/engine';
+import { decodeMediaPacket, type PeerReport, type ServerMessage } from '@chunkycast/wire';
 import { MeshNode, type LogFn } from './mesh-node.js';
 import { SegmentStore, importPublicKey } from './segments.js';
 import { TrackerClient, type WebSocketFactory } from './tracker-client.js';
@@ -31,6 +31,10 @@ export interface SessionHost {
   /** Overrides the RTCPeerConnection configuration (Node: node-datachannel's `bindAddress`). */
   readonly rtcConfig?: Record<string, unknown>;
   readonly log?: LogFn;
+  /** Every engine event (parent changes, loops, …), for debugging and tests. */
+  readonly onEvent?: (event: EngineEvent) => void;
+  /** Every packet the engine delivers, before assembly (for tests). */
+  readonly onDeliver?: (slice: number, seq: number, from: number) => void;
 }
 
 /** Resolves TL and ML from options: ML defaults to 1.5·TL; ML below TL lowers TL (ML = 0: receive only). */
@@ -105,6 +109,10 @@ export class MeshSession extends EventTarget implements SegmentProvider {
     });
     this.tracker = tracker;
     const welcome = await tracker.join();
+    // Peers may dial us (offers) while we still verify the welcome's announcements: keep every
+    // message until the node exists, or the offer is lost and that peer's first messages with it.
+    const early: ServerMessage[] = [];
+    tracker.onMessage = (message) => early.push(message);
     if (this.closed) {
       tracker.close();
       return;
@@ -148,7 +156,9 @@ export class MeshSession extends EventTarget implements SegmentProvider {
       requestBootstrap: (count) => {
         tracker.send({ type: 'bootstrap', count: Math.min(64, Math.max(1, count)) });
       },
-      deliver: (_slice, _seq, payload) => {
+      ...(this.host.onEvent === undefined ? {} : { onEvent: this.host.onEvent }),
+      deliver: (slice, seq, payload, from) => {
+        this.host.onDeliver?.(slice, seq, from);
         const decoded = decodeMediaPacket(payload);
         if (decoded.ok) store.addPacket(decoded.packet);
         else log('warn', 'undecodable media packet', { error: decoded.error.message });
@@ -156,7 +166,7 @@ export class MeshSession extends EventTarget implements SegmentProvider {
       log,
     });
     this.node = node;
-    tracker.onMessage = (message) => {
+    const dispatch = (message: ServerMessage): void => {
       switch (message.type) {
         case 'peers':
           node.bootstrap(message.peers);
@@ -176,10 +186,12 @@ export class MeshSession extends EventTarget implements SegmentProvider {
           break;
       }
     };
+    tracker.onMessage = dispatch;
     tracker.onProblem = (error) => {
       this.dispatchEvent(new CustomEvent('error', { detail: error }));
     };
     node.start();
+    for (const message of early.splice(0)) dispatch(message);
     this.timers.push(
       setInterval(() => {
         this.tick();

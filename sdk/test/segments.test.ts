@@ -13,7 +13,7 @@ import {
 const STREAM = 'live';
 
 async function keys(): Promise<CryptoKeyPair> {
-  return (await crypto.subtle.generateKey({ name: 'Ed25519' }, false, ['sign', 'verify'])) as CryptoKeyPair;
+  return await crypto.subtle.generateKey({ name: 'Ed25519' }, false, ['sign', 'verify']);
 }
 
 function segmentBytes(sequence: number, size = 50_000): Uint8Array {

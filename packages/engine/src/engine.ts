@@ -264,7 +264,8 @@ export class Engine {
         this.quit(input.graceful);
         break;
       case 'peerUnreachable':
-        if (this.peers.has(input.peer)) this.peerFailed(input.peer, 'failed');
+        if (this.config.role === 'source') this.sourcePeerUnreachable(input.peer);
+        else if (this.peers.has(input.peer)) this.peerFailed(input.peer, 'failed');
         break;
     }
     this.runTimers();
@@ -1859,6 +1860,26 @@ export class Engine {
         return;
       }
     }
+  }
+
+  /**
+   * The host lost its transport to a peer. If it rooted slices, what we sent it may be lost with the
+   * connection (an assignment included): give its slices new roots now rather than after the
+   * failure timeout.
+   */
+  private sourcePeerUnreachable(peer: PeerId): void {
+    this.spares = this.spares.filter((sp) => sp.peer !== peer);
+    this.sourceLastHeard.delete(peer);
+    let lost = false;
+    for (let s = 0; s < this.sliceSources.length; s++) {
+      if (this.sliceSources[s] !== peer) continue;
+      this.sliceSources[s] = null;
+      lost = true;
+      this.emit({ type: 'sliceSource', slice: s, epoch: this.sliceEpochs[s] ?? 0, assigned: false });
+    }
+    if (!lost) return;
+    this.assignSliceSources();
+    this.sourceSample();
   }
 
   private sourceTick(): void {

@@ -63,3 +63,23 @@ describe('receive-only members and slice sources', () => {
     expect(solo.engine.currentSliceSources()[0]).toBe(before[0]);
   });
 });
+
+describe('the true source and its transport', () => {
+  it('gives the slices of a slice source whose connection died new roots at once', () => {
+    const solo = new Solo({ id: SOURCE, role: 'source', targetLoadSlices: 16 });
+    solo.input({ kind: 'start' });
+    solo.input({ kind: 'bootstrap', peers: [5, 6, 7] });
+    const before = solo.engine.currentSliceSources();
+    const dead = before[0]!;
+    const mark = solo.mark();
+    solo.input({ kind: 'peerUnreachable', peer: dead });
+    const lostSlices = before.flatMap((p, s) => (p === dead ? [s] : []));
+    expect(
+      solo
+        .events('sliceSource', mark)
+        .filter((e) => !e.event.assigned)
+        .map((e) => e.event.slice),
+    ).toEqual(lostSlices);
+    expect(solo.engine.currentSliceSources()).not.toContain(dead);
+  });
+});

@@ -20,8 +20,13 @@ export const MAX_KEY_LENGTH = 256;
 
 export type PeerRole = 'viewer' | 'source';
 
+/**
+ * WebRTC signalling between two peers, relayed verbatim by the tracker. `link` names the sender's
+ * RTCPeerConnection: when both peers dial at once, or one re-dials, candidates and answers of a
+ * connection that was dropped are told apart from the live one's (applying them breaks it).
+ */
 export type SignalData =
-  | { readonly type: 'offer' | 'answer'; readonly sdp: string }
+  | { readonly type: 'offer' | 'answer'; readonly sdp: string; readonly link?: number }
   | {
       readonly type: 'candidate';
       readonly candidate: {
@@ -29,6 +34,7 @@ export type SignalData =
         readonly sdpMLineIndex: number | null;
         readonly sdpMid: string | null;
       };
+      readonly link?: number;
     };
 
 /**
@@ -220,11 +226,13 @@ function nullable<T>(o: Json, key: string, read: () => T): T | null {
 
 function signal(o: Json): SignalData {
   const type = o.type;
-  if (type === 'offer' || type === 'answer') return { type, sdp: str(o, 'sdp', MAX_SDP_BYTES) };
+  const link = o.link === undefined ? {} : { link: int(o, 'link', 0, 0xffff_ffff) };
+  if (type === 'offer' || type === 'answer') return { type, sdp: str(o, 'sdp', MAX_SDP_BYTES), ...link };
   if (type === 'candidate') {
     const c = obj(o, 'candidate');
     return {
       type,
+      ...link,
       candidate: {
         candidate: str(c, 'candidate', MAX_CANDIDATE_BYTES),
         sdpMLineIndex: nullable(c, 'sdpMLineIndex', () => int(c, 'sdpMLineIndex', 0, 255)),

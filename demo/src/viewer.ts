@@ -1,0 +1,194 @@
+// The viewer page: one <mesh-player> configured from the query string, its stats, and a picture of
+// where this viewer sits in each of the 16 slice trees.
+import { MeshPlayer } from '@chunkycast/sdk';
+import type { MeshPlayerErrorDetail, MeshPlayerStats, SliceView } from '@chunkycast/sdk';
+import {
+  SLICES,
+  byId,
+  fillList,
+  formatBytes,
+  formatMs,
+  formatPercent,
+  peerLabel,
+  sliceColour,
+  sliceLegend,
+  svg,
+} from './common.js';
+
+declare global {
+  interface Window {
+    /** For tests and the console: the page's player. */
+    chunkycast: { player: MeshPlayer };
+  }
+}
+
+const MAX_ERRORS_SHOWN = 50;
+
+function defaultTracker(): string {
+  const scheme = location.protocol === 'https:' ? 'wss:' : 'ws:';
+  return `${scheme}//${location.host}/ws`;
+}
+
+function createPlayer(params: URLSearchParams): MeshPlayer {
+  const player = document.createElement('mesh-player');
+  if (!(player instanceof MeshPlayer)) throw new Error('<mesh-player> is not defined');
+  player.setAttribute('src', params.get('src') ?? '/live/live.m3u8');
+  player.setAttribute('tracker', params.get('tracker') ?? defaultTracker());
+  player.setAttribute('stream', params.get('stream') ?? 'live');
+  const optional: readonly (readonly [string, string])[] = [
+    ['targetLoad', 'target-load'],
+    ['maxLoad', 'max-load'],
+    ['liveSync', 'live-sync'],
+    ['publicKey', 'public-key'],
+  ];
+  for (const [param, attribute] of optional) {
+    const value = params.get(param);
+    if (value !== null) player.setAttribute(attribute, value);
+  }
+  for (const flag of ['autoplay', 'muted', 'controls']) player.setAttribute(flag, '');
+  return player;
+}
+
+function showStats(stats: MeshPlayerStats): void {
+  byId('share-fill', HTMLDivElement).style.width = `${(stats.meshShare * 100).toFixed(1)}%`;
+  byId('share-text', HTMLSpanElement).textContent = formatPercent(stats.meshShare);
+  fillList(byId('stats', HTMLElement), [
+    ['mesh', stats.meshEnabled ? (stats.trackerConnected ? 'joined' : 'connecting…') : 'off (origin only)'],
+    ['peer id', stats.peerId === null ? '–' : peerLabel(stats.peerId)],
+    ['from mesh', `${formatBytes(stats.bytesFromMesh)} · ${stats.segmentsFromMesh} segments`],
+    ['from origin', `${formatBytes(stats.bytesFromOrigin)} · ${stats.segmentsFromOrigin} segments`],
+    ['uploaded', formatBytes(stats.uploadBytes)],
+    ['peers', String(stats.peers)],
+    ['load / TL (ML)', `${stats.load} / ${stats.targetLoad} (${stats.maxLoad})`],
+    ['stalls', `${stats.stalls} · ${formatMs(stats.stallMs)}`],
+    ['live delay', formatMs(stats.liveDelayMs)],
+    ['buffer ahead', formatMs(stats.bufferAheadMs)],
+    ['verification failures', String(stats.verificationFailures)],
+  ]);
+  drawMyTrees(byId('trees', HTMLDivElement), stats.slices, stats.peerId);
+}
+
+const WIDTH = 760;
+const HEIGHT = 250;
+const PARENT_Y = 40;
+const ME_Y = 125;
+const CHILD_Y = 210;
+const ME_LEFT = 140;
+const PORT_SPACING = (WIDTH - 2 * ME_LEFT) / SLICES;
+
+/** Evenly spread x positions for `count` nodes across the picture. */
+function spread(count: number): (index: number) => number {
+  return (index) => ((index + 0.5) * WIDTH) / Math.max(count, 1);
+}
+
+function curve(x1: number, y1: number, x2: number, y2: number, colour: string): SVGPathElement {
+  const midY = (y1 + y2) / 2;
+  return svg('path', {
+    d: `M${x1},${y1} C${x1},${midY} ${x2},${midY} ${x2},${y2}`,
+    fill: 'none',
+    stroke: colour,
+    'stroke-width': 2,
+    opacity: 0.85,
+  });
+}
+
+function peerNode(x: number, y: number, peerId: number): SVGGElement {
+  const group = svg('g');
+  group.append(svg('circle', { cx: x, cy: y, r: 13, class: 'node' }));
+  group.append(svg('text', { x, y: y + 4, 'text-anchor': 'middle' }, peerLabel(peerId)));
+  return group;
+}
+
+// Parents on top, this viewer in the middle with one port per slice, children below: the same
+// peer serving several slices is drawn once, with one coloured edge per slice.
+function drawMyTrees(container: HTMLElement, slices: readonly SliceView[], me: number | null): void {
+  const picture = svg('svg', { viewBox: `0 0 ${WIDTH} ${HEIGHT}`, role: 'img' });
+  picture.append(svg('title', {}, 'parents and children of this viewer in each slice tree'));
+  const parents = [...new Set(slices.flatMap((view) => (view.parent === null ? [] : [view.parent])))];
+  const children = [...new Set(slices.flatMap((view) => view.children))];
+  const parentX = spread(parents.length);
+  const childX = spread(children.length);
+  const portX = (slice: number): number => ME_LEFT + (slice + 0.5) * PORT_SPACING;
+
+  const edges = svg('g');
+  for (const view of slices) {
+    const colour = sliceColour(view.slice);
+    if (view.parent !== null) {
+      edges.append(
+        curve(parentX(parents.indexOf(view.parent)), PARENT_Y, portX(view.slice), ME_Y - 12, colour),
+      );
+    }
+    for (const child of view.children) {
+      edges.append(curve(portX(view.slice), ME_Y + 12, childX(children.indexOf(child)), CHILD_Y, colour));
+    }
+  }
+  picture.append(edges);
+
+  picture.append(
+    svg('rect', {
+      x: ME_LEFT - 6,
+      y: ME_Y - 12,
+      width: WIDTH - 2 * ME_LEFT + 12,
+      height: 24,
+      rx: 12,
+      class: 'node me',
+    }),
+  );
+  for (let slice = 0; slice < SLICES; slice++) {
+    const view = slices.find((candidate) => candidate.slice === slice);
+    const attached = view !== undefined && view.parent !== null;
+    picture.append(
+      svg('circle', {
+        cx: portX(slice),
+        cy: ME_Y,
+        r: 6,
+        fill: attached ? sliceColour(slice) : 'none',
+        stroke: sliceColour(slice),
+        'stroke-width': 2,
+      }),
+    );
+  }
+  picture.append(
+    svg(
+      'text',
+      { x: ME_LEFT - 14, y: ME_Y + 4, 'text-anchor': 'end' },
+      me === null ? 'me' : `me ${peerLabel(me)}`,
+    ),
+  );
+  parents.forEach((peer, index) => {
+    picture.append(peerNode(parentX(index), PARENT_Y, peer));
+  });
+  children.forEach((peer, index) => {
+    picture.append(peerNode(childX(index), CHILD_Y, peer));
+  });
+  if (slices.length === 0) {
+    picture.append(
+      svg(
+        'text',
+        { x: WIDTH / 2, y: PARENT_Y, 'text-anchor': 'middle' },
+        'not in any tree yet (origin only)',
+      ),
+    );
+  }
+  container.replaceChildren(picture, sliceLegend());
+}
+
+function showError(detail: MeshPlayerErrorDetail): void {
+  const list = byId('errors', HTMLUListElement);
+  if (list.querySelector('.muted') !== null) list.replaceChildren();
+  const item = document.createElement('li');
+  item.textContent = `${new Date().toLocaleTimeString()} [${detail.code}] ${detail.message}`;
+  list.prepend(item);
+  while (list.children.length > MAX_ERRORS_SHOWN) list.lastElementChild?.remove();
+}
+
+const player = createPlayer(new URLSearchParams(location.search));
+player.addEventListener('stats', (event) => {
+  if (event instanceof CustomEvent) showStats(event.detail as MeshPlayerStats);
+});
+player.addEventListener('error', (event) => {
+  if (event instanceof CustomEvent) showError(event.detail as MeshPlayerErrorDetail);
+});
+byId('player-box', HTMLElement).append(player);
+window.chunkycast = { player };
+showStats(player.stats);

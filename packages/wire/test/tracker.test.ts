@@ -1,0 +1,341 @@
+/**
+ * The rendezvous protocol's JSON codec: every message type round-trips, every decoder error code is
+ * reachable with a clear message, and no input (random or a mutated valid frame) makes it throw.
+ */
+import fc from 'fast-check';
+import { describe, expect, it } from 'vitest';
+import {
+  announcementSigningBytes,
+  decodeClientMessage,
+  decodeServerMessage,
+  encodeTrackerMessage,
+  MAX_BOOTSTRAP_PEERS,
+  MAX_CANDIDATE_BYTES,
+  MAX_KEY_LENGTH,
+  MAX_RECENT_ANNOUNCEMENTS,
+  MAX_SDP_BYTES,
+  MAX_TRACKER_FRAME_BYTES,
+  utf8,
+  type ClientMessage,
+  type ServerMessage,
+  type SignedAnnouncement,
+  type TrackerDecodeResult,
+  type TrackerErrorCode,
+} from '@chunkycast/wire';
+
+const SEED = 20_250_301;
+
+const announcement: SignedAnnouncement = {
+  stream: 'live.main_1-a',
+  sequence: 42,
+  uri: 'seg42.ts?token=x',
+  bytes: 123_456,
+  packets: 100,
+  sha256: '0123456789abcdef'.repeat(4),
+  durationMs: 2000,
+  publishedAtMs: 1_700_000_000_123,
+  signature: 'c2lnbmF0dXJl',
+};
+
+const report = {
+  parents: [1, null, 0xffff_ffff],
+  children: [[2, 3], [], [4]],
+  meshBytes: 1,
+  originBytes: 2,
+  uploadBytes: 3,
+  stalls: 4,
+  playing: true,
+};
+
+const clientMessages: ClientMessage[] = [
+  { type: 'join', stream: 'live', role: 'viewer' },
+  { type: 'join', stream: 'live', role: 'source', key: 'secret' },
+  { type: 'bootstrap', count: 1 },
+  { type: 'bootstrap', count: MAX_BOOTSTRAP_PEERS },
+  { type: 'signal', to: 0xffff_ffff, data: { type: 'offer', sdp: 'v=0\r\n' } },
+  { type: 'signal', to: 7, data: { type: 'answer', sdp: '' } },
+  { type: 'signal', to: 7, data: { type: 'offer', sdp: 'v=0', link: 3 } },
+  {
+    type: 'signal',
+    to: 7,
+    data: { type: 'candidate', candidate: { candidate: 'candidate:1', sdpMLineIndex: 0, sdpMid: '0' } },
+  },
+  {
+    type: 'signal',
+    to: 7,
+    data: { type: 'candidate', candidate: { candidate: '', sdpMLineIndex: null, sdpMid: null } },
+  },
+  { type: 'announce', announcement },
+  { type: 'report', report },
+  { type: 'leave' },
+];
+
+const serverMessages: ServerMessage[] = [
+  {
+    type: 'welcome',
+    peerId: 5,
+    sourceId: 9,
+    stream: 'live',
+    publicKey: 'AAAA',
+    announcements: [announcement],
+  },
+  { type: 'welcome', peerId: 5, sourceId: 9, stream: 'live', publicKey: null, announcements: [] },
+  { type: 'peers', peers: [] },
+  { type: 'peers', peers: [1, 2, 0xffff_ffff] },
+  { type: 'signal', from: 3, data: { type: 'offer', sdp: 'v=0' } },
+  { type: 'announce', announcement },
+  { type: 'error', code: 'badKey', message: 'the broadcaster key is wrong' },
+];
+
+function failure<T>(result: TrackerDecodeResult<T>): { code: TrackerErrorCode; message: string } {
+  if (result.ok) throw new Error(`decoded: ${JSON.stringify(result.message)}`);
+  return result.error;
+}
+
+function clientError(frame: unknown): { code: TrackerErrorCode; message: string } {
+  return failure(decodeClientMessage(typeof frame === 'string' ? frame : JSON.stringify(frame)));
+}
+
+describe('round trips', () => {
+  it.each(clientMessages.map((m) => [m.type, m] as const))('client %s', (_type, message) => {
+    const decoded = decodeClientMessage(encodeTrackerMessage(message));
+    expect(decoded).toEqual({ ok: true, message });
+  });
+  it.each(serverMessages.map((m) => [m.type, m] as const))('server %s', (_type, message) => {
+    const decoded = decodeServerMessage(encodeTrackerMessage(message));
+    expect(decoded).toEqual({ ok: true, message });
+  });
+  it('drops unknown fields and a viewer join without a key', () => {
+    expect(decodeClientMessage('{"type":"join","stream":"s","role":"viewer","extra":1}')).toEqual({
+      ok: true,
+      message: { type: 'join', stream: 's', role: 'viewer' },
+    });
+  });
+});
+
+describe('decoder errors', () => {
+  it('malformed: not JSON, or JSON but not an object', () => {
+    for (const frame of ['', '{', 'nul', '[]', '"join"', '42', 'null'])
+      expect(clientError(frame).code, frame).toBe('malformed');
+    expect(clientError('{').message).toBe('frame is not JSON');
+    expect(clientError('[1]').message).toBe('frame is not a JSON object');
+    expect(failure(decodeServerMessage('{')).code).toBe('malformed');
+  });
+
+  it('tooLarge: a frame over the limit, before any parsing', () => {
+    const big = `{"type":"leave","pad":"${'x'.repeat(MAX_TRACKER_FRAME_BYTES)}"}`;
+    const e = clientError(big);
+    expect(e.code).toBe('tooLarge');
+    expect(e.message).toContain(String(MAX_TRACKER_FRAME_BYTES));
+    expect(failure(decodeServerMessage(big)).code).toBe('tooLarge');
+  });
+
+  it('unknownType: a missing, non-string or unknown type', () => {
+    expect(clientError({ type: 'teleport' })).toEqual({
+      code: 'unknownType',
+      message: 'unknown message type "teleport"',
+    });
+    expect(clientError({})).toEqual({ code: 'unknownType', message: 'unknown message type undefined' });
+    expect(clientError({ type: 3 }).code).toBe('unknownType');
+    // A server-only type from a client, and the reverse.
+    expect(clientError({ type: 'welcome' }).code).toBe('unknownType');
+    expect(failure(decodeServerMessage('{"type":"join"}')).code).toBe('unknownType');
+  });
+
+  it('invalidField: each field out of bounds, naming the field', () => {
+    const cases: [unknown, string][] = [
+      [{ type: 'join', stream: 'bad/id', role: 'viewer' }, '"stream"'],
+      [{ type: 'join', stream: '', role: 'viewer' }, '"stream"'],
+      [{ type: 'join', stream: 'x'.repeat(65), role: 'viewer' }, '"stream"'],
+      [{ type: 'join', stream: 's', role: 'admin' }, '"role"'],
+      [{ type: 'join', stream: 's', role: 'source', key: 5 }, '"key"'],
+      [{ type: 'join', stream: 's', role: 'source', key: 'k'.repeat(MAX_KEY_LENGTH + 1) }, '"key"'],
+      [{ type: 'bootstrap', count: 0 }, '"count"'],
+      [{ type: 'bootstrap', count: MAX_BOOTSTRAP_PEERS + 1 }, '"count"'],
+      [{ type: 'bootstrap', count: 1.5 }, '"count"'],
+      [{ type: 'signal', to: -1, data: { type: 'offer', sdp: '' } }, '"to"'],
+      [{ type: 'signal', to: 2 ** 32, data: { type: 'offer', sdp: '' } }, '"to"'],
+      [{ type: 'signal', to: 1, data: 'offer' }, '"data"'],
+      [{ type: 'signal', to: 1, data: { type: 'offer', sdp: 'x'.repeat(MAX_SDP_BYTES + 1) } }, '"sdp"'],
+      [{ type: 'signal', to: 1, data: { type: 'bye' } }, 'signal "type"'],
+      [{ type: 'signal', to: 1, data: { type: 'offer', sdp: '', link: -1 } }, '"link"'],
+      [
+        {
+          type: 'signal',
+          to: 1,
+          data: { type: 'candidate', candidate: { candidate: 'c'.repeat(MAX_CANDIDATE_BYTES + 1) } },
+        },
+        '"candidate"',
+      ],
+      [
+        {
+          type: 'signal',
+          to: 1,
+          data: { type: 'candidate', candidate: { candidate: '', sdpMLineIndex: 256 } },
+        },
+        '"sdpMLineIndex"',
+      ],
+      [{ type: 'announce', announcement: { ...announcement, sha256: 'AB'.repeat(32) } }, '"sha256"'],
+      [{ type: 'announce', announcement: { ...announcement, packets: 0 } }, '"packets"'],
+      [{ type: 'announce', announcement: { ...announcement, signature: 'not base64!' } }, '"signature"'],
+      [{ type: 'announce', announcement: null }, '"announcement"'],
+      [{ type: 'report', report: { ...report, parents: 'x' } }, '"parents"'],
+      [{ type: 'report', report: { ...report, parents: ['x'] } }, '"parents"'],
+      [{ type: 'report', report: { ...report, children: [[1.5]] } }, '"children"'],
+      [{ type: 'report', report: { ...report, playing: 1 } }, '"playing"'],
+      [{ type: 'report', report: { ...report, stalls: -1 } }, '"stalls"'],
+    ];
+    for (const [frame, field] of cases) {
+      const e = clientError(frame);
+      expect(e.code, JSON.stringify(frame).slice(0, 120)).toBe('invalidField');
+      expect(e.message, JSON.stringify(frame).slice(0, 120)).toContain(field);
+    }
+    const tooMany = Array.from({ length: MAX_RECENT_ANNOUNCEMENTS + 1 }, () => announcement);
+    const welcome = {
+      type: 'welcome',
+      peerId: 1,
+      sourceId: 2,
+      stream: 's',
+      publicKey: null,
+      announcements: tooMany,
+    };
+    expect(failure(decodeServerMessage(JSON.stringify(welcome))).message).toContain('"announcements"');
+    expect(failure(decodeServerMessage('{"type":"error","code":"teapot","message":"x"}')).code).toBe(
+      'invalidField',
+    );
+    expect(failure(decodeServerMessage('{"type":"peers","peers":[-1]}')).code).toBe('invalidField');
+  });
+});
+
+describe('announcementSigningBytes', () => {
+  it('is the UTF-8 of a fixed-order array without the signature', () => {
+    const bytes = announcementSigningBytes({ ...announcement, uri: 'é😀' });
+    const expected = JSON.stringify([
+      'chunkycast-segment-v1',
+      announcement.stream,
+      announcement.sequence,
+      'é😀',
+      announcement.bytes,
+      announcement.packets,
+      announcement.sha256,
+      announcement.durationMs,
+      announcement.publishedAtMs,
+    ]);
+    expect(Buffer.from(bytes).toString('utf8')).toBe(expected);
+    const resigned: SignedAnnouncement = { ...announcement, signature: 'other' };
+    expect(announcementSigningBytes(resigned)).toEqual(announcementSigningBytes(announcement));
+  });
+
+  it('utf8 agrees with TextEncoder on any string', () => {
+    fc.assert(
+      fc.property(fc.string({ unit: 'binary', maxLength: 64 }), (s) => {
+        expect(utf8(s)).toEqual(new TextEncoder().encode(s));
+      }),
+      { seed: SEED, numRuns: 500 },
+    );
+  });
+});
+
+describe('fuzz: decoding never throws', () => {
+  const validFrames = [...clientMessages, ...serverMessages].map((m) => encodeTrackerMessage(m));
+
+  function checkTyped(result: TrackerDecodeResult<unknown>): void {
+    if (result.ok) expect(typeof result.message).toBe('object');
+    else {
+      expect(['malformed', 'tooLarge', 'unknownType', 'invalidField']).toContain(result.error.code);
+      expect(result.error.message.startsWith('decoder fault')).toBe(false);
+    }
+  }
+
+  it('on random strings', () => {
+    fc.assert(
+      fc.property(fc.string({ unit: 'binary', maxLength: 300 }), (s) => {
+        checkTyped(decodeClientMessage(s));
+        checkTyped(decodeServerMessage(s));
+      }),
+      { seed: SEED, numRuns: 2000 },
+    );
+  });
+
+  it('on arbitrary JSON values, alone and under a real type', () => {
+    const types = fc.constantFrom(
+      'join',
+      'bootstrap',
+      'signal',
+      'announce',
+      'report',
+      'leave',
+      'welcome',
+      'peers',
+      'error',
+    );
+    fc.assert(
+      fc.property(
+        types,
+        fc.dictionary(fc.string({ maxLength: 12 }), fc.jsonValue({ maxDepth: 3 })),
+        (type, fields) => {
+          const frame = JSON.stringify({ ...fields, type });
+          checkTyped(decodeClientMessage(frame));
+          checkTyped(decodeServerMessage(frame));
+        },
+      ),
+      { seed: SEED, numRuns: 2000 },
+    );
+  });
+
+  it('on valid frames with characters changed, inserted, deleted or cut off', () => {
+    const mutation = fc.oneof(
+      fc.record({
+        kind: fc.constant('set' as const),
+        at: fc.nat(),
+        ch: fc.string({ unit: 'binary', minLength: 1, maxLength: 1 }),
+      }),
+      fc.record({
+        kind: fc.constant('insert' as const),
+        at: fc.nat(),
+        ch: fc.string({ unit: 'binary', minLength: 1, maxLength: 4 }),
+      }),
+      fc.record({ kind: fc.constant('delete' as const), at: fc.nat(), ch: fc.constant('') }),
+      fc.record({ kind: fc.constant('cut' as const), at: fc.nat(), ch: fc.constant('') }),
+    );
+    fc.assert(
+      fc.property(
+        fc.constantFrom(...validFrames),
+        fc.array(mutation, { minLength: 1, maxLength: 4 }),
+        (frame, mutations) => {
+          let s = frame;
+          for (const m of mutations) {
+            const at = m.at % (s.length + 1);
+            if (m.kind === 'set') s = s.slice(0, at) + m.ch + s.slice(at + 1);
+            else if (m.kind === 'insert') s = s.slice(0, at) + m.ch + s.slice(at);
+            else if (m.kind === 'delete') s = s.slice(0, at) + s.slice(at + 1);
+            else s = s.slice(0, at);
+          }
+          checkTyped(decodeClientMessage(s));
+          checkTyped(decodeServerMessage(s));
+        },
+      ),
+      { seed: SEED, numRuns: 3000 },
+    );
+  });
+
+  it('on valid messages with one field replaced by any JSON value; what it accepts re-encodes the same', () => {
+    fc.assert(
+      fc.property(
+        fc.constantFrom(...clientMessages),
+        fc.nat(),
+        fc.jsonValue({ maxDepth: 2 }),
+        (message, pick, value) => {
+          const object = JSON.parse(encodeTrackerMessage(message)) as Record<string, unknown>;
+          const keys = Object.keys(object);
+          const key = keys[pick % keys.length] ?? 'type';
+          object[key] = value;
+          const result = decodeClientMessage(JSON.stringify(object));
+          checkTyped(result);
+          if (result.ok) expect(decodeClientMessage(encodeTrackerMessage(result.message))).toEqual(result);
+        },
+      ),
+      { seed: SEED, numRuns: 3000 },
+    );
+  });
+});

@@ -1,0 +1,263 @@
+// The hls.js fragment loader (`fLoader`) that asks the mesh first and the origin second. It is a thin
+// adapter: the session decides whether a segment is coming and verifies its bytes; this file only
+// decides how long the player can afford to wait, and falls back to hls.js's own HTTP loader.
+import type {
+  FragmentLoaderConstructor,
+  FragmentLoaderContext,
+  HlsConfig,
+  Loader,
+  LoaderCallbacks,
+  LoaderConfiguration,
+  LoaderContext,
+  LoaderResponse,
+  LoaderStats,
+} from 'hls.js';
+import type { SegmentProvider } from './types.js';
+
+/** A loader class hls.js could use for `loader`: its HTTP loader, or anything with the same shape. */
+export type DefaultLoaderConstructor = new (config: HlsConfig) => Loader<LoaderContext>;
+
+export interface MeshFragmentLoaderOptions {
+  /**
+   * Milliseconds of media buffered ahead of the playhead (the player reads its video's buffered
+   * ranges). Without it the loader assumes startup (nothing buffered) for every segment.
+   */
+  readonly bufferAheadMs?: () => number;
+  /** Buffer kept in reserve for the origin fetch after a mesh wait gives up. Default 1500 ms. */
+  readonly safetyMarginMs?: number;
+  /** Never wait for the mesh longer than this, whatever the buffer. Default 4000 ms. */
+  readonly maxWaitMs?: number;
+  /** Wait allowed when nothing is buffered yet (startup, or after a seek). Default 1500 ms. */
+  readonly startupWaitMs?: number;
+  /**
+   * The HTTP loader used for the origin. Default: the `loader` of the hls.js config the fragment
+   * loader is constructed with (hls.js's own XHR/fetch loader unless the page replaced it).
+   */
+  readonly defaultLoader?: DefaultLoaderConstructor;
+  /** Clock on the performance.now() scale (the scale of `waitForSegment`'s deadline). */
+  readonly nowMs?: () => number;
+}
+
+export const DEFAULT_SAFETY_MARGIN_MS = 1500;
+export const DEFAULT_MAX_WAIT_MS = 4000;
+export const DEFAULT_STARTUP_WAIT_MS = 1500;
+
+/**
+ * How long the loader may wait for the mesh before asking the origin: what is buffered minus a
+ * margin for the origin fetch itself, within [0, maxWaitMs]; `startupWaitMs` when nothing is
+ * buffered (a small price for the first segment, which otherwise would always come from the origin).
+ */
+export function meshWaitBudgetMs(bufferAheadMs: number, options: MeshFragmentLoaderOptions = {}): number {
+  const safetyMarginMs = options.safetyMarginMs ?? DEFAULT_SAFETY_MARGIN_MS;
+  const maxWaitMs = options.maxWaitMs ?? DEFAULT_MAX_WAIT_MS;
+  const startupWaitMs = options.startupWaitMs ?? DEFAULT_STARTUP_WAIT_MS;
+  if (!Number.isFinite(bufferAheadMs) || bufferAheadMs <= 0) {
+    return Math.max(0, Math.min(startupWaitMs, maxWaitMs));
+  }
+  return Math.max(0, Math.min(bufferAheadMs - safetyMarginMs, maxWaitMs));
+}
+
+function emptyStats(): LoaderStats {
+  return {
+    aborted: false,
+    loaded: 0,
+    retry: 0,
+    total: 0,
+    chunkCount: 0,
+    bwEstimate: 0,
+    loading: { start: 0, first: 0, end: 0 },
+    parsing: { start: 0, end: 0 },
+    buffering: { start: 0, first: 0, end: 0 },
+  };
+}
+
+function byteLengthOf(data: LoaderResponse['data'], stats: LoaderStats): number {
+  if (data instanceof ArrayBuffer) return data.byteLength;
+  if (ArrayBuffer.isView(data)) return data.byteLength;
+  if (typeof data === 'string') return data.length;
+  return Math.max(stats.loaded, stats.total);
+}
+
+type State = 'idle' | 'mesh' | 'origin' | 'done';
+
+/**
+ * Returns a fragment-loader class for hls.js's `fLoader` config. Media segments (numeric `sn`) the
+ * provider expects are awaited from the mesh within the budget of {@link meshWaitBudgetMs}; on a
+ * miss, an abort of the wait, or a segment the provider does not expect, the fragment is fetched by
+ * the default HTTP loader. Init segments, LL-HLS parts and fragments whose IV sits in the payload
+ * go straight to the origin, and their bytes are counted as origin bytes too (the origin served
+ * them, and the share of mesh bytes should not look better than it is).
+ */
+export function createMeshFragmentLoader(
+  provider: SegmentProvider,
+  options: MeshFragmentLoaderOptions = {},
+): FragmentLoaderConstructor {
+  const nowMs = options.nowMs ?? ((): number => performance.now());
+
+  return class MeshFragmentLoader implements Loader<FragmentLoaderContext> {
+    // hls.js keeps a reference to this object (frag.stats = loader.stats) before calling load(), so
+    // it is filled in place, also with the origin loader's numbers on a fallback.
+    stats: LoaderStats = emptyStats();
+    context: FragmentLoaderContext | null = null;
+    private state: State = 'idle';
+    private callbacks: LoaderCallbacks<FragmentLoaderContext> | null = null;
+    private waitAbort: AbortController | null = null;
+    private origin: Loader<FragmentLoaderContext> | null = null;
+
+    constructor(private readonly hlsConfig: HlsConfig) {}
+
+    load(
+      context: FragmentLoaderContext,
+      config: LoaderConfiguration,
+      callbacks: LoaderCallbacks<FragmentLoaderContext>,
+    ): void {
+      if (this.state !== 'idle') throw new Error('MeshFragmentLoader can only be used once');
+      this.context = context;
+      this.callbacks = callbacks;
+      this.stats.loading.start = nowMs();
+      const sn = context.frag.sn;
+      const meshable =
+        typeof sn === 'number' &&
+        context.part === null &&
+        context.resetIV !== true &&
+        provider.expectsSegment(sn);
+      if (!meshable) {
+        this.loadFromOrigin(config);
+        return;
+      }
+      this.state = 'mesh';
+      const waitAbort = new AbortController();
+      this.waitAbort = waitAbort;
+      const budgetMs = meshWaitBudgetMs(options.bufferAheadMs?.() ?? 0, options);
+      const settle = (bytes: Uint8Array | null): void => {
+        if (this.state !== 'mesh' || waitAbort.signal.aborted) return;
+        if (bytes === null) this.loadFromOrigin(config);
+        else this.deliverMeshBytes(sn, bytes);
+      };
+      provider.waitForSegment(sn, this.stats.loading.start + budgetMs, waitAbort.signal).then(settle, () => {
+        // A failing provider must not cost the viewer the segment: the origin still has it.
+        settle(null);
+      });
+    }
+
+    abort(): void {
+      const state = this.state;
+      if (state === 'done' || state === 'idle') return;
+      this.stats.aborted = true;
+      this.waitAbort?.abort();
+      if (state === 'origin' && this.origin !== null) {
+        // The origin loader reports the abort through onAbort, which forwards it (see wrap below).
+        this.origin.abort();
+        if (this.state !== 'done') this.finish()?.onAbort?.(this.stats, this.requireContext(), null);
+        return;
+      }
+      this.finish()?.onAbort?.(this.stats, this.requireContext(), null);
+    }
+
+    destroy(): void {
+      this.waitAbort?.abort();
+      this.origin?.destroy();
+      this.origin = null;
+      this.callbacks = null;
+      this.context = null;
+      this.state = 'done';
+    }
+
+    getCacheAge(): number | null {
+      return this.origin?.getCacheAge?.() ?? null;
+    }
+
+    getResponseHeader(name: string): string | null {
+      return this.origin?.getResponseHeader?.(name) ?? null;
+    }
+
+    /** Marks the load finished and hands out the callbacks once (later events are dropped). */
+    private finish(): LoaderCallbacks<FragmentLoaderContext> | null {
+      const callbacks = this.callbacks;
+      this.state = 'done';
+      this.callbacks = null;
+      return callbacks;
+    }
+
+    private requireContext(): FragmentLoaderContext {
+      if (this.context === null) throw new Error('MeshFragmentLoader has no context');
+      return this.context;
+    }
+
+    private deliverMeshBytes(sequence: number, bytes: Uint8Array): void {
+      const context = this.requireContext();
+      // A copy, never a view of the session's buffer: hls.js may transfer the ArrayBuffer to its
+      // transmuxer worker, which would detach bytes the session still serves to other viewers.
+      const data = bytes.slice().buffer;
+      const endMs = nowMs();
+      const stats = this.stats;
+      stats.loading.first = endMs;
+      stats.loading.end = endMs;
+      stats.loaded = data.byteLength;
+      stats.total = data.byteLength;
+      stats.chunkCount = 1;
+      provider.noteMeshSegment(sequence);
+      const callbacks = this.finish();
+      if (callbacks === null) return;
+      // Like hls.js's fetch loader with an unbounded high-water mark: the whole payload as one
+      // progress chunk, then success (progressive mode reads the chunks, the rest reads success).
+      callbacks.onProgress?.(stats, context, data, null);
+      callbacks.onSuccess({ url: context.url, data, code: 200 }, stats, context, null);
+    }
+
+    private loadFromOrigin(config: LoaderConfiguration): void {
+      const context = this.requireContext();
+      const callbacks = this.callbacks;
+      if (callbacks === null) return;
+      this.state = 'origin';
+      const Origin = options.defaultLoader ?? this.hlsConfig.loader;
+      const origin = new Origin(this.hlsConfig) as Loader<FragmentLoaderContext>;
+      this.origin = origin;
+      const copyStats = (from: LoaderStats): void => {
+        // loading.start stays ours: hls.js measures the whole wait, mesh attempt included.
+        const to = this.stats;
+        to.aborted = from.aborted || to.aborted;
+        to.loaded = from.loaded;
+        to.total = from.total;
+        to.retry = from.retry;
+        to.chunkCount = from.chunkCount;
+        to.bwEstimate = from.bwEstimate;
+        if (from.loading.first > 0) to.loading.first = from.loading.first;
+        if (from.loading.end > 0) to.loading.end = from.loading.end;
+      };
+      const live = (): boolean => this.state === 'origin' && this.origin === origin;
+      origin.load(context, config, {
+        onSuccess: (response, stats, ctx, networkDetails) => {
+          if (!live()) return;
+          copyStats(stats);
+          provider.noteOriginSegment(byteLengthOf(response.data, stats));
+          this.finish()?.onSuccess(response, this.stats, ctx, networkDetails);
+        },
+        onError: (error, ctx, networkDetails, stats) => {
+          if (!live()) return;
+          copyStats(stats);
+          this.finish()?.onError(error, ctx, networkDetails, this.stats);
+        },
+        onTimeout: (stats, ctx, networkDetails) => {
+          if (!live()) return;
+          copyStats(stats);
+          this.finish()?.onTimeout(this.stats, ctx, networkDetails);
+        },
+        onAbort: (stats, ctx, networkDetails) => {
+          if (!live()) return;
+          copyStats(stats);
+          this.stats.aborted = true;
+          this.finish()?.onAbort?.(this.stats, ctx, networkDetails);
+        },
+        onProgress:
+          callbacks.onProgress === undefined
+            ? undefined
+            : (stats, ctx, data, networkDetails): void => {
+                if (!live()) return;
+                copyStats(stats);
+                callbacks.onProgress?.(this.stats, ctx, data, networkDetails);
+              },
+      });
+    }
+  };
+}

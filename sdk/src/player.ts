@@ -1,0 +1,487 @@
+// <mesh-player>: a <video> played by hls.js whose media segments come from the mesh when they can
+// and from the origin otherwise. Playback never depends on the mesh: without a tracker, with a bad
+// attribute, or when the session fails, the element is a plain hls.js player.
+import Hls from 'hls.js';
+import type { ErrorData, FragChangedData } from 'hls.js';
+import { createMeshFragmentLoader } from './loader.js';
+import { MeshSession } from './session.js';
+import type { MeshErrorCode, MeshSessionOptions, MeshStats, SegmentProvider } from './types.js';
+import { MeshError } from './types.js';
+
+/** What the player adds to the session's stats. */
+export interface MeshPlayerStats extends MeshStats {
+  /** The video's playhead, seconds. */
+  readonly currentTime: number;
+  /** Media buffered ahead of the playhead, ms. */
+  readonly bufferAheadMs: number;
+  /** Playing (not paused, ended or stalled). */
+  readonly playing: boolean;
+  /** Wall-clock age of the media at the playhead, ms, when the segment's publication time is known. */
+  readonly liveDelayMs: number | null;
+  /** Whether a mesh session runs (false: plain HTTP playback). */
+  readonly meshEnabled: boolean;
+}
+
+export type MeshPlayerErrorCode = MeshErrorCode | 'playback' | 'unsupported';
+
+export interface MeshPlayerErrorDetail {
+  readonly code: MeshPlayerErrorCode;
+  readonly message: string;
+}
+
+const OBSERVED = [
+  'src',
+  'tracker',
+  'stream',
+  'target-load',
+  'max-load',
+  'public-key',
+  'live-sync',
+  'autoplay',
+  'muted',
+  'controls',
+] as const;
+
+/** Attributes that only set a property of the video: no need to rebuild the pipeline. */
+const VIDEO_FLAGS = new Set(['autoplay', 'muted', 'controls']);
+
+const DEFAULT_LIVE_SYNC_SEGMENTS = 3;
+const STATS_INTERVAL_MS = 1000;
+const STREAM_ID = /^[A-Za-z0-9._-]{1,64}$/;
+/** Playhead closer than this to a buffered range's start still counts as inside it. */
+const BUFFER_TOLERANCE_S = 0.1;
+/** hls.js NETWORK_ERROR restart delay: long enough not to hammer a failing origin. */
+const NETWORK_RETRY_MS = 2000;
+
+/**
+ * Counts bytes and segments when no session runs, so that `stats` means the same thing with and
+ * without the mesh (all from the origin then).
+ */
+class OriginOnly implements SegmentProvider {
+  bytesFromOrigin = 0;
+  segmentsFromOrigin = 0;
+  waitForSegment(): Promise<Uint8Array | null> {
+    return Promise.resolve(null);
+  }
+  expectsSegment(): boolean {
+    return false;
+  }
+  noteOriginSegment(bytes: number): void {
+    this.bytesFromOrigin += bytes;
+    this.segmentsFromOrigin++;
+  }
+  noteMeshSegment(): void {}
+  noteStall(): void {}
+  publishedAtMs(): number | undefined {
+    return undefined;
+  }
+}
+
+interface ParsedAttributes {
+  readonly src: string | null;
+  readonly mesh: MeshSessionOptions | null;
+  readonly liveSyncSegments: number;
+  readonly errors: readonly string[];
+}
+
+function parseCount(name: string, raw: string | null, errors: string[]): number | undefined | null {
+  if (raw === null || raw.trim() === '') return undefined;
+  const value = Number(raw);
+  if (!Number.isInteger(value) || value < 0) {
+    errors.push(`${name}="${raw}" is not a non-negative whole number of slices`);
+    return null;
+  }
+  return value;
+}
+
+// Pure, so the rules are the same whether attributes arrive from HTML or from script.
+function parseAttributes(get: (name: string) => string | null): ParsedAttributes {
+  const errors: string[] = [];
+  const src = get('src');
+  let liveSyncSegments = DEFAULT_LIVE_SYNC_SEGMENTS;
+  const liveSyncRaw = get('live-sync');
+  if (liveSyncRaw !== null && liveSyncRaw.trim() !== '') {
+    const value = Number(liveSyncRaw);
+    if (Number.isFinite(value) && value > 0) liveSyncSegments = value;
+    else errors.push(`live-sync="${liveSyncRaw}" is not a positive number of segments; using 3`);
+  }
+  const tracker = get('tracker');
+  if (tracker === null || tracker.trim() === '') return { src, mesh: null, liveSyncSegments, errors };
+
+  let meshUsable = true;
+  if (!/^wss?:\/\//i.test(tracker)) {
+    errors.push(`tracker="${tracker}" is not a ws:// or wss:// URL; playing from the origin only`);
+    meshUsable = false;
+  }
+  const stream = get('stream') ?? '';
+  if (!STREAM_ID.test(stream)) {
+    errors.push(`stream="${stream}" must be 1–64 of A–Z a–z 0–9 . _ -; playing from the origin only`);
+    meshUsable = false;
+  }
+  const targetLoad = parseCount('target-load', get('target-load'), errors);
+  const maxLoad = parseCount('max-load', get('max-load'), errors);
+  if (targetLoad === null || maxLoad === null) {
+    errors.push('the mesh is off because of the load attributes; playing from the origin only');
+    meshUsable = false;
+  }
+  const publicKey = get('public-key');
+  if (!meshUsable) return { src, mesh: null, liveSyncSegments, errors };
+  const mesh: MeshSessionOptions = {
+    tracker,
+    stream,
+    ...(targetLoad === undefined || targetLoad === null ? {} : { targetLoad }),
+    ...(maxLoad === undefined || maxLoad === null ? {} : { maxLoad }),
+    ...(publicKey === null || publicKey === '' ? {} : { publicKey }),
+  };
+  return { src, mesh, liveSyncSegments, errors };
+}
+
+function emptyStats(stream: string): MeshStats {
+  return {
+    stream,
+    peerId: null,
+    sourceId: null,
+    trackerConnected: false,
+    peers: 0,
+    bytesFromMesh: 0,
+    bytesFromOrigin: 0,
+    meshShare: 0,
+    segmentsFromMesh: 0,
+    segmentsFromOrigin: 0,
+    uploadBytes: 0,
+    load: 0,
+    targetLoad: 0,
+    maxLoad: 0,
+    slices: [],
+    stalls: 0,
+    stallMs: 0,
+    verificationFailures: 0,
+  };
+}
+
+// Importing the SDK where there is no DOM (SSR, Node tests of the index) must not throw; the element
+// is only defined where customElements exists.
+const ElementBase: typeof HTMLElement =
+  typeof HTMLElement === 'undefined' ? (Object as unknown as typeof HTMLElement) : HTMLElement;
+
+/**
+ * `<mesh-player src tracker stream target-load max-load public-key live-sync autoplay muted controls>`.
+ * Events: 'stats' (CustomEvent<MeshPlayerStats>, every second), 'peers' (CustomEvent<{peers}>),
+ * 'error' (CustomEvent<MeshPlayerErrorDetail>).
+ */
+export class MeshPlayer extends ElementBase {
+  static get observedAttributes(): readonly string[] {
+    return OBSERVED;
+  }
+
+  readonly #video: HTMLVideoElement;
+  #hls: Hls | null = null;
+  #session: MeshSession | null = null;
+  #originOnly = new OriginOnly();
+  #provider: SegmentProvider = this.#originOnly;
+  #stream = '';
+  #statsTimer: ReturnType<typeof setInterval> | null = null;
+  #retryTimer: ReturnType<typeof setTimeout> | null = null;
+  #restartQueued = false;
+  #connected = false;
+  /** Tears down the listeners of the current pipeline. */
+  #teardown: (() => void)[] = [];
+  #playingSn: number | null = null;
+  #playingFragEndS = 0;
+  #playingFragDurationS = 0;
+  #startedPlaying = false;
+  #stallStartMs: number | null = null;
+  #stalls = 0;
+  #stallMs = 0;
+  #lastError: MeshPlayerErrorDetail | null = null;
+
+  constructor() {
+    super();
+    const root = this.attachShadow({ mode: 'open' });
+    const style = document.createElement('style');
+    style.textContent =
+      ':host{display:block;position:relative;background:#000}' +
+      ':host([hidden]){display:none}' +
+      'video{display:block;width:100%;height:100%;background:#000}';
+    this.#video = document.createElement('video');
+    this.#video.playsInline = true;
+    root.append(style, this.#video);
+  }
+
+  /** The element's <video> (its currentTime, buffered ranges, play()…). */
+  get video(): HTMLVideoElement {
+    return this.#video;
+  }
+
+  /** The hls.js instance of the current pipeline (null before connecting or with native HLS). */
+  get hls(): Hls | null {
+    return this.#hls;
+  }
+
+  /** The mesh session, or null when playing from the origin only. */
+  get session(): MeshSession | null {
+    return this.#session;
+  }
+
+  /** The last error reported with an 'error' event, for listeners attached late. */
+  get lastError(): MeshPlayerErrorDetail | null {
+    return this.#lastError;
+  }
+
+  get stats(): MeshPlayerStats {
+    let base = emptyStats(this.#stream);
+    if (this.#session !== null) {
+      try {
+        base = this.#session.stats();
+      } catch {
+        // A session that cannot report yet must not break the page's stats display.
+      }
+    } else {
+      const origin = this.#originOnly;
+      base = {
+        ...base,
+        bytesFromOrigin: origin.bytesFromOrigin,
+        segmentsFromOrigin: origin.segmentsFromOrigin,
+      };
+    }
+    const video = this.#video;
+    return {
+      ...base,
+      // The player sees every stall itself; the session only hears of the ended ones.
+      stalls: this.#stalls,
+      stallMs: this.#stallMs + (this.#stallStartMs === null ? 0 : performance.now() - this.#stallStartMs),
+      currentTime: video.currentTime,
+      bufferAheadMs: this.#bufferAheadMs(),
+      playing: !video.paused && !video.ended && this.#stallStartMs === null && video.readyState > 2,
+      liveDelayMs: this.#liveDelayMs(),
+      meshEnabled: this.#session !== null,
+    };
+  }
+
+  connectedCallback(): void {
+    this.#connected = true;
+    this.#applyVideoFlags();
+    this.#start();
+  }
+
+  disconnectedCallback(): void {
+    this.#connected = false;
+    this.#stop();
+  }
+
+  attributeChangedCallback(name: string, oldValue: string | null, newValue: string | null): void {
+    if (oldValue === newValue) return;
+    if (VIDEO_FLAGS.has(name)) {
+      this.#applyVideoFlags();
+      return;
+    }
+    if (!this.#connected || this.#restartQueued) return;
+    // Several attributes set one after another make one restart.
+    this.#restartQueued = true;
+    queueMicrotask(() => {
+      this.#restartQueued = false;
+      if (!this.#connected) return;
+      this.#stop();
+      this.#start();
+    });
+  }
+
+  #applyVideoFlags(): void {
+    const video = this.#video;
+    video.controls = this.hasAttribute('controls');
+    // The property, not only the attribute: autoplay policies read the muted state.
+    video.muted = this.hasAttribute('muted');
+    video.defaultMuted = video.muted;
+    video.autoplay = this.hasAttribute('autoplay');
+  }
+
+  #start(): void {
+    const attributes = parseAttributes((name) => this.getAttribute(name));
+    for (const message of attributes.errors) this.#reportError({ code: 'config', message });
+    const src = attributes.src;
+    this.#stream = attributes.mesh?.stream ?? this.getAttribute('stream') ?? '';
+    this.#resetPlaybackState();
+    this.#statsTimer = setInterval(() => {
+      this.dispatchEvent(new CustomEvent<MeshPlayerStats>('stats', { detail: this.stats }));
+    }, STATS_INTERVAL_MS);
+    this.#watchVideo();
+    if (src === null || src === '') return;
+
+    if (!Hls.isSupported()) {
+      // Safari on iOS has no MSE but plays HLS itself; the mesh needs hls.js, so origin only there.
+      if (this.#video.canPlayType('application/vnd.apple.mpegurl') !== '') {
+        this.#video.src = src;
+        this.#autoplay();
+      } else {
+        this.#reportError({ code: 'unsupported', message: 'this browser can play neither MSE nor HLS' });
+      }
+      return;
+    }
+
+    if (attributes.mesh !== null) this.#connectSession(attributes.mesh);
+    const provider = this.#provider;
+    const hls = new Hls({
+      liveSyncDurationCount: attributes.liveSyncSegments,
+      fLoader: createMeshFragmentLoader(provider, { bufferAheadMs: () => this.#bufferAheadMs() }),
+    });
+    this.#hls = hls;
+    hls.on(Hls.Events.FRAG_CHANGED, (_event, data: FragChangedData) => {
+      const frag = data.frag;
+      this.#playingSn = typeof frag.sn === 'number' ? frag.sn : null;
+      this.#playingFragEndS = frag.end;
+      this.#playingFragDurationS = frag.duration;
+    });
+    hls.on(Hls.Events.MANIFEST_PARSED, () => {
+      this.#autoplay();
+    });
+    hls.on(Hls.Events.ERROR, (_event, data: ErrorData) => {
+      this.#onHlsError(hls, data);
+    });
+    hls.loadSource(src);
+    hls.attachMedia(this.#video);
+  }
+
+  #connectSession(options: MeshSessionOptions): void {
+    let session: MeshSession;
+    try {
+      session = MeshSession.connect(options);
+    } catch (error) {
+      this.#reportError({ code: 'config', message: `mesh off: ${String(error)}` });
+      return;
+    }
+    this.#session = session;
+    this.#provider = session;
+    const onPeers = (event: Event): void => {
+      const detail: unknown = event instanceof CustomEvent ? event.detail : undefined;
+      this.dispatchEvent(new CustomEvent('peers', { detail }));
+    };
+    const onError = (event: Event): void => {
+      const detail: unknown = event instanceof CustomEvent ? event.detail : undefined;
+      if (detail instanceof MeshError) this.#reportError({ code: detail.code, message: detail.message });
+      else this.#reportError({ code: 'peer', message: String(detail) });
+    };
+    session.addEventListener('peers', onPeers);
+    session.addEventListener('error', onError);
+    this.#teardown.push(() => {
+      session.removeEventListener('peers', onPeers);
+      session.removeEventListener('error', onError);
+    });
+  }
+
+  #watchVideo(): void {
+    const video = this.#video;
+    const onPlaying = (): void => {
+      this.#startedPlaying = true;
+      if (this.#stallStartMs === null) return;
+      const ms = performance.now() - this.#stallStartMs;
+      this.#stallStartMs = null;
+      this.#stalls++;
+      this.#stallMs += ms;
+      this.#provider.noteStall(ms);
+    };
+    const onWaiting = (): void => {
+      // Before the first frame it is startup, and a seek's wait is the viewer's doing: not stalls.
+      if (!this.#startedPlaying || video.seeking || this.#stallStartMs !== null) return;
+      this.#stallStartMs = performance.now();
+    };
+    video.addEventListener('playing', onPlaying);
+    video.addEventListener('waiting', onWaiting);
+    this.#teardown.push(() => {
+      video.removeEventListener('playing', onPlaying);
+      video.removeEventListener('waiting', onWaiting);
+    });
+  }
+
+  #autoplay(): void {
+    if (!this.hasAttribute('autoplay')) return;
+    this.#video.play().catch((error: unknown) => {
+      // Browsers refuse unmuted autoplay without a gesture; the controls still let the viewer start.
+      if (error instanceof DOMException && error.name === 'NotAllowedError') return;
+      if (error instanceof DOMException && error.name === 'AbortError') return;
+      this.#reportError({ code: 'playback', message: `play() failed: ${String(error)}` });
+    });
+  }
+
+  #onHlsError(hls: Hls, data: ErrorData): void {
+    if (!data.fatal) return;
+    this.#reportError({ code: 'playback', message: `hls.js ${data.type}: ${data.details}` });
+    // The recovery hls.js documents: restart loading on network errors, recover media errors.
+    if (data.type === Hls.ErrorTypes.NETWORK_ERROR) {
+      if (this.#retryTimer !== null) clearTimeout(this.#retryTimer);
+      this.#retryTimer = setTimeout(() => {
+        this.#retryTimer = null;
+        if (this.#hls === hls) hls.startLoad();
+      }, NETWORK_RETRY_MS);
+    } else if (data.type === Hls.ErrorTypes.MEDIA_ERROR) {
+      hls.recoverMediaError();
+    }
+  }
+
+  #reportError(detail: MeshPlayerErrorDetail): void {
+    this.#lastError = detail;
+    // Asynchronously: errors found while the element upgrades would otherwise fire before the page
+    // had a chance to add its listener.
+    setTimeout(() => {
+      this.dispatchEvent(new CustomEvent<MeshPlayerErrorDetail>('error', { detail }));
+    }, 0);
+  }
+
+  #resetPlaybackState(): void {
+    this.#playingSn = null;
+    this.#startedPlaying = false;
+    this.#stallStartMs = null;
+  }
+
+  #stop(): void {
+    for (const undo of this.#teardown) undo();
+    this.#teardown = [];
+    if (this.#statsTimer !== null) clearInterval(this.#statsTimer);
+    this.#statsTimer = null;
+    if (this.#retryTimer !== null) clearTimeout(this.#retryTimer);
+    this.#retryTimer = null;
+    this.#hls?.destroy();
+    this.#hls = null;
+    this.#session?.close();
+    this.#session = null;
+    this.#originOnly = new OriginOnly();
+    this.#provider = this.#originOnly;
+    const video = this.#video;
+    video.removeAttribute('src');
+    video.load();
+  }
+
+  #bufferAheadMs(): number {
+    const video = this.#video;
+    const now = video.currentTime;
+    const ranges = video.buffered;
+    for (let i = 0; i < ranges.length; i++) {
+      if (ranges.start(i) - BUFFER_TOLERANCE_S <= now && now <= ranges.end(i)) {
+        return Math.max(0, (ranges.end(i) - now) * 1000);
+      }
+    }
+    return 0;
+  }
+
+  #liveDelayMs(): number | null {
+    const sn = this.#playingSn;
+    const publishedAtMs = sn === null ? undefined : this.#provider.publishedAtMs(sn);
+    if (publishedAtMs !== undefined) {
+      // The segment was finished at publishedAtMs; the media at the playhead was captured
+      // (fragment end − playhead) earlier than that, assuming a real-time packager.
+      const remainingS = Math.min(
+        Math.max(this.#playingFragEndS - this.#video.currentTime, 0),
+        this.#playingFragDurationS,
+      );
+      return Date.now() - publishedAtMs + remainingS * 1000;
+    }
+    // Without announcements, EXT-X-PROGRAM-DATE-TIME (if the playlist has it) gives the same.
+    const playingDate = this.#hls?.playingDate;
+    return playingDate ? Date.now() - playingDate.getTime() : null;
+  }
+}
+
+/** Defines `<mesh-player>` once (the browser entry calls it on import). */
+export function defineMeshPlayer(name = 'mesh-player'): void {
+  if (typeof customElements === 'undefined' || customElements.get(name) !== undefined) return;
+  customElements.define(name, MeshPlayer);
+}
