@@ -13,6 +13,8 @@ const steps = [
   ['types (tsc, packages and tests)', bin('tsc'), ['-p', 'tsconfig.tests.json']],
   ['dependency direction', process.execPath, [join(root, 'scripts', 'check-deps.mjs')]],
   ['unit, property, fuzz and simulation scenario tests (vitest)', bin('vitest'), ['run']],
+  // Last: real ffmpeg, tracker and Chromium with WebRTC between pages, in a loopback-only netns.
+  ['browser end-to-end (Chromium, WebRTC, ffmpeg)', process.execPath, [join(root, 'e2e', 'run.mjs')]],
 ];
 const results = [];
 for (const [name, command, args] of steps) {

@@ -1,0 +1,217 @@
+// The mesh end to end: ffmpeg packages a live test stream, the tracker serves it with the true
+// source in process, and viewers of the demo play it in Debian Chromium, sharing it over WebRTC.
+// Run by e2e/run.mjs inside a loopback-only network namespace. One stream, tracker and browser for
+// the whole file; the tests run in order and build on each other's viewers.
+import { afterAll, beforeAll, describe, expect, test } from 'vitest';
+import {
+  Stack,
+  brief,
+  isIsolated,
+  launchBrowser,
+  meshShareOf,
+  monitor,
+  openViewer,
+  sampleAll,
+  startStream,
+  startTracker,
+  steadinessProblems,
+  viewerUrl,
+  waitFor,
+  waitForPlaying,
+} from './src/harness.mjs';
+
+/** Seconds the six viewers are watched in test a (the issue asks for at least 60). */
+const PLAY_S = 60;
+const log = (text) => process.stderr.write(`e2e: ${text}\n`);
+
+const stack = new Stack();
+/** @type {Awaited<ReturnType<typeof startStream>>} */
+let stream;
+/** @type {Awaited<ReturnType<typeof startTracker>>} */
+let tracker;
+/** @type {Awaited<ReturnType<typeof launchBrowser>>} */
+let browser;
+/** The six viewers of test a (b closes two of them). */
+let six = [];
+
+/** Throws with every problem, after printing full per-viewer stats and the logs that explain them. */
+async function fail(title, problems, viewers) {
+  const snaps = await sampleAll(viewers);
+  const lines = [`${title}: ${problems.length} problem(s)`, ...problems.map((p) => `  - ${p}`), ''];
+  snaps.forEach((s, i) => {
+    const v = viewers[i];
+    lines.push(
+      `── ${v.label} (${v.url}) ──`,
+      JSON.stringify(brief(v.label, s)),
+      `full: ${JSON.stringify(s)}`,
+    );
+    if (v.console.lines.length > 0) lines.push('console:', v.console.text());
+  });
+  const swarm = await tracker.swarm('live').catch((e) => `(unavailable: ${String(e)})`);
+  const origin = await tracker.origin().catch((e) => `(unavailable: ${String(e)})`);
+  lines.push('── tracker /debug/swarm/live ──', JSON.stringify(swarm));
+  lines.push('── tracker /debug/origin ──', JSON.stringify(origin));
+  lines.push('── tracker log (last lines) ──', tracker.logs.lines.slice(-60).join('\n'));
+  if (stream.stderr.lines.length > 0) lines.push('── ffmpeg ──', stream.stderr.text());
+  process.stderr.write(`${lines.join('\n')}\n`);
+  throw new Error(`${title}:\n${problems.join('\n')}`);
+}
+
+const printRound = (viewers) => (snaps, round) => {
+  if (round % 5 !== 0) return;
+  const share = meshShareOf(snaps).share;
+  log(
+    `t+${round * 2}s ` +
+      snaps
+        .map((s, i) => {
+          const b = brief(viewers[i].label, s);
+          return `${b.viewer}:${b.t ?? '-'}s/${b.peers ?? '-'}p/L${b.load ?? '-'}/st${b.stalls ?? '-'}`;
+        })
+        .join(' ') +
+      ` mesh ${(100 * share).toFixed(0)}%`,
+  );
+};
+
+describe('live mesh in Chromium', () => {
+  beforeAll(async () => {
+    expect(isIsolated(), 'e2e must run in a loopback-only network namespace (use e2e/run.mjs)').toBe(true);
+    const t0 = Date.now();
+    stream = await startStream({ quiet: true });
+    stack.add('ffmpeg', () => stream.stop());
+    tracker = await startTracker({ originDir: stream.dir, sourceStream: 'live' });
+    stack.add('tracker', () => tracker.stop());
+    browser = await launchBrowser();
+    stack.add('chromium', () => browser.close());
+    await stream.waitForSegments(3);
+    await waitFor('the tracker to be healthy', () => tracker.healthy(), { timeoutMs: 10_000 });
+    log(`stream, tracker (${tracker.url}) and Chromium up in ${Date.now() - t0} ms`);
+  });
+
+  afterAll(async () => {
+    await stack.stopAll();
+  });
+
+  test(`a: six viewers play ${PLAY_S} s steadily, ≥70% of media from the mesh, origin ≤ 2 stream copies`, async () => {
+    await tracker.resetOrigin();
+    const windowStart = Date.now();
+    for (let i = 0; i < 6; i++)
+      six.push(await openViewer(browser, viewerUrl(tracker.url), { label: `v${i}` }));
+    const problems = [];
+    try {
+      await waitForPlaying(six, { timeoutMs: 30_000 });
+    } catch (error) {
+      await fail('a: startup', [String(error)], six);
+    }
+    log(`six viewers playing ${Date.now() - windowStart} ms after the first page opened`);
+    const series = await monitor(six, {
+      durationMs: PLAY_S * 1000,
+      intervalMs: 2000,
+      onSample: printRound(six),
+    });
+    const windowEnd = Date.now();
+    const last = series.map((s) => s[s.length - 1]);
+    series.forEach((s, i) => problems.push(...steadinessProblems(six[i].label, s)));
+    for (const [i, s] of last.entries()) {
+      if (s.stats === null || s.stats === undefined) problems.push(`${six[i].label}: no player stats`);
+      else if (s.stats.stalls !== 0)
+        problems.push(`${six[i].label}: ${s.stats.stalls} stall(s), ${s.stats.stallMs} ms after start`);
+    }
+    const share = meshShareOf(last);
+    if (!(share.share >= 0.7))
+      problems.push(
+        `mesh share ${(100 * share.share).toFixed(1)}% < 70% (mesh ${share.mesh} B, origin ${share.origin} B)`,
+      );
+    const origin = await tracker.origin();
+    const produced = stream.bytesProduced(windowStart, windowEnd);
+    const copies = origin.mediaBytes / Math.max(1, produced.bytes);
+    log(
+      `window ${((windowEnd - windowStart) / 1000).toFixed(0)} s: ${produced.count} segments, ${produced.bytes} B produced; ` +
+        `origin served ${origin.mediaBytes} B media (source ${origin.sourceMediaBytes}, viewers ${origin.viewerMediaBytes}) = ` +
+        `${copies.toFixed(2)} stream copies; mesh share ${(100 * share.share).toFixed(1)}%`,
+    );
+    if (produced.count < PLAY_S / 2 / 2)
+      problems.push(`only ${produced.count} segments produced in the window`);
+    if (!(copies <= 2))
+      problems.push(
+        `origin served ${copies.toFixed(2)} stream copies (> 2): ${origin.mediaBytes} B vs ${produced.bytes} B produced`,
+      );
+    if (problems.length > 0) await fail('a', problems, six);
+  });
+
+  test('b: two of six viewers close abruptly; the other four keep playing without a stall', async () => {
+    expect(six.length, 'needs the viewers of test a').toBe(6);
+    const before = await sampleAll(six);
+    // Close the two that forward the most: the departure that hurts the rest most.
+    const order = before
+      .map((s, i) => ({ i, load: s.stats?.load ?? 0 }))
+      .sort((x, y) => y.load - x.load)
+      .map((x) => x.i);
+    const gone = order.slice(0, 2).map((i) => six[i]);
+    const rest = six.filter((v) => !gone.includes(v));
+    const stallsBefore = new Map(rest.map((v) => [v, before[six.indexOf(v)].stats?.stalls ?? 0]));
+    log(`closing ${gone.map((v) => `${v.label} (load ${before[six.indexOf(v)].stats?.load})`).join(', ')}`);
+    await Promise.all(gone.map((v) => v.close()));
+    const series = await monitor(rest, { durationMs: 30_000, intervalMs: 2000, onSample: printRound(rest) });
+    const problems = [];
+    series.forEach((s, i) => problems.push(...steadinessProblems(rest[i].label, s)));
+    for (const [i, s] of series.map((x) => x[x.length - 1]).entries()) {
+      const added = (s.stats?.stalls ?? NaN) - (stallsBefore.get(rest[i]) ?? 0);
+      if (added !== 0) problems.push(`${rest[i].label}: ${added} stall(s) after the departures`);
+    }
+    six = rest;
+    if (problems.length > 0) await fail('b', problems, rest);
+  });
+
+  test('c: a viewer with maxLoad=0 plays and forwards nothing', async () => {
+    const v = await openViewer(browser, viewerUrl(tracker.url, { maxLoad: 0, targetLoad: 0 }), {
+      label: 'leech',
+    });
+    const problems = [];
+    try {
+      await waitForPlaying([v], { timeoutMs: 20_000 });
+    } catch (error) {
+      await fail('c: startup', [String(error)], [v]);
+    }
+    const series = await monitor([v], { durationMs: 20_000, intervalMs: 2000 });
+    problems.push(...steadinessProblems(v.label, series[0]));
+    const s = series[0][series[0].length - 1];
+    const st = s.stats;
+    if (st === null || st === undefined) problems.push('no player stats');
+    else {
+      if (st.maxLoad !== 0) problems.push(`stats.maxLoad is ${st.maxLoad}, not 0`);
+      if (st.load !== 0) problems.push(`stats.load is ${st.load}, not 0`);
+      const withChildren = (st.slices ?? []).filter((x) => x.children.length > 0);
+      if (withChildren.length > 0)
+        problems.push(`children on slice(s) ${withChildren.map((x) => x.slice).join(', ')}`);
+      if (st.stalls !== 0) problems.push(`${st.stalls} stall(s)`);
+    }
+    log(`leech: ${JSON.stringify(brief(v.label, s))}, uploadBytes ${st?.uploadBytes}`);
+    if (problems.length > 0) await fail('c', problems, [v]);
+    await v.close();
+  });
+
+  test('d: a late joiner plays within 5 s of opening the page', async () => {
+    const v = await openViewer(browser, viewerUrl(tracker.url), { label: 'late' });
+    let previous = null;
+    let playingAfterMs = null;
+    // Poll every 200 ms until 5 s after navigation began: playing means currentTime > 0 and advancing.
+    for (let i = 0; i < 40 && Date.now() - v.openedAt <= 5000; i++) {
+      const [s] = await sampleAll([v]);
+      const t = s.video?.currentTime ?? 0;
+      if (previous !== null && t > 0 && t > previous) {
+        playingAfterMs = Date.now() - v.openedAt;
+        break;
+      }
+      previous = t;
+      await new Promise((resolve) => setTimeout(resolve, 200));
+    }
+    log(`late joiner playing after ${playingAfterMs ?? 'more than 5000'} ms`);
+    if (playingAfterMs === null || playingAfterMs > 5000)
+      await fail('d', ['the late joiner did not play within 5 s of opening the page'], [v]);
+    const series = await monitor([v], { durationMs: 10_000, intervalMs: 2000 });
+    const problems = steadinessProblems(v.label, series[0]);
+    const st = series[0][series[0].length - 1].stats;
+    if (st?.stalls !== 0) problems.push(`${st?.stalls} stall(s) after start`);
+    if (problems.length > 0) await fail('d: after start', problems, [v]);
+  });
+});

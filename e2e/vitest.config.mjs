@@ -1,0 +1,17 @@
+// The browser e2e tests: one file, run serially, inside a loopback-only network namespace by
+// e2e/run.mjs (`npm run e2e`). Not part of the root vitest run.
+import { defineConfig } from 'vitest/config';
+import { fileURLToPath } from 'node:url';
+
+export default defineConfig({
+  root: fileURLToPath(new URL('.', import.meta.url)),
+  test: {
+    include: ['*.test.mjs'],
+    testTimeout: 180_000,
+    hookTimeout: 120_000,
+    pool: 'forks',
+    fileParallelism: false,
+    poolOptions: { forks: { singleFork: true } },
+    reporters: ['verbose'],
+  },
+});
