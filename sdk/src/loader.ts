@@ -134,10 +134,12 @@ export function createMeshFragmentLoader(
         if (bytes === null) this.loadFromOrigin(config);
         else this.deliverMeshBytes(sn, bytes);
       };
-      provider.waitForSegment(sn, this.stats.loading.start + budgetMs, waitAbort.signal).then(settle, () => {
-        // A failing provider must not cost the viewer the segment: the origin still has it.
-        settle(null);
-      });
+      provider
+        .waitForSegment(sn, this.stats.loading.start + budgetMs, waitAbort.signal, context.url)
+        .then(settle, () => {
+          // A failing provider must not cost the viewer the segment: the origin still has it.
+          settle(null);
+        });
     }
 
     abort(): void {

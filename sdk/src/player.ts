@@ -148,6 +148,7 @@ function emptyStats(stream: string): MeshStats {
     meshShare: 0,
     segmentsFromMesh: 0,
     segmentsFromOrigin: 0,
+    segmentsCompletedFromOrigin: 0,
     uploadBytes: 0,
     load: 0,
     targetLoad: 0,

@@ -42,6 +42,8 @@ export interface SegmentStoreCounters {
   segmentsComplete: number;
   hashMismatches: number;
   badSignatures: number;
+  /** Packets completed from the origin (byte ranges) instead of the mesh. */
+  packetsFilledFromOrigin: number;
 }
 
 export interface SegmentStoreOptions {
@@ -65,6 +67,7 @@ export class SegmentStore {
     segmentsComplete: 0,
     hashMismatches: 0,
     badSignatures: 0,
+    packetsFilledFromOrigin: 0,
   };
   private readonly entries = new Map<number, Entry>();
   private newestAnnounced = -1;
@@ -157,7 +160,47 @@ export class SegmentStore {
     if (e === undefined) return sequence > this.newestAnnounced - MAX_SEGMENTS_KEPT;
     if (e.bytes !== null) return true;
     if (e.failed) return false;
+    // Partly here: worth waiting for, the missing packets can be completed from the origin.
+    if (e.announcement !== null && e.received > 0) return true;
     if (e.announcement !== null && this.options.now() - e.announcedAt > INCOMPLETE_GIVE_UP_MS) return false;
+    return true;
+  }
+
+  /**
+   * Byte ranges [start, end) of the segment's missing packets, merged where adjacent; null unless
+   * the segment is announced, partly received and not complete (then the origin can fill the gaps).
+   */
+  missingRanges(sequence: number): { start: number; end: number; indexes: number[] }[] | null {
+    const e = this.entries.get(sequence);
+    const a = e?.announcement ?? null;
+    if (e === undefined || a === null || e.bytes !== null || e.failed || e.verifying || e.received === 0)
+      return null;
+    const plan = { packets: a.packets, packetBytes: Math.max(1, Math.ceil(a.bytes / a.packets)) };
+    const runs: { start: number; end: number; indexes: number[] }[] = [];
+    for (let i = 0; i < e.count; i++) {
+      if (e.packets[i] !== undefined) continue;
+      const [start, end] = packetRange(plan, a.bytes, i);
+      const last = runs.at(-1);
+      if (last?.end === start) {
+        last.end = end;
+        last.indexes.push(i);
+      } else runs.push({ start, end, indexes: [i] });
+    }
+    return runs;
+  }
+
+  /**
+   * Places bytes fetched from the origin for packet `index` (not counted as mesh bytes). The
+   * segment is released only if the whole then matches the signed hash, as for mesh packets.
+   */
+  fillPacket(sequence: number, index: number, bytes: Uint8Array): boolean {
+    const e = this.entries.get(sequence);
+    if (e === undefined || e.announcement === null || e.failed || e.bytes !== null) return false;
+    if (index < 0 || index >= e.count || e.packets[index] !== undefined) return false;
+    e.packets[index] = bytes.slice();
+    e.received++;
+    this.counters.packetsFilledFromOrigin++;
+    this.tryComplete(sequence, e);
     return true;
   }
 

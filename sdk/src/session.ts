@@ -23,6 +23,15 @@ export const MAX_LOAD_FACTOR = 1.5;
 /** Cap on load attributes: 64 stream copies is far beyond any browser's upload. */
 const MAX_LOAD_LIMIT_SLICES = 1024;
 const STATS_INTERVAL_MS = 1000;
+/**
+ * Of the loader's wait for a segment, the last this many ms go to completing a partial segment from
+ * the origin: a loopback range request takes a few ms, a real one a round trip or two.
+ */
+export const ORIGIN_FILL_LEAD_MS = 800;
+/** More missing runs than this: the whole segment from the origin is cheaper than many requests. */
+const MAX_ORIGIN_FILL_REQUESTS = 4;
+/** Hashing a filled segment takes well under this. */
+const ORIGIN_FILL_VERIFY_MS = 1000;
 const REPORT_INTERVAL_MS = 2000;
 
 /** Host hooks for non-browser runtimes and tests. */
@@ -76,6 +85,7 @@ export class MeshSession extends EventTarget implements SegmentProvider {
   private bytesFromOrigin = 0;
   private segmentsFromMesh = 0;
   private segmentsFromOrigin = 0;
+  private segmentsCompletedFromOrigin = 0;
   private stalls = 0;
   private stallMs = 0;
   private lastPeers = -1;
@@ -233,10 +243,72 @@ export class MeshSession extends EventTarget implements SegmentProvider {
 
   // ─────────────────────────── SegmentProvider ───────────────────────────
 
-  waitForSegment(sequence: number, deadlineMs: number, signal?: AbortSignal): Promise<Uint8Array | null> {
+  async waitForSegment(
+    sequence: number,
+    deadlineMs: number,
+    signal?: AbortSignal,
+    url?: string,
+  ): Promise<Uint8Array | null> {
     const store = this.store;
-    if (store === null || this.closed) return Promise.resolve(null);
-    return store.wait(sequence, deadlineMs - performance.now(), signal);
+    if (store === null || this.closed) return null;
+    // Keep the last part of the budget for completing a partial segment from the origin.
+    const fillAtMs = url === undefined ? deadlineMs : deadlineMs - ORIGIN_FILL_LEAD_MS;
+    const bytes = await store.wait(sequence, fillAtMs - performance.now(), signal);
+    if (bytes !== null || url === undefined || signal?.aborted === true) return bytes;
+    return this.completeFromOrigin(sequence, url, signal);
+  }
+
+  /**
+   * A segment the mesh delivered only in part: fetch exactly the missing packets' byte ranges from
+   * the origin (HTTP Range), so a lost packet costs its own bytes and not the whole segment's. The
+   * result is verified against the signed hash like any segment; null if it cannot be completed.
+   */
+  private async completeFromOrigin(
+    sequence: number,
+    url: string,
+    signal?: AbortSignal,
+  ): Promise<Uint8Array | null> {
+    if (this.closed) return null;
+    const store = this.store;
+    const runs = store?.missingRanges(sequence) ?? null;
+    if (store === null || runs === null || runs.length === 0 || runs.length > MAX_ORIGIN_FILL_REQUESTS)
+      return null;
+    const announcement = store.announcement(sequence);
+    if (announcement === null) return null;
+    const packetBytes = Math.max(1, Math.ceil(announcement.bytes / announcement.packets));
+    try {
+      await Promise.all(
+        runs.map(async (run) => {
+          const response = await fetch(url, {
+            headers: { Range: `bytes=${run.start}-${run.end - 1}` },
+            ...(signal === undefined ? {} : { signal }),
+          });
+          const body = new Uint8Array(await response.arrayBuffer());
+          this.bytesFromOrigin += body.length;
+          // 206 with exactly the range; a server that ignores Range sends the whole segment (200).
+          const part =
+            response.status === 206 && body.length === run.end - run.start
+              ? body
+              : response.status === 200 && body.length === announcement.bytes
+                ? body.subarray(run.start, run.end)
+                : null;
+          if (part === null) throw new Error(`origin answered ${response.status} with ${body.length} bytes`);
+          for (const index of run.indexes) {
+            const offset = index * packetBytes - run.start;
+            store.fillPacket(
+              sequence,
+              index,
+              part.subarray(offset, Math.min(part.length, offset + packetBytes)),
+            );
+          }
+        }),
+      );
+    } catch {
+      return null; // the loader falls back to the whole segment from the origin
+    }
+    const bytes = await store.wait(sequence, ORIGIN_FILL_VERIFY_MS, signal);
+    if (bytes !== null) this.segmentsCompletedFromOrigin++;
+    return bytes;
   }
 
   expectsSegment(sequence: number): boolean {
@@ -280,6 +352,7 @@ export class MeshSession extends EventTarget implements SegmentProvider {
       meshShare: total === 0 ? 0 : bytesFromMesh / total,
       segmentsFromMesh: this.segmentsFromMesh,
       segmentsFromOrigin: this.segmentsFromOrigin,
+      segmentsCompletedFromOrigin: this.segmentsCompletedFromOrigin,
       uploadBytes: node?.counters.uploadBytes ?? 0,
       load: node?.engine.currentLoad ?? 0,
       targetLoad: this.targetLoad,

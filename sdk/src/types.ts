@@ -43,6 +43,8 @@ export interface MeshStats {
   readonly meshShare: number;
   readonly segmentsFromMesh: number;
   readonly segmentsFromOrigin: number;
+  /** Segments the mesh delivered in part, completed with byte ranges from the origin (counted as mesh segments; their range bytes count as origin bytes). */
+  readonly segmentsCompletedFromOrigin: number;
   /** Media bytes this viewer forwarded to its children. */
   readonly uploadBytes: number;
   /** Slice streams currently forwarded (the engine's load). */
@@ -75,9 +77,16 @@ export interface SegmentProvider {
   /**
    * Resolves with the verified bytes of the segment with this media sequence number once the mesh
    * has all of it, or null when `deadlineMs` (performance.now() scale) passes first, the signal
-   * aborts, or the session closes. Never resolves with unverified bytes.
+   * aborts, or the session closes. Never resolves with unverified bytes. With the segment's `url`,
+   * a segment the mesh delivered only in part is completed from the origin with HTTP Range
+   * requests for just the missing packets, shortly before the deadline.
    */
-  waitForSegment(sequence: number, deadlineMs: number, signal?: AbortSignal): Promise<Uint8Array | null>;
+  waitForSegment(
+    sequence: number,
+    deadlineMs: number,
+    signal?: AbortSignal,
+    url?: string,
+  ): Promise<Uint8Array | null>;
   /**
    * Whether it is worth waiting for the mesh: the segment is announced (or expected soon) after this
    * session joined. False for segments the true source published before we joined: those come

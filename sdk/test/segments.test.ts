@@ -161,3 +161,39 @@ describe('SegmentStore', () => {
     expect(kept.at(-1)).toBe(99);
   });
 });
+
+describe('completing a partial segment from the origin', () => {
+  it('names the missing packets as merged byte ranges and releases the segment once they are filled', async () => {
+    const { privateKey, publicKey } = await keys();
+    const s = store(publicKey);
+    const bytes = segmentBytes(30);
+    await s.announce(await announce(privateKey, 30, bytes));
+    expect(s.missingRanges(30)).toBeNull(); // nothing received yet: the whole segment is cheaper
+    const list = packets(30, bytes);
+    const missing = new Set([3, 4, 9]);
+    for (const p of list) if (!missing.has(p.index)) s.addPacket(p);
+    const runs = s.missingRanges(30)!;
+    expect(runs.map((r) => r.indexes)).toEqual([[3, 4], [9]]);
+    const plan = planPackets(bytes.length, 16, 4096);
+    expect(runs[0]).toMatchObject({ start: 3 * plan.packetBytes, end: 5 * plan.packetBytes });
+    expect(s.expects(30)).toBe(true);
+    for (const run of runs)
+      for (const i of run.indexes) expect(s.fillPacket(30, i, list[i]!.bytes)).toBe(true);
+    expect(await s.wait(30, 1000)).toEqual(bytes);
+    expect(s.counters.packetsFilledFromOrigin).toBe(3);
+    expect(s.counters.packetsReceived).toBe(list.length - 3);
+  });
+
+  it('never releases a segment completed with wrong bytes', async () => {
+    const { privateKey, publicKey } = await keys();
+    const s = store(publicKey);
+    const bytes = segmentBytes(31);
+    await s.announce(await announce(privateKey, 31, bytes));
+    const list = packets(31, bytes);
+    for (const p of list.slice(1)) s.addPacket(p);
+    expect(s.fillPacket(31, 0, new Uint8Array(list[0]!.bytes.length))).toBe(true);
+    expect(await s.wait(31, 1000)).toBeNull();
+    expect(s.verdict(31)).toBe('failed');
+    expect(s.fillPacket(31, 0, list[0]!.bytes)).toBe(false);
+  });
+});
