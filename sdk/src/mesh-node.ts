@@ -115,11 +115,11 @@ interface Link {
  * feeds it decoded messages, the clock and its timer, and carries out its actions.
  *
  * One data channel per peer, reliable and ordered, carries both control and data. Control must
- * arrive, and in order (switch hand-offs, heartbeats). Data is reliable too because this issue has
- * no repair: a lost packet costs its whole segment (fetched again from the origin), so SCTP
- * retransmission is cheaper. Unreliable or unordered data would need the repair layer; the
- * measured loss of `maxRetransmits: 0` on loopback was 0.3–1.4% (environment.md), which already
- * breaks ~5–20% of 16-packet segments.
+ * arrive, and in order (switch hand-offs, heartbeats). Data is reliable too: there is no repair
+ * from neighbours yet, so a packet SCTP does not retransmit must be fetched from the origin (its
+ * byte range), which costs a request and origin bytes where a retransmission costs a round trip.
+ * Unreliable or unordered data would need the repair layer; the measured loss of
+ * `maxRetransmits: 0` on loopback was 0.3–1.4% (environment.md), 5–20% of 16-packet segments.
  */
 export class MeshNode {
   readonly engine: Engine;
