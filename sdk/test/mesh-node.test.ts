@@ -142,3 +142,60 @@ describe('MeshNode over WebRTC on loopback', () => {
     expect(receiveOnly.node.counters.uploadBytes).toBe(0);
   }, 60_000);
 });
+
+describe('a misbehaving peer', () => {
+  it('is cut off after three undecodable messages and cannot dial again', async () => {
+    const { default: SimplePeer } = await import('@thaunknown/simple-peer/lite.js');
+    const LIAR = 99;
+    let liar = new SimplePeer({
+      initiator: true,
+      trickle: false,
+      iceCompleteTimeout: 200,
+      config: LOOPBACK_RTC,
+    });
+    const node = new MeshNode({
+      id: 50,
+      sourceId: SOURCE_ID,
+      role: 'member',
+      targetLoadSlices: 16,
+      maxLoadSlices: 24,
+      protocol: LIVE_PROTOCOL,
+      seed: 50,
+      rtcConfig: LOOPBACK_RTC,
+      signal: (_to: PeerId, data: SignalData) => {
+        liar.signal(data);
+      },
+      requestBootstrap: () => undefined,
+      deliver: () => undefined,
+    });
+    running = [node];
+    node.start();
+    const dial = (): void => {
+      liar.on('signal', (data) => {
+        node.handleSignal(LIAR, { ...(data as SignalData), link: 7 });
+      });
+    };
+    dial();
+    await new Promise<void>((resolve) => liar.on('connect', resolve));
+    // node-datachannel reports the far end closing as an error ("User-Initiated Abort").
+    const closed = new Promise<void>((resolve) => {
+      liar.on('close', resolve);
+      liar.on('error', () => {
+        resolve();
+      });
+    });
+    for (let i = 0; i < 3; i++) liar.send(new Uint8Array([0xff, 0xee, i]));
+    await until(() => node.counters.peersCutOff === 1, 10_000, 'the liar to be cut off');
+    expect(node.counters.badMessages).toBe(3);
+    await closed;
+    expect(node.openPeers).toBe(0);
+    // A new offer from the same peer is ignored: no connection is made for it.
+    liar = new SimplePeer({ initiator: true, trickle: false, iceCompleteTimeout: 200, config: LOOPBACK_RTC });
+    liar.on('error', () => undefined);
+    dial();
+    await new Promise((r) => setTimeout(r, 1500));
+    expect(liar.connected).toBe(false);
+    expect(node.openPeers).toBe(0);
+    liar.destroy();
+  }, 30_000);
+});
