@@ -9,6 +9,7 @@ import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import {
+  parseCliOrExit,
   Stack,
   demoDist,
   launchBrowser,
@@ -71,17 +72,7 @@ function parseArgs(argv) {
   return o;
 }
 
-let opts;
-try {
-  opts = parseArgs(process.argv.slice(2));
-} catch (error) {
-  process.stderr.write(`start: ${error.message}\n\n${USAGE}\n`);
-  process.exit(2);
-}
-if (opts.help) {
-  process.stdout.write(`${USAGE}\n`);
-  process.exit(0);
-}
+const opts = parseCliOrExit('start', parseArgs, USAGE);
 
 const portFree = (port) =>
   new Promise((resolve) => {

@@ -11,6 +11,7 @@ import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { setTimeout as sleep } from 'node:timers/promises';
 import {
+  parseCliOrExit,
   Stack,
   brief,
   chromiumPath,
@@ -68,17 +69,7 @@ function parseArgs(argv) {
   return o;
 }
 
-let opts;
-try {
-  opts = parseArgs(process.argv.slice(2));
-} catch (error) {
-  process.stderr.write(`swarm: ${error.message}\n\n${USAGE}\n`);
-  process.exit(2);
-}
-if (opts.help) {
-  process.stdout.write(`${USAGE}\n`);
-  process.exit(0);
-}
+const opts = parseCliOrExit('swarm', parseArgs, USAGE);
 // The output path is resolved before re-running in the namespace, relative to where npm was run.
 const out = resolve(
   process.env.INIT_CWD ?? process.cwd(),

@@ -31,6 +31,22 @@ class Ring {
 }
 
 /** Polls `check` every `intervalMs` until it returns a value other than undefined/false/null. */
+/** Parses a script's options or exits: 2 with the error and usage, 0 after printing usage for --help. */
+export function parseCliOrExit(name, parse, usage, argv = process.argv.slice(2)) {
+  let opts;
+  try {
+    opts = parse(argv);
+  } catch (error) {
+    process.stderr.write(`${name}: ${error.message}\n\n${usage}\n`);
+    process.exit(2);
+  }
+  if (opts.help) {
+    process.stdout.write(`${usage}\n`);
+    process.exit(0);
+  }
+  return opts;
+}
+
 export async function waitFor(what, check, { timeoutMs = 30_000, intervalMs = 250 } = {}) {
   const deadline = Date.now() + timeoutMs;
   let lastError;

@@ -17,6 +17,7 @@ import {
   type PeerId,
   type ServerMessage,
   type SignedAnnouncement,
+  TRACKER_ERROR_CODES,
   type TrackerErrorCode,
 } from '@chunkycast/wire';
 import { silentLogger, type Logger } from './log.js';
@@ -109,21 +110,6 @@ export interface Tracker {
   close(): Promise<void>;
 }
 
-const ERROR_CODES: readonly TrackerErrorCode[] = [
-  'malformed',
-  'tooLarge',
-  'unknownType',
-  'invalidField',
-  'notJoined',
-  'alreadyJoined',
-  'badKey',
-  'sourcePresent',
-  'unknownPeer',
-  'forbidden',
-  'rateLimited',
-  'shuttingDown',
-];
-
 /** One WebSocket and what it has joined. */
 interface Connection {
   readonly socket: WebSocket;
@@ -173,7 +159,7 @@ export async function createTracker(options: TrackerOptions): Promise<Tracker> {
     slowConsumerTerminations: 0,
     handlerFaults: 0,
   };
-  const errors = Object.fromEntries(ERROR_CODES.map((c) => [c, 0])) as ErrorCounts;
+  const errors = Object.fromEntries(TRACKER_ERROR_CODES.map((c) => [c, 0])) as ErrorCounts;
   let closing = false;
 
   // ───────────── WebSocket side ─────────────

@@ -330,7 +330,8 @@ export function decodeClientMessage(frame: string): TrackerDecodeResult<ClientMe
   });
 }
 
-const ERROR_CODES: readonly TrackerErrorCode[] = [
+/** Every tracker error code (the decoder accepts only these; the tracker counts each). */
+export const TRACKER_ERROR_CODES: readonly TrackerErrorCode[] = [
   'malformed',
   'tooLarge',
   'unknownType',
@@ -387,7 +388,7 @@ export function decodeServerMessage(frame: string): TrackerDecodeResult<ServerMe
         return { type: 'announce', announcement: announcement(obj(o, 'announcement')) };
       case 'error': {
         const code = o.code;
-        if (typeof code !== 'string' || !(ERROR_CODES as readonly string[]).includes(code))
+        if (typeof code !== 'string' || !(TRACKER_ERROR_CODES as readonly string[]).includes(code))
           throw new Invalid('invalidField', '"code" is not a known error code');
         return { type: 'error', code: code as TrackerErrorCode, message: str(o, 'message', 1024) };
       }

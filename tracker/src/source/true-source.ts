@@ -5,6 +5,7 @@ import {
   MeshNode,
   TrackerClient,
   bytesToBase64,
+  type LogFn,
   type WebSocketLike,
 } from '@chunkycast/sdk/core';
 import {
@@ -29,11 +30,8 @@ const REPORT_INTERVAL_MS = 2000;
 /** The true source's engine deals M = 16 slices (the thesis's default, L2929). */
 const SLICES = 16;
 
-export type SourceLogFn = (
-  level: 'debug' | 'info' | 'warn' | 'error',
-  msg: string,
-  fields?: Record<string, unknown>,
-) => void;
+/** The tracker's structured log sink, as the SDK's mesh host takes it. */
+export type SourceLogFn = LogFn;
 
 export interface TrueSourceOptions {
   /** ws://… URL of the tracker's WebSocket endpoint. */
