@@ -106,33 +106,29 @@ describe('a live stream through tracker, true source and four Node viewers', () 
   it('every viewer assembles verified segments identical to what the packager wrote', async () => {
     const viewers = [viewer(), viewer(), viewer(), viewer({ maxLoad: 0 })];
     await Promise.all(viewers.map((v) => v.ready));
-    // Give the trees a few segments to form, then ask every viewer for eight consecutive segments.
+    // Give the trees a few segments to form, then ask every viewer for eight consecutive segments
+    // the way the player does: wait for the mesh, and complete a partial segment from the origin.
     await new Promise((r) => setTimeout(r, 4000));
     const firstSeq = (source.stats().lastSequence ?? 0) + 1;
     const wanted = Array.from({ length: 8 }, (_, i) => firstSeq + i);
-    const deadline = performance.now() + 15_000;
-    const fromMesh = await Promise.all(
+    const originBefore = tracker.originStats().viewerMediaBytes;
+    await Promise.all(
       viewers.map(async (v, i) => {
-        let got = 0;
         for (const seq of wanted) {
-          const bytes = await v.waitForSegment(seq, deadline);
-          if (bytes === null) continue;
-          expect(bytes, `viewer ${i} segment ${seq}`).toEqual(packager.segments.get(seq));
-          got++;
+          // The player's longest wait (the loader's maxWaitMs): then the origin fills the gaps.
+          const deadline = performance.now() + 4000;
+          const bytes = await v.waitForSegment(seq, deadline, undefined, `${tracker.url}/live/seg${seq}.ts`);
+          expect(bytes, `viewer ${i} segment ${seq}: ${JSON.stringify(v.stats())}`).toEqual(
+            packager.segments.get(seq),
+          );
         }
-        return got;
       }),
     );
-    // Without repair (a later issue) a packet lost in a tree change costs its whole segment, which
-    // the player then takes from the origin. Four viewers are fewer than a Swaplinks degree (8), so
-    // graph swaps move parents often here, and this test's 500 ms segments make each change cost
-    // more segments than 2 s ones would (measured: 2–8 of 8 whole per viewer, 20–32 of 32 in all).
-    for (const [i, got] of fromMesh.entries())
-      expect(
-        got,
-        `viewer ${i} segments from the mesh: ${JSON.stringify(viewers[i]!.stats())}`,
-      ).toBeGreaterThanOrEqual(2);
-    expect(fromMesh.reduce((a, b) => a + b, 0)).toBeGreaterThanOrEqual(16);
+    // Most bytes came through the mesh: the origin only filled packets lost in tree changes (four
+    // viewers are fewer than a Swaplinks degree, so the graph and the trees move often here).
+    const filledBytes = tracker.originStats().viewerMediaBytes - originBefore;
+    const deliveredBytes = viewers.length * wanted.length * SEGMENT_BYTES;
+    expect(filledBytes / deliveredBytes).toBeLessThan(0.25);
     const stats = viewers.map((v) => v.stats());
     for (const s of stats) {
       expect(s.verificationFailures).toBe(0);
@@ -143,9 +139,8 @@ describe('a live stream through tracker, true source and four Node viewers', () 
     expect(stats[3]!.uploadBytes).toBe(0);
     expect(stats[3]!.load).toBe(0);
     expect(stats.slice(0, 3).reduce((sum, s) => sum + s.uploadBytes, 0)).toBeGreaterThan(0);
-    // The origin served each segment once, to the true source; no viewer fetched media.
+    // The origin served each segment once to the true source, and viewers only filled byte ranges.
     const origin = tracker.originStats();
-    expect(origin.viewerMediaBytes).toBe(0);
     expect(origin.sourceMediaBytes).toBeLessThanOrEqual(source.stats().bytesPublished + SEGMENT_BYTES);
     // The true source sent about one stream copy: every packet once, to its slice source, plus the
     // newest packet again to each replacement root (at most 16 here, one packet each).
