@@ -40,6 +40,8 @@ function createPlayer(params: URLSearchParams): MeshPlayer {
     ['maxLoad', 'max-load'],
     ['liveSync', 'live-sync'],
     ['publicKey', 'public-key'],
+    // Testing aid: ?fault=corrupt-forwarded makes this viewer a liar (see <mesh-player> docs).
+    ['fault', 'fault-injection'],
   ];
   for (const [param, attribute] of optional) {
     const value = params.get(param);

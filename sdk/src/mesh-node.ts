@@ -8,7 +8,16 @@ import {
   type ProtocolConfig,
   type Role,
 } from '@chunkycast/engine';
-import { MessageType, decode, encode, type Message, type PeerId, type SignalData } from '@chunkycast/wire';
+import {
+  MEDIA_PACKET_HEADER_BYTES,
+  MessageType,
+  decode,
+  encode,
+  type DataMessage,
+  type Message,
+  type PeerId,
+  type SignalData,
+} from '@chunkycast/wire';
 
 /**
  * A peer we never managed to connect to is reported unreachable after this long. WebRTC set-up
@@ -24,6 +33,20 @@ export const CHANNEL_HIGH_WATER_BYTES = 1024 * 1024;
  * so the engine's heartbeats and switch messages decide whether the link survives.
  */
 export const MAX_QUEUED_BYTES = 4 * 1024 * 1024;
+/**
+ * A peer that sends this many packets failing their announced hash is cut off. More than one, as
+ * a rule against ever blaming a peer for one unlucky packet; few, because every forged packet costs
+ * its receivers an origin request.
+ */
+export const MAX_FORGED_PACKETS = 3;
+/**
+ * A packet whose segment is not announced yet waits at most this long. The true source announces
+ * before it sends (the announcement travels one tracker hop, packets one or more peer hops), so a
+ * longer wait means the announcement was lost: the packet is dropped and fetched from the origin.
+ */
+export const HOLD_MAX_MS = 1500;
+/** Held packets at most (all peers): bounds what unannounced packets can make us keep. */
+const MAX_HELD_PACKETS = 512;
 /** Longest wait for ICE gathering before the offer or answer goes out with what it has. */
 export const ICE_GATHER_TIMEOUT_MS = 2000;
 /** A peer that sends this many undecodable messages is cut off: no honest peer sends one. */
@@ -35,6 +58,8 @@ export const MAX_BAD_MESSAGES = 3;
 const MAX_RENEGOTIATIONS_PER_MINUTE = 120;
 /** How often a queue is retried while a channel is above its high-water mark. */
 const FLUSH_INTERVAL_MS = 20;
+
+export type DataVerdict = 'accept' | 'reject' | 'hold';
 
 export type LogFn = (
   level: 'debug' | 'info' | 'warn' | 'error',
@@ -59,6 +84,14 @@ export interface MeshNodeOptions {
   /** A new packet for the application (each (slice, seq) once). */
   readonly deliver: (slice: number, seq: number, payload: Uint8Array, from: PeerId, hops: number) => void;
   readonly onEvent?: (event: EngineEvent) => void;
+  /**
+   * Checks a data packet before the engine sees (and forwards) it: 'accept', 'reject' (forged: it is
+   * dropped and counts against the sender), or 'hold' (cannot tell yet, e.g. its segment is not
+   * announced: kept until `recheckHeld()` or dropped after HOLD_MAX_MS).
+   */
+  readonly inspectData?: (slice: number, seq: number, payload: Uint8Array) => DataVerdict;
+  /** Fault injection for tests: corrupt the payload of every data packet this node forwards. */
+  readonly corruptForwardedData?: boolean;
   readonly log?: LogFn;
   /** Monotonic milliseconds; default performance.now(). */
   readonly now?: () => number;
@@ -72,6 +105,10 @@ export interface MeshNodeCounters {
   /** Data messages dropped because a peer's queue was full. */
   droppedForBackpressure: number;
   badMessages: number;
+  /** Data packets that failed their announced hash (dropped, never forwarded). */
+  forgedPackets: number;
+  /** Data packets held for their announcement and dropped when it did not come in time. */
+  heldPacketsDropped: number;
   peersCutOff: number;
   connectFailures: number;
 }
@@ -94,6 +131,13 @@ function endGatheringOnComplete(peer: SimplePeer): void {
   });
 }
 
+/** Fault injection: the payload with every byte after the media header inverted. */
+function corrupted(payload: Uint8Array): Uint8Array {
+  const out = payload.slice();
+  for (let i = MEDIA_PACKET_HEADER_BYTES; i < out.length; i++) out[i] = (out[i] ?? 0) ^ 0xff;
+  return out;
+}
+
 interface Link {
   readonly peer: SimplePeer;
   readonly initiator: boolean;
@@ -103,6 +147,7 @@ interface Link {
   queue: { bytes: Uint8Array; isData: boolean }[];
   queuedBytes: number;
   badMessages: number;
+  forgedPackets: number;
   /** The connection's id in every signal of it, both ways: random from the dialling side. */
   readonly pairId: number;
   /** An initiator takes one answer. */
@@ -129,6 +174,8 @@ export class MeshNode {
     messagesReceived: 0,
     droppedForBackpressure: 0,
     badMessages: 0,
+    forgedPackets: 0,
+    heldPacketsDropped: 0,
     peersCutOff: 0,
     connectFailures: 0,
   };
@@ -142,6 +189,8 @@ export class MeshNode {
   private flushTimer: ReturnType<typeof setInterval> | null = null;
   private stopped = false;
   private renegotiations = 0;
+  private held: { from: PeerId; message: DataMessage; at: number }[] = [];
+  private heldTimer: ReturnType<typeof setInterval> | null = null;
   private renegotiationTimer: ReturnType<typeof setInterval> | null = null;
   private readonly now: () => number;
   private readonly log: LogFn;
@@ -239,6 +288,7 @@ export class MeshNode {
     if (this.timer !== null) clearTimeout(this.timer);
     if (this.flushTimer !== null) clearInterval(this.flushTimer);
     if (this.renegotiationTimer !== null) clearInterval(this.renegotiationTimer);
+    if (this.heldTimer !== null) clearInterval(this.heldTimer);
     for (const [peerId, link] of this.links) this.closeLink(peerId, link);
   }
 
@@ -317,7 +367,11 @@ export class MeshNode {
   private send(to: PeerId, message: Message): void {
     if (this.blocked.has(to)) return;
     const isData = message.type === MessageType.Data;
-    const bytes = encode(message);
+    const bytes = encode(
+      isData && this.options.corruptForwardedData === true && this.options.role === 'member'
+        ? { ...message, payload: corrupted(message.payload) }
+        : message,
+    );
     let link = this.links.get(to);
     link ??= this.createLink(to, true);
     if (this.enqueue(to, link, bytes, isData) && isData) this.counters.uploadBytes += message.payload.length;
@@ -403,6 +457,7 @@ export class MeshNode {
       queue: inherited?.queue ?? [],
       queuedBytes: inherited?.queuedBytes ?? 0,
       badMessages: inherited?.badMessages ?? 0,
+      forgedPackets: inherited?.forgedPackets ?? 0,
       pairId,
       answered: false,
       connectTimer: null,
@@ -465,7 +520,64 @@ export class MeshNode {
       }
       return;
     }
-    this.feed({ kind: 'message', from: peerId, message: decoded.message });
+    const message = decoded.message;
+    if (message.type === MessageType.Data && this.options.inspectData !== undefined) {
+      const verdict = this.options.inspectData(message.slice, message.seq, message.payload);
+      if (verdict === 'reject') {
+        this.forged(peerId, link);
+        return;
+      }
+      if (verdict === 'hold') {
+        this.hold(peerId, message);
+        return;
+      }
+    }
+    this.feed({ kind: 'message', from: peerId, message });
+  }
+
+  /** A packet failed its announced hash: drop it, and cut off a peer that keeps sending such. */
+  private forged(peerId: PeerId, link: Link): void {
+    this.counters.forgedPackets++;
+    link.forgedPackets++;
+    this.log('warn', 'forged packet from peer dropped', { peer: peerId, forged: link.forgedPackets });
+    if (link.forgedPackets >= MAX_FORGED_PACKETS) {
+      this.blocked.add(peerId);
+      this.counters.peersCutOff++;
+      this.linkGone(peerId, link, 'forged packets');
+    }
+  }
+
+  private hold(from: PeerId, message: DataMessage): void {
+    if (this.held.length >= MAX_HELD_PACKETS) {
+      this.counters.heldPacketsDropped++;
+      return;
+    }
+    this.held.push({ from, message, at: this.now() });
+    this.heldTimer ??= setInterval(() => {
+      this.recheckHeld();
+    }, HOLD_MAX_MS / 3);
+  }
+
+  /** New announcements arrived (or time passed): feed held packets that can now be checked. */
+  recheckHeld(): void {
+    const inspect = this.options.inspectData;
+    if (inspect === undefined) return;
+    const now = this.now();
+    const still: typeof this.held = [];
+    for (const h of this.held) {
+      const link = this.links.get(h.from);
+      if (link === undefined || this.blocked.has(h.from)) continue;
+      const verdict = inspect(h.message.slice, h.message.seq, h.message.payload);
+      if (verdict === 'accept') this.feed({ kind: 'message', from: h.from, message: h.message });
+      else if (verdict === 'reject') this.forged(h.from, link);
+      else if (now - h.at < HOLD_MAX_MS) still.push(h);
+      else this.counters.heldPacketsDropped++;
+    }
+    this.held = still;
+    if (still.length === 0 && this.heldTimer !== null) {
+      clearInterval(this.heldTimer);
+      this.heldTimer = null;
+    }
   }
 
   /** Drop a link that a fresh one replaces (an incoming offer); its queued messages move over. */

@@ -37,6 +37,7 @@ const OBSERVED = [
   'max-load',
   'public-key',
   'live-sync',
+  'fault-injection',
   'autoplay',
   'muted',
   'controls',
@@ -125,6 +126,10 @@ function parseAttributes(get: (name: string) => string | null): ParsedAttributes
     meshUsable = false;
   }
   const publicKey = get('public-key');
+  // Testing aid (see MeshSessionOptions.faultInjection): a lying viewer for the integrity tests.
+  const fault = get('fault-injection');
+  if (fault !== null && fault !== '' && fault !== 'corrupt-forwarded')
+    errors.push(`fault-injection="${fault}" is unknown (the only one is corrupt-forwarded); ignored`);
   if (!meshUsable) return { src, mesh: null, liveSyncSegments, errors };
   const mesh: MeshSessionOptions = {
     tracker,
@@ -132,6 +137,7 @@ function parseAttributes(get: (name: string) => string | null): ParsedAttributes
     ...(targetLoad === undefined || targetLoad === null ? {} : { targetLoad }),
     ...(maxLoad === undefined || maxLoad === null ? {} : { maxLoad }),
     ...(publicKey === null || publicKey === '' ? {} : { publicKey }),
+    ...(fault === 'corrupt-forwarded' ? { faultInjection: { corruptForwardedData: true } } : {}),
   };
   return { src, mesh, liveSyncSegments, errors };
 }
@@ -157,6 +163,8 @@ function emptyStats(stream: string): MeshStats {
     stalls: 0,
     stallMs: 0,
     verificationFailures: 0,
+    forgedPackets: 0,
+    peersCutOff: 0,
   };
 }
 

@@ -1,7 +1,8 @@
 import type { EngineEvent, ProtocolConfig } from '@chunkycast/engine';
-import { decodeMediaPacket, type PeerReport, type ServerMessage } from '@chunkycast/wire';
-import { MeshNode, type LogFn } from './mesh-node.js';
-import { SegmentStore, importPublicKey } from './segments.js';
+import { PACKET_HASH_HEX, decodeMediaPacket, type PeerReport, type ServerMessage } from '@chunkycast/wire';
+import { MeshNode, type DataVerdict, type LogFn } from './mesh-node.js';
+import { sha256 } from './sha256.js';
+import { SegmentStore, bytesToHex, importPublicKey } from './segments.js';
 import { TrackerClient, type WebSocketFactory } from './tracker-client.js';
 import { MeshError, type MeshSessionOptions, type MeshStats, type SegmentProvider } from './types.js';
 
@@ -33,6 +34,22 @@ const MAX_ORIGIN_FILL_REQUESTS = 4;
 /** Hashing a filled segment takes well under this. */
 const ORIGIN_FILL_VERIFY_MS = 1000;
 const REPORT_INTERVAL_MS = 2000;
+
+/**
+ * Checks a media packet against its segment's signed announcement before the engine forwards it:
+ * the first 16 bytes of its SHA-256 must equal the announced ones. A packet of a segment not yet
+ * announced is held (the announcement usually arrives first; see MeshNode's HOLD_MAX_MS).
+ */
+export function inspectPacket(store: SegmentStore, payload: Uint8Array): DataVerdict {
+  const decoded = decodeMediaPacket(payload);
+  if (!decoded.ok) return 'reject';
+  const { segment, index, count, bytes } = decoded.packet;
+  const announcement = store.announcement(segment);
+  if (announcement === null) return 'hold';
+  if (count !== announcement.packets) return 'reject';
+  const expected = announcement.packetHashes.slice(index * PACKET_HASH_HEX, (index + 1) * PACKET_HASH_HEX);
+  return bytesToHex(sha256(bytes).subarray(0, PACKET_HASH_HEX / 2)) === expected ? 'accept' : 'reject';
+}
 
 /** Host hooks for non-browser runtimes and tests. */
 export interface SessionHost {
@@ -167,6 +184,8 @@ export class MeshSession extends EventTarget implements SegmentProvider {
         tracker.send({ type: 'bootstrap', count: Math.min(64, Math.max(1, count)) });
       },
       ...(this.host.onEvent === undefined ? {} : { onEvent: this.host.onEvent }),
+      inspectData: (_slice, _seq, payload) => inspectPacket(store, payload),
+      ...(this.options.faultInjection?.corruptForwardedData === true ? { corruptForwardedData: true } : {}),
       deliver: (slice, seq, payload, from) => {
         this.host.onDeliver?.(slice, seq, from);
         const decoded = decodeMediaPacket(payload);
@@ -185,7 +204,9 @@ export class MeshSession extends EventTarget implements SegmentProvider {
           node.handleSignal(message.from, message.data);
           break;
         case 'announce':
-          void store.announce(message.announcement);
+          void store.announce(message.announcement).then(() => {
+            node.recheckHeld();
+          });
           break;
         case 'error':
           // Mostly 'unknownPeer' for a peer that left between bootstrap and dial: the connect
@@ -362,6 +383,8 @@ export class MeshSession extends EventTarget implements SegmentProvider {
       stallMs: this.stallMs,
       verificationFailures:
         (this.store?.counters.hashMismatches ?? 0) + (this.store?.counters.badSignatures ?? 0),
+      forgedPackets: node?.counters.forgedPackets ?? 0,
+      peersCutOff: node?.counters.peersCutOff ?? 0,
     };
   }
 

@@ -17,6 +17,11 @@ export interface MeshSessionOptions {
   readonly publicKey?: string;
   /** ICE servers for RTCPeerConnection (default none: host candidates only). */
   readonly iceServers?: readonly RTCIceServer[];
+  /**
+   * Testing aid, never for production: `corruptForwardedData` makes this viewer corrupt every data
+   * packet it forwards (a lying peer), so tests can show that its children catch and cut it off.
+   */
+  readonly faultInjection?: { readonly corruptForwardedData?: boolean };
 }
 
 /** One slice as this viewer sees it. */
@@ -57,6 +62,10 @@ export interface MeshStats {
   readonly stallMs: number;
   /** Segments whose bytes did not match the signed hash, and announcements with a bad signature. */
   readonly verificationFailures: number;
+  /** Packets that failed their announced per-packet hash on arrival (dropped, never forwarded). */
+  readonly forgedPackets: number;
+  /** Peers this viewer cut off (forged packets or undecodable messages). */
+  readonly peersCutOff: number;
 }
 
 export type MeshErrorCode =

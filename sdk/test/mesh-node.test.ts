@@ -1,7 +1,7 @@
 // The mesh host over real WebRTC (node-datachannel through simple-peer) on 127.0.0.1: a true source
 // and a few members wired together with in-process signalling instead of a tracker.
 import { afterEach, describe, expect, it } from 'vitest';
-import { LIVE_PROTOCOL, MeshNode } from '@chunkycast/sdk/core';
+import { LIVE_PROTOCOL, MeshNode, type MeshNodeOptions } from '@chunkycast/sdk/core';
 import type { PeerId, SignalData } from '@chunkycast/wire';
 
 const LOOPBACK_RTC = { iceServers: [], bindAddress: '127.0.0.1' };
@@ -30,6 +30,7 @@ function until(check: () => boolean, timeoutMs: number, what: string): Promise<v
 function swarm(
   memberIds: PeerId[],
   maxLoadOf: (id: PeerId) => number = () => 24,
+  extra: (id: PeerId) => Partial<MeshNodeOptions> = () => ({}),
 ): { source: MeshNode; members: Map<PeerId, Member> } {
   const nodes = new Map<PeerId, MeshNode>();
   const members = new Map<PeerId, Member>();
@@ -55,6 +56,7 @@ function swarm(
       deliver: (slice: number, seq: number, payload: Uint8Array) => {
         received?.set(`${slice}:${seq}`, payload.slice());
       },
+      ...extra(id),
     });
   };
   const source = make(SOURCE_ID, 'source');
@@ -198,4 +200,48 @@ describe('a misbehaving peer', () => {
     expect(node.openPeers).toBe(0);
     liar.destroy();
   }, 30_000);
+});
+
+describe('a member that corrupts what it forwards', () => {
+  it('is caught by its children before anything is forwarded on, and cut off', async () => {
+    const LIAR = 33;
+    // Test payloads are one byte value repeated; the liar inverts every byte after the 8-byte media
+    // header, so a packet is genuine exactly when it is uniform.
+    const uniform = (p: Uint8Array): boolean => p.every((b) => b === p[0]);
+    const { source, members } = swarm(
+      [31, 32, LIAR, 34, 35, 36],
+      () => 24,
+      (id) => ({
+        inspectData: (_slice: number, _seq: number, payload: Uint8Array) =>
+          uniform(payload) ? 'accept' : 'reject',
+        ...(id === LIAR ? { corruptForwardedData: true } : {}),
+      }),
+    );
+    running = [source, ...[...members.values()].map((m) => m.node)];
+    for (const m of members.values()) m.node.start();
+    source.start();
+    let published = 0;
+    const publisher = setInterval(() => {
+      for (let i = 0; i < 16; i++) source.publish(new Uint8Array(200).fill(published++ % 251));
+    }, 100);
+    const honest = [...members.entries()].filter(([id]) => id !== LIAR).map(([, m]) => m);
+    try {
+      await until(
+        () => honest.some((m) => m.node.counters.peersCutOff > 0),
+        30_000,
+        'an honest member to cut the liar off',
+      );
+      const before = honest.map((m) => m.received.size);
+      await until(
+        () => honest.every((m, i) => m.received.size > (before[i] ?? 0) + 16),
+        20_000,
+        'every honest member to keep receiving after the cut-off',
+      );
+    } finally {
+      clearInterval(publisher);
+    }
+    for (const m of honest) for (const payload of m.received.values()) expect(uniform(payload)).toBe(true);
+    const forged = honest.reduce((sum, m) => sum + m.node.counters.forgedPackets, 0);
+    expect(forged).toBeGreaterThanOrEqual(3);
+  }, 60_000);
 });

@@ -36,6 +36,9 @@ async function announce(
     bytes: bytes.length,
     packets: plan.packets,
     sha256: createHash('sha256').update(bytes).digest('hex'),
+    packetHashes: packets(sequence, bytes)
+      .map((p) => createHash('sha256').update(p.bytes).digest('hex').slice(0, 32))
+      .join(''),
     durationMs: 2000,
     publishedAtMs: 1_700_000_000_000 + sequence * 2000,
     ...tweak,

@@ -190,6 +190,7 @@ function segment(stream: string, sequence: number): SegmentAnnouncement {
     bytes: 1000 + sequence,
     packets: 2,
     sha256: 'ab'.repeat(32),
+    packetHashes: 'cd'.repeat(32),
     durationMs: 2000,
     publishedAtMs: 1_700_000_000_000 + sequence,
   };

@@ -17,6 +17,13 @@ export const MAX_BOOTSTRAP_PEERS = 64;
 export const MAX_URI_LENGTH = 1024;
 export const MAX_RECENT_ANNOUNCEMENTS = 16;
 export const MAX_KEY_LENGTH = 256;
+/** Hex digits per packet hash in an announcement (16 bytes). */
+export const PACKET_HASH_HEX = 32;
+/**
+ * Packets one announcement may list: 1024 × 32 hex digits stay under half the frame limit, and 1024
+ * packets of 16 KiB cover a 16 MiB segment (a 2 s segment at 60 Mbit/s).
+ */
+export const MAX_ANNOUNCED_PACKETS = 1024;
 
 export type PeerRole = 'viewer' | 'source';
 
@@ -51,6 +58,12 @@ export interface SegmentAnnouncement {
   readonly packets: number;
   /** Lower-case hex SHA-256 of the segment's bytes. */
   readonly sha256: string;
+  /**
+   * Per-packet hashes, so a forged packet is caught on arrival rather than at segment end: for each
+   * packet in order, the first 16 bytes of its SHA-256 as 32 lower-case hex digits (a 128-bit
+   * truncation keeps second preimages at 2^128 work while 16 packets cost 512 characters).
+   */
+  readonly packetHashes: string;
   readonly durationMs: number;
   /** Unix ms at which the true source saw the segment finished (the packager's write time if known). */
   readonly publishedAtMs: number;
@@ -133,13 +146,14 @@ export function encodeTrackerMessage(message: ClientMessage | ServerMessage): st
 /** The exact bytes the broadcaster signs: fixed field order, no signature. */
 export function announcementSigningBytes(a: SegmentAnnouncement): Uint8Array {
   const canonical = JSON.stringify([
-    'chunkycast-segment-v1',
+    'chunkycast-segment-v2',
     a.stream,
     a.sequence,
     a.uri,
     a.bytes,
     a.packets,
     a.sha256,
+    a.packetHashes,
     a.durationMs,
     a.publishedAtMs,
   ]);
@@ -244,7 +258,15 @@ function signal(o: Json): SignalData {
 }
 
 const HEX64 = /^[0-9a-f]{64}$/;
+const HEX = /^[0-9a-f]*$/;
 const BASE64 = /^[A-Za-z0-9+/]+={0,2}$/;
+
+function packetHashes(o: Json): string {
+  const hashes = str(o, 'packetHashes', MAX_ANNOUNCED_PACKETS * PACKET_HASH_HEX, HEX);
+  if (hashes.length !== PACKET_HASH_HEX * (o.packets as number))
+    throw new Invalid('invalidField', `"packetHashes" must hold ${PACKET_HASH_HEX} hex digits per packet`);
+  return hashes;
+}
 
 function announcement(o: Json): SignedAnnouncement {
   return {
@@ -252,8 +274,9 @@ function announcement(o: Json): SignedAnnouncement {
     sequence: int(o, 'sequence', 0, 0xffff_ffff),
     uri: str(o, 'uri', MAX_URI_LENGTH),
     bytes: int(o, 'bytes', 0, 64 * 1024 * 1024),
-    packets: int(o, 'packets', 1, 4096),
+    packets: int(o, 'packets', 1, MAX_ANNOUNCED_PACKETS),
     sha256: str(o, 'sha256', 64, HEX64),
+    packetHashes: packetHashes(o),
     durationMs: int(o, 'durationMs', 0, 3_600_000),
     publishedAtMs: int(o, 'publishedAtMs', 0, Number.MAX_SAFE_INTEGER),
     signature: str(o, 'signature', 128, BASE64),

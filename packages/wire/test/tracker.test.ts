@@ -32,6 +32,7 @@ const announcement: SignedAnnouncement = {
   bytes: 123_456,
   packets: 100,
   sha256: '0123456789abcdef'.repeat(4),
+  packetHashes: '0f'.repeat(16 * 100),
   durationMs: 2000,
   publishedAtMs: 1_700_000_000_123,
   signature: 'c2lnbmF0dXJl',
@@ -211,13 +212,14 @@ describe('announcementSigningBytes', () => {
   it('is the UTF-8 of a fixed-order array without the signature', () => {
     const bytes = announcementSigningBytes({ ...announcement, uri: 'é😀' });
     const expected = JSON.stringify([
-      'chunkycast-segment-v1',
+      'chunkycast-segment-v2',
       announcement.stream,
       announcement.sequence,
       'é😀',
       announcement.bytes,
       announcement.packets,
       announcement.sha256,
+      announcement.packetHashes,
       announcement.durationMs,
       announcement.publishedAtMs,
     ]);
@@ -337,5 +339,25 @@ describe('fuzz: decoding never throws', () => {
       ),
       { seed: SEED, numRuns: 3000 },
     );
+  });
+});
+
+describe('per-packet hashes in announcements', () => {
+  it('must hold exactly 32 lower-case hex digits per packet', () => {
+    const frame = (packetHashes: string, packets = announcement.packets): string =>
+      JSON.stringify({ type: 'announce', announcement: { ...announcement, packets, packetHashes } });
+    expect(decodeClientMessage(frame('0f'.repeat(16 * 100))).ok).toBe(true);
+    for (const bad of [
+      '0f'.repeat(16 * 99),
+      '0f'.repeat(16 * 101),
+      'AB'.repeat(16 * 100),
+      'zz'.repeat(16 * 100),
+    ]) {
+      const r = decodeClientMessage(frame(bad));
+      expect(r.ok).toBe(false);
+      if (!r.ok) expect(r.error.code).toBe('invalidField');
+    }
+    const tooMany = decodeClientMessage(frame('0f'.repeat(16 * 1025), 1025));
+    expect(tooMany.ok).toBe(false);
   });
 });

@@ -9,7 +9,9 @@ import {
   type WebSocketLike,
 } from '@chunkycast/sdk/core';
 import {
+  MAX_ANNOUNCED_PACKETS,
   MAX_SEGMENT_BYTES,
+  PACKET_HASH_HEX,
   announcementSigningBytes,
   encodeMediaPacket,
   packetRange,
@@ -145,6 +147,17 @@ export async function startTrueSource(options: TrueSourceOptions): Promise<TrueS
     const bytes = await fetchBytes(url);
     if (bytes.length > MAX_SEGMENT_BYTES) throw new Error(`segment ${sequence} is ${bytes.length} bytes`);
     const plan = planPackets(bytes.length, SLICES);
+    if (plan.packets > MAX_ANNOUNCED_PACKETS)
+      throw new Error(
+        `segment ${sequence} needs ${plan.packets} packets; at most ${MAX_ANNOUNCED_PACKETS} are announced`,
+      );
+    const packetBytes = (index: number): Uint8Array => {
+      const [start, end] = packetRange(plan, bytes.length, index);
+      return bytes.subarray(start, end);
+    };
+    let packetHashes = '';
+    for (let index = 0; index < plan.packets; index++)
+      packetHashes += createHash('sha256').update(packetBytes(index)).digest('hex').slice(0, PACKET_HASH_HEX);
     const announcement: SegmentAnnouncement = {
       stream,
       sequence,
@@ -152,6 +165,7 @@ export async function startTrueSource(options: TrueSourceOptions): Promise<TrueS
       bytes: bytes.length,
       packets: plan.packets,
       sha256: createHash('sha256').update(bytes).digest('hex'),
+      packetHashes,
       durationMs,
       publishedAtMs: Date.now(),
     };
@@ -165,17 +179,10 @@ export async function startTrueSource(options: TrueSourceOptions): Promise<TrueS
     const signed: SignedAnnouncement = { ...announcement, signature: bytesToBase64(signature) };
     // Announce first: viewers can then verify the segment the moment its last packet arrives.
     tracker.send({ type: 'announce', announcement: signed });
-    for (let index = 0; index < plan.packets; index++) {
-      const [start, end] = packetRange(plan, bytes.length, index);
+    for (let index = 0; index < plan.packets; index++)
       node.publish(
-        encodeMediaPacket({
-          segment: sequence,
-          index,
-          count: plan.packets,
-          bytes: bytes.subarray(start, end),
-        }),
+        encodeMediaPacket({ segment: sequence, index, count: plan.packets, bytes: packetBytes(index) }),
       );
-    }
     segmentsPublished++;
     bytesPublished += bytes.length;
     log('debug', 'segment published', { sequence, bytes: bytes.length, packets: plan.packets });
