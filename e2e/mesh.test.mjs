@@ -214,4 +214,44 @@ describe('live mesh in Chromium', () => {
     if (st?.stalls !== 0) problems.push(`${st?.stalls} stall(s) after start`);
     if (problems.length > 0) await fail('d: after start', problems, [v]);
   });
+
+  test('e: a viewer that corrupts every packet it forwards is cut off; no forged byte reaches a player', async () => {
+    // The liar has room for many children (TL 32) so the load phase hands it some.
+    const liar = await openViewer(
+      browser,
+      viewerUrl(tracker.url, { fault: 'corrupt-forwarded', targetLoad: 32, maxLoad: 48 }),
+      { label: 'liar' },
+    );
+    const victims = six;
+    const before = await sampleAll(victims);
+    const stallsBefore = new Map(victims.map((v, i) => [v, before[i].stats?.stalls ?? 0]));
+    const series = await monitor([...victims, liar], {
+      durationMs: 40_000,
+      intervalMs: 2000,
+      onSample: printRound([...victims, liar]),
+    });
+    const problems = [];
+    const last = series.map((x) => x[x.length - 1]);
+    victims.forEach((v, i) => {
+      problems.push(...steadinessProblems(v.label, series[i]));
+      const st = last[i].stats;
+      const added = (st?.stalls ?? NaN) - (stallsBefore.get(v) ?? 0);
+      if (added !== 0) problems.push(`${v.label}: ${added} stall(s) with the liar in the swarm`);
+      // Segment-level hash failures would mean corrupted bytes got as far as assembly.
+      if (st?.verificationFailures !== 0)
+        problems.push(`${v.label}: ${st?.verificationFailures} verification failure(s)`);
+    });
+    const liarStats = last[victims.length].stats;
+    const forged = last.slice(0, victims.length).reduce((sum, x) => sum + (x.stats?.forgedPackets ?? 0), 0);
+    const cutOffs = last.slice(0, victims.length).reduce((sum, x) => sum + (x.stats?.peersCutOff ?? 0), 0);
+    log(
+      `liar uploaded ${liarStats?.uploadBytes} B; victims dropped ${forged} forged packet(s) and made ${cutOffs} cut-off(s)`,
+    );
+    if (!((liarStats?.uploadBytes ?? 0) > 0))
+      problems.push('the liar never forwarded anything: the test proved nothing');
+    if (forged < 3) problems.push(`only ${forged} forged packet(s) were caught`);
+    if (cutOffs < 1) problems.push('nobody cut the liar off');
+    if (problems.length > 0) await fail('e', problems, [...victims, liar]);
+    await liar.close();
+  });
 });
