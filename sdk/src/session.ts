@@ -122,6 +122,8 @@ export class MeshSession extends EventTarget implements SegmentProvider {
     this.maxLoad = loads.maxLoad;
     this.ready = this.start();
     this.ready.catch((e: unknown) => {
+      // A session that cannot start leaves nothing open behind it.
+      this.tracker?.close();
       this.fail(e instanceof MeshError ? e : new MeshError('tracker', String(e)));
     });
   }
