@@ -485,6 +485,11 @@ export class Engine {
       case MessageType.SliceSourceAssign:
         this.onSliceSourceAssign(from, message);
         return;
+      case MessageType.RepairRequest:
+      case MessageType.RepairData:
+      case MessageType.RepairNak:
+        // Repair between neighbours is the host's business (the host holds the segments).
+        return;
     }
   }
 

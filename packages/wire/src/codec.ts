@@ -2,6 +2,7 @@ import type { Bloom128 } from './bloom.js';
 import {
   HEADER_BYTES,
   MAX_MESSAGE_BYTES,
+  MAX_REPAIR_PACKETS,
   MAX_REPORT_CANDIDATES,
   MAX_SLICES,
   MessageType,
@@ -13,6 +14,7 @@ import {
   type LoadCandidate,
   type Message,
   type RejectReason,
+  type RepairNakReason,
   type SwitchReason,
   type TreeRole,
   type WalkPurpose,
@@ -63,6 +65,7 @@ const ENUM_LIMITS = {
   walkPurpose: 3,
   linkOp: 1,
   linkDirection: 1,
+  repairNakReason: 1,
 } as const;
 
 /** Encoded size of `message` in bytes, header included. */
@@ -108,6 +111,12 @@ export function encodedSize(message: Message): number {
       return HEADER_BYTES + 4;
     case MessageType.SliceSourceAssign:
       return HEADER_BYTES + 1 + 4 + 1;
+    case MessageType.RepairRequest:
+      return HEADER_BYTES + 4 + 4 + 2 + message.missing.byteLength;
+    case MessageType.RepairData:
+      return HEADER_BYTES + 4 + 4 + message.payload.byteLength;
+    case MessageType.RepairNak:
+      return HEADER_BYTES + 4 + 1;
     default: {
       const unknown: { readonly type: unknown } = message;
       throw new EncodeError(`unknown message type ${String(unknown.type)}`);
@@ -369,6 +378,27 @@ export function encode(message: Message, allocate: (size: number) => Uint8Array 
       w.slice(message.slice);
       w.u32(message.epoch, 'epoch');
       w.bool(message.assigned);
+      break;
+    case MessageType.RepairRequest:
+      w.u32(message.requestId, 'requestId');
+      w.u32(message.segment, 'segment');
+      if (message.count < 1 || message.count > MAX_REPAIR_PACKETS)
+        throw new EncodeError(`count ${message.count} is outside 1‥${MAX_REPAIR_PACKETS}`);
+      if (message.missing.byteLength !== Math.ceil(message.count / 8))
+        throw new EncodeError(
+          `a bitmap of ${message.count} packets has ${Math.ceil(message.count / 8)} bytes`,
+        );
+      w.u16(message.count, 'count');
+      w.raw(message.missing);
+      break;
+    case MessageType.RepairData:
+      w.u32(message.requestId, 'requestId');
+      w.u32(message.payload.byteLength, 'payload length');
+      w.raw(message.payload);
+      break;
+    case MessageType.RepairNak:
+      w.u32(message.requestId, 'requestId');
+      w.enumValue(message.reason, ENUM_LIMITS.repairNakReason, 'reason');
       break;
   }
   return w.bytes;
@@ -664,6 +694,40 @@ function decodeBody(r: Reader, type: number): Message {
       return { type, walkId: r.u32('walkId') };
     case MessageType.SliceSourceAssign:
       return { type, slice: r.slice(), epoch: r.u32('epoch'), assigned: r.bool('assigned') };
+    case MessageType.RepairRequest: {
+      const requestId = r.u32('requestId');
+      const segment = r.u32('segment');
+      const count = r.u16('count');
+      if (count < 1 || count > MAX_REPAIR_PACKETS)
+        throw new DecodeFailure(
+          'limitExceeded',
+          `count ${count} is outside 1‥${MAX_REPAIR_PACKETS}`,
+          r.offset - 2,
+        );
+      const missing = r.bytesCopy(Math.ceil(count / 8), 'missing');
+      // Canonical: no bits past the last packet.
+      const spare = (8 - (count % 8)) % 8;
+      if (spare > 0 && (missing[missing.length - 1] ?? 0) >> (8 - spare) !== 0)
+        throw new DecodeFailure('invalidValue', 'bits set past the last packet', r.offset - 1);
+      return { type, requestId, segment, count, missing };
+    }
+    case MessageType.RepairData: {
+      const requestId = r.u32('requestId');
+      const length = r.u32('payload length');
+      if (length > MAX_PAYLOAD_BYTES)
+        throw new DecodeFailure(
+          'limitExceeded',
+          `payload of ${length} bytes exceeds ${MAX_PAYLOAD_BYTES}`,
+          r.offset - 4,
+        );
+      return { type, requestId, payload: r.bytesCopy(length, 'payload') };
+    }
+    case MessageType.RepairNak:
+      return {
+        type,
+        requestId: r.u32('requestId'),
+        reason: r.enumValue('reason', ENUM_LIMITS.repairNakReason) as RepairNakReason,
+      };
     default:
       throw new DecodeFailure('unknownType', `unknown message type ${type}`, 1);
   }

@@ -54,6 +54,9 @@ export const MessageType = {
   Swap: 18,
   SampleResult: 19,
   SliceSourceAssign: 20,
+  RepairRequest: 21,
+  RepairData: 22,
+  RepairNak: 23,
 } as const;
 export type MessageType = (typeof MessageType)[keyof typeof MessageType];
 
@@ -306,6 +309,40 @@ export interface SliceSourceAssignMessage {
   readonly assigned: boolean;
 }
 
+/** Most packets one segment may have (as a media packet's u16 count allows; see media.ts). */
+export const MAX_REPAIR_PACKETS = 4096;
+
+/**
+ * Viewer → neighbour: send me these packets of a segment you hold (repair from neighbours, after
+ * Bullet's recovery from peers rather than the source; the packets are checked against the signed
+ * announcement like tree packets). `missing` is a bitmap, bit i (LSB first) = packet i.
+ */
+export interface RepairRequestMessage {
+  readonly type: typeof MessageType.RepairRequest;
+  readonly requestId: number;
+  readonly segment: number;
+  /** Packets in the segment (1‥MAX_REPAIR_PACKETS); the bitmap has ceil(count / 8) bytes. */
+  readonly count: number;
+  readonly missing: Uint8Array;
+}
+
+/** One requested packet: a media packet (segment, index, count, bytes) as the tree carries it. */
+export interface RepairDataMessage {
+  readonly type: typeof MessageType.RepairData;
+  readonly requestId: number;
+  readonly payload: Uint8Array;
+}
+
+export const RepairNakReason = { NotHeld: 0, Busy: 1 } as const;
+export type RepairNakReason = (typeof RepairNakReason)[keyof typeof RepairNakReason];
+
+/** The neighbour cannot serve the request: it does not hold the segment, or is too busy. */
+export interface RepairNakMessage {
+  readonly type: typeof MessageType.RepairNak;
+  readonly requestId: number;
+  readonly reason: RepairNakReason;
+}
+
 export type Message =
   | DataMessage
   | ProbeMessage
@@ -326,7 +363,10 @@ export type Message =
   | LinkMessage
   | SwapMessage
   | SampleResultMessage
-  | SliceSourceAssignMessage;
+  | SliceSourceAssignMessage
+  | RepairRequestMessage
+  | RepairDataMessage
+  | RepairNakMessage;
 
 /** Messages that negotiate a parent change (what the thesis counts as "switch messages", L5872–5884). */
 export function isSwitchMessage(type: MessageType): boolean {
@@ -362,4 +402,7 @@ export const MESSAGE_TYPE_NAMES: Readonly<Record<MessageType, string>> = {
   18: 'swap',
   19: 'sampleResult',
   20: 'sliceSourceAssign',
+  21: 'repairRequest',
+  22: 'repairData',
+  23: 'repairNak',
 };

@@ -7,10 +7,12 @@ import {
   ForcedReason,
   LinkDirection,
   LinkOp,
+  MAX_REPAIR_PACKETS,
   MAX_REPORT_CANDIDATES,
   MAX_SLICES,
   MessageType,
   RejectReason,
+  RepairNakReason,
   SwitchReason,
   TreeRole,
   WalkPurpose,
@@ -216,6 +218,26 @@ export function makeMessageArbitraries(options: MessageArbitraryOptions = {}): {
       slice: slice(),
       epoch: u32(),
       assigned: fc.boolean(),
+    }),
+    RepairRequest: fc
+      .tuple(u32(), u32(), fc.integer({ min: 1, max: MAX_REPAIR_PACKETS }), fc.uint8Array({ maxLength: 512 }))
+      .map(([requestId, segment, count, seedBytes]) => {
+        // A canonical bitmap: ceil(count / 8) bytes, no bits past the last packet.
+        const missing = new Uint8Array(Math.ceil(count / 8));
+        missing.set(seedBytes.subarray(0, missing.length));
+        const spare = (8 - (count % 8)) % 8;
+        if (spare > 0) missing[missing.length - 1] = (missing[missing.length - 1] ?? 0) & (0xff >> spare);
+        return { type: MessageType.RepairRequest, requestId, segment, count, missing } as const;
+      }),
+    RepairData: record({
+      type: fc.constant(MessageType.RepairData),
+      requestId: u32(),
+      payload: fc.uint8Array({ maxLength: maxPayloadBytes }),
+    }),
+    RepairNak: record({
+      type: fc.constant(MessageType.RepairNak),
+      requestId: u32(),
+      reason: enumOf(RepairNakReason),
     }),
   };
 }

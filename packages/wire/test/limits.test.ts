@@ -224,6 +224,34 @@ describe('one test per DecodeErrorKind', () => {
     expectError(decode(Uint8Array.of(WIRE_VERSION, MessageType.Heartbeat, 0)), 'trailingBytes', 2);
   });
 
+  it('repair requests: count 1‥4096, a bitmap of exactly ceil(count / 8) bytes, no bits past the last packet', () => {
+    const request = (count: number, missing: Uint8Array): Uint8Array => {
+      const out = new Uint8Array(2 + 4 + 4 + 2 + missing.length);
+      const view = new DataView(out.buffer);
+      out.set([WIRE_VERSION, MessageType.RepairRequest]);
+      view.setUint32(2, 7, true);
+      view.setUint32(6, 9, true);
+      view.setUint16(10, count, true);
+      out.set(missing, 12);
+      return out;
+    };
+    expect(decode(request(16, Uint8Array.of(0xff, 0x81))).ok).toBe(true);
+    expect(decode(request(12, Uint8Array.of(0xff, 0x0f))).ok).toBe(true);
+    expectError(decode(request(12, Uint8Array.of(0xff, 0x10))), 'invalidValue', 12);
+    expectError(decode(request(0, new Uint8Array(0))), 'limitExceeded', 10);
+    expectError(decode(request(4097, new Uint8Array(513))), 'limitExceeded', 10);
+    expectError(decode(request(16, Uint8Array.of(0xff))), 'truncated');
+    expect(() =>
+      encode({
+        type: MessageType.RepairRequest,
+        requestId: 1,
+        segment: 1,
+        count: 16,
+        missing: new Uint8Array(3),
+      }),
+    ).toThrow(EncodeError);
+  });
+
   it('limitExceeded: a slice at MAX_SLICES', () => {
     expectError(decode(patched(probe, 2, MAX_SLICES)), 'limitExceeded', 2);
   });
