@@ -237,7 +237,7 @@ describe('one test per DecodeErrorKind', () => {
     };
     expect(decode(request(16, Uint8Array.of(0xff, 0x81))).ok).toBe(true);
     expect(decode(request(12, Uint8Array.of(0xff, 0x0f))).ok).toBe(true);
-    expectError(decode(request(12, Uint8Array.of(0xff, 0x10))), 'invalidValue', 12);
+    expectError(decode(request(12, Uint8Array.of(0xff, 0x10))), 'invalidValue', 13);
     expectError(decode(request(0, new Uint8Array(0))), 'limitExceeded', 10);
     expectError(decode(request(4097, new Uint8Array(513))), 'limitExceeded', 10);
     expectError(decode(request(16, Uint8Array.of(0xff))), 'truncated');
