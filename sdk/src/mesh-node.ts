@@ -15,6 +15,9 @@ import {
   encode,
   type DataMessage,
   type Message,
+  type RepairDataMessage,
+  type RepairNakMessage,
+  type RepairRequestMessage,
   type PeerId,
   type SignalData,
 } from '@chunkycast/wire';
@@ -60,6 +63,7 @@ const MAX_RENEGOTIATIONS_PER_MINUTE = 120;
 const FLUSH_INTERVAL_MS = 20;
 
 export type DataVerdict = 'accept' | 'reject' | 'hold';
+export type RepairMessage = RepairRequestMessage | RepairDataMessage | RepairNakMessage;
 
 export type LogFn = (
   level: 'debug' | 'info' | 'warn' | 'error',
@@ -90,6 +94,8 @@ export interface MeshNodeOptions {
    * announced: kept until `recheckHeld()` or dropped after HOLD_MAX_MS).
    */
   readonly inspectData?: (slice: number, seq: number, payload: Uint8Array) => DataVerdict;
+  /** Repair messages between neighbours are the host's (it holds the segments); they go here. */
+  readonly onRepair?: (from: PeerId, message: RepairMessage) => void;
   /** Fault injection for tests: corrupt the payload of every data packet this node forwards. */
   readonly corruptForwardedData?: boolean;
   readonly log?: LogFn;
@@ -109,6 +115,8 @@ export interface MeshNodeCounters {
   forgedPackets: number;
   /** Data packets held for their announcement and dropped when it did not come in time. */
   heldPacketsDropped: number;
+  /** Payload bytes of repair packets sent to neighbours. */
+  repairUploadBytes: number;
   peersCutOff: number;
   connectFailures: number;
 }
@@ -176,6 +184,7 @@ export class MeshNode {
     badMessages: 0,
     forgedPackets: 0,
     heldPacketsDropped: 0,
+    repairUploadBytes: 0,
     peersCutOff: 0,
     connectFailures: 0,
   };
@@ -274,6 +283,29 @@ export class MeshNode {
     } catch (e) {
       this.log('debug', 'bad signal from peer', { peer: from, error: String(e) });
     }
+  }
+
+  /** Peers with an open data channel (repair helpers are chosen among them). */
+  openPeerIds(): PeerId[] {
+    const out: PeerId[] = [];
+    for (const [peerId, link] of this.links) if (link.open) out.push(peerId);
+    return out;
+  }
+
+  /** Sends a repair message over an open link; false if there is none (repair never dials). */
+  sendRepair(to: PeerId, message: RepairMessage): boolean {
+    const link = this.links.get(to);
+    if (link?.open !== true || this.blocked.has(to)) return false;
+    const isData = message.type === MessageType.RepairData;
+    const sent = this.enqueue(to, link, encode(message), isData);
+    if (sent && isData) this.counters.repairUploadBytes += message.payload.length;
+    return sent;
+  }
+
+  /** The host found a forged packet from `peer` outside the tree (a repair reply). */
+  reportForged(peer: PeerId): void {
+    const link = this.links.get(peer);
+    if (link !== undefined) this.forged(peer, link);
   }
 
   /** Leave: gracefully (children are told and served a little longer) or at once. */
@@ -521,6 +553,14 @@ export class MeshNode {
       return;
     }
     const message = decoded.message;
+    if (
+      message.type === MessageType.RepairRequest ||
+      message.type === MessageType.RepairData ||
+      message.type === MessageType.RepairNak
+    ) {
+      this.options.onRepair?.(peerId, message);
+      return;
+    }
     if (message.type === MessageType.Data && this.options.inspectData !== undefined) {
       const verdict = this.options.inspectData(message.slice, message.seq, message.payload);
       if (verdict === 'reject') {

@@ -165,6 +165,9 @@ function emptyStats(stream: string): MeshStats {
     verificationFailures: 0,
     forgedPackets: 0,
     peersCutOff: 0,
+    bytesFromRepair: 0,
+    repairRequests: 0,
+    repairPacketsServed: 0,
   };
 }
 

@@ -44,6 +44,9 @@ export interface SegmentStoreCounters {
   badSignatures: number;
   /** Packets completed from the origin (byte ranges) instead of the mesh. */
   packetsFilledFromOrigin: number;
+  /** Packets (and their bytes) that neighbours sent on request, outside the trees. */
+  packetsRepaired: number;
+  bytesRepaired: number;
 }
 
 export interface SegmentStoreOptions {
@@ -68,6 +71,8 @@ export class SegmentStore {
     hashMismatches: 0,
     badSignatures: 0,
     packetsFilledFromOrigin: 0,
+    packetsRepaired: 0,
+    bytesRepaired: 0,
   };
   private readonly entries = new Map<number, Entry>();
   private newestAnnounced = -1;
@@ -189,17 +194,41 @@ export class SegmentStore {
     return runs;
   }
 
+  /** Indexes of the packets still missing of an announced, incomplete segment (all of them if none came). */
+  missingIndexes(sequence: number): number[] | null {
+    const a = this.announcement(sequence);
+    if (a === null) return null;
+    const e = this.entry(sequence, a.packets, true);
+    if (e === null || e.bytes !== null || e.failed || e.verifying) return null;
+    if (e.count === 0) {
+      e.count = a.packets;
+      e.packets = new Array<Uint8Array | undefined>(a.packets);
+    }
+    const out: number[] = [];
+    for (let i = 0; i < e.count; i++) if (e.packets[i] === undefined) out.push(i);
+    return out;
+  }
+
   /**
    * Places bytes fetched from the origin for packet `index` (not counted as mesh bytes). The
    * segment is released only if the whole then matches the signed hash, as for mesh packets.
    */
-  fillPacket(sequence: number, index: number, bytes: Uint8Array): boolean {
+  fillPacket(
+    sequence: number,
+    index: number,
+    bytes: Uint8Array,
+    from: 'origin' | 'repair' = 'origin',
+  ): boolean {
     const e = this.entries.get(sequence);
     if (e === undefined || e.announcement === null || e.failed || e.bytes !== null) return false;
     if (index < 0 || index >= e.count || e.packets[index] !== undefined) return false;
     e.packets[index] = bytes.slice();
     e.received++;
-    this.counters.packetsFilledFromOrigin++;
+    if (from === 'origin') this.counters.packetsFilledFromOrigin++;
+    else {
+      this.counters.packetsRepaired++;
+      this.counters.bytesRepaired += bytes.length;
+    }
     this.tryComplete(sequence, e);
     return true;
   }

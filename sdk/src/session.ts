@@ -1,6 +1,21 @@
-import type { EngineEvent, ProtocolConfig } from '@chunkycast/engine';
-import { PACKET_HASH_HEX, decodeMediaPacket, type PeerReport, type ServerMessage } from '@chunkycast/wire';
-import { MeshNode, type DataVerdict, type LogFn } from './mesh-node.js';
+import {
+  createRandom,
+  shuffleInPlace,
+  type EngineEvent,
+  type ProtocolConfig,
+  type Random,
+} from '@chunkycast/engine';
+import {
+  MessageType,
+  PACKET_HASH_HEX,
+  RepairNakReason,
+  decodeMediaPacket,
+  encodeMediaPacket,
+  packetRange,
+  type PeerReport,
+  type ServerMessage,
+} from '@chunkycast/wire';
+import { MeshNode, type DataVerdict, type LogFn, type RepairMessage } from './mesh-node.js';
 import { sha256 } from './sha256.js';
 import { SegmentStore, bytesToHex, importPublicKey } from './segments.js';
 import { TrackerClient, type WebSocketFactory } from './tracker-client.js';
@@ -29,6 +44,15 @@ const STATS_INTERVAL_MS = 1000;
  * the origin: a loopback range request takes a few ms, a real one a round trip or two.
  */
 export const ORIGIN_FILL_LEAD_MS = 800;
+/**
+ * Neighbours are asked this long before the origin would be: a loopback round trip is milliseconds, a
+ * real one tens; a neighbour that NAKs or is slow leaves the rest of the time to the origin.
+ */
+export const REPAIR_LEAD_MS = 1200;
+/** Neighbours asked at once, the missing packets split between them. */
+const REPAIR_HELPERS = 2;
+/** A repair request is served up to this many packets (a larger ask is someone's bug or greed). */
+const MAX_REPAIR_PACKETS_PER_REQUEST = 64;
 /** More missing runs than this: the whole segment from the origin is cheaper than many requests. */
 const MAX_ORIGIN_FILL_REQUESTS = 4;
 /** Hashing a filled segment takes well under this. */
@@ -103,6 +127,11 @@ export class MeshSession extends EventTarget implements SegmentProvider {
   private segmentsFromMesh = 0;
   private segmentsFromOrigin = 0;
   private segmentsCompletedFromOrigin = 0;
+  private nextRepairId = 1;
+  /** Seeded by the session (helpers for repair are chosen at random, reproducibly per seed). */
+  private random: Random = createRandom(1);
+  private repairRequests = 0;
+  private repairPacketsServed = 0;
   private stalls = 0;
   private stallMs = 0;
   private lastPeers = -1;
@@ -170,6 +199,7 @@ export class MeshSession extends EventTarget implements SegmentProvider {
     await store.seed(welcome.announcements);
     this.store = store;
     const seed = crypto.getRandomValues(new Uint32Array(1))[0] ?? 1;
+    this.random = createRandom(seed ^ 0x5eed_5eed);
     const node = new MeshNode({
       id: welcome.peerId,
       sourceId: welcome.sourceId,
@@ -187,6 +217,9 @@ export class MeshSession extends EventTarget implements SegmentProvider {
       },
       ...(this.host.onEvent === undefined ? {} : { onEvent: this.host.onEvent }),
       inspectData: (_slice, _seq, payload) => inspectPacket(store, payload),
+      onRepair: (from, message) => {
+        this.onRepair(from, message);
+      },
       ...(this.options.faultInjection?.corruptForwardedData === true ? { corruptForwardedData: true } : {}),
       deliver: (slice, seq, payload, from) => {
         this.host.onDeliver?.(slice, seq, from);
@@ -274,11 +307,109 @@ export class MeshSession extends EventTarget implements SegmentProvider {
   ): Promise<Uint8Array | null> {
     const store = this.store;
     if (store === null || this.closed) return null;
-    // Keep the last part of the budget for completing a partial segment from the origin.
+    // Keep the last part of the budget for completing a partial segment from the origin, and
+    // before that ask neighbours for what the trees have not brought (a segment from before we
+    // joined: at once).
     const fillAtMs = url === undefined ? deadlineMs : deadlineMs - ORIGIN_FILL_LEAD_MS;
-    const bytes = await store.wait(sequence, fillAtMs - performance.now(), signal);
-    if (bytes !== null || url === undefined || signal?.aborted === true) return bytes;
+    const beforeJoin = !store.expects(sequence);
+    const repairAtMs = beforeJoin
+      ? performance.now()
+      : Math.max(performance.now(), fillAtMs - REPAIR_LEAD_MS);
+    // A function: `signal.aborted` changes while we await.
+    const aborted = (): boolean => signal?.aborted === true;
+    let bytes = await store.wait(sequence, repairAtMs - performance.now(), signal);
+    if (bytes !== null || aborted()) return bytes;
+    if (this.requestRepair(sequence))
+      bytes = await store.wait(sequence, fillAtMs - performance.now(), signal);
+    if (bytes !== null || url === undefined || aborted()) return bytes;
     return this.completeFromOrigin(sequence, url, signal);
+  }
+
+  /**
+   * Asks up to REPAIR_HELPERS neighbours with an open channel for the missing packets of an
+   * announced segment, split between them (Bullet's recovery from several peers at once); replies
+   * are checked like tree packets. False if there is nothing to ask or nobody to ask.
+   */
+  private requestRepair(sequence: number): boolean {
+    const store = this.store;
+    const node = this.node;
+    if (store === null || node === null) return false;
+    const missing = store.missingIndexes(sequence);
+    const announcement = store.announcement(sequence);
+    if (missing === null || missing.length === 0 || announcement === null) return false;
+    const chosen = shuffleInPlace(node.openPeerIds(), this.random).slice(0, REPAIR_HELPERS);
+    let asked = false;
+    for (const [k, helper] of chosen.entries()) {
+      const share = missing.filter((_, n) => n % chosen.length === k);
+      if (share.length === 0) continue;
+      const bitmap = new Uint8Array(Math.ceil(announcement.packets / 8));
+      for (const index of share) bitmap[index >> 3] = (bitmap[index >> 3] ?? 0) | (1 << (index & 7));
+      const sent = node.sendRepair(helper, {
+        type: MessageType.RepairRequest,
+        requestId: this.nextRepairId++,
+        segment: sequence,
+        count: announcement.packets,
+        missing: bitmap,
+      });
+      asked ||= sent;
+    }
+    if (asked) this.repairRequests++;
+    return asked;
+  }
+
+  /** Repair between neighbours: serve requests from the segments we hold; take verified replies. */
+  private onRepair(from: number, message: RepairMessage): void {
+    const store = this.store;
+    const node = this.node;
+    if (store === null || node === null) return;
+    switch (message.type) {
+      case MessageType.RepairRequest: {
+        const bytes = store.bytes(message.segment);
+        const announcement = store.announcement(message.segment);
+        if (bytes === null || announcement === null || announcement.packets !== message.count) {
+          node.sendRepair(from, {
+            type: MessageType.RepairNak,
+            requestId: message.requestId,
+            reason: RepairNakReason.NotHeld,
+          });
+          return;
+        }
+        const plan = {
+          packets: announcement.packets,
+          packetBytes: Math.max(1, Math.ceil(announcement.bytes / announcement.packets)),
+        };
+        let served = 0;
+        for (let index = 0; index < message.count && served < MAX_REPAIR_PACKETS_PER_REQUEST; index++) {
+          if (((message.missing[index >> 3] ?? 0) & (1 << (index & 7))) === 0) continue;
+          const [start, end] = packetRange(plan, announcement.bytes, index);
+          const payload = encodeMediaPacket({
+            segment: message.segment,
+            index,
+            count: message.count,
+            bytes: bytes.subarray(start, end),
+          });
+          if (!node.sendRepair(from, { type: MessageType.RepairData, requestId: message.requestId, payload }))
+            return;
+          served++;
+        }
+        this.repairPacketsServed += served;
+        return;
+      }
+      case MessageType.RepairData: {
+        const verdict = inspectPacket(store, message.payload);
+        if (verdict === 'reject') {
+          node.reportForged(from);
+          return;
+        }
+        if (verdict !== 'accept') return;
+        const decoded = decodeMediaPacket(message.payload);
+        if (decoded.ok)
+          store.fillPacket(decoded.packet.segment, decoded.packet.index, decoded.packet.bytes, 'repair');
+        return;
+      }
+      case MessageType.RepairNak:
+        return; // the origin completes what no neighbour had, at the fill time
+    }
   }
 
   /**
@@ -335,7 +466,10 @@ export class MeshSession extends EventTarget implements SegmentProvider {
   }
 
   expectsSegment(sequence: number): boolean {
-    return !this.closed && this.store !== null && this.store.expects(sequence);
+    if (this.closed || this.store === null) return false;
+    if (this.store.expects(sequence)) return true;
+    // From before we joined: neighbours may hold it (repair), if there are any yet.
+    return this.store.announcement(sequence) !== null && (this.node?.openPeers ?? 0) > 0;
   }
 
   noteOriginSegment(bytes: number): void {
@@ -386,6 +520,9 @@ export class MeshSession extends EventTarget implements SegmentProvider {
       verificationFailures:
         (this.store?.counters.hashMismatches ?? 0) + (this.store?.counters.badSignatures ?? 0),
       forgedPackets: node?.counters.forgedPackets ?? 0,
+      bytesFromRepair: this.store?.counters.bytesRepaired ?? 0,
+      repairRequests: this.repairRequests,
+      repairPacketsServed: this.repairPacketsServed,
       peersCutOff: node?.counters.peersCutOff ?? 0,
     };
   }

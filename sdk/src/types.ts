@@ -66,6 +66,12 @@ export interface MeshStats {
   readonly forgedPackets: number;
   /** Peers this viewer cut off (forged packets or undecodable messages). */
   readonly peersCutOff: number;
+  /** Media bytes neighbours sent on request (repair), outside the trees; part of bytesFromMesh. */
+  readonly bytesFromRepair: number;
+  /** Segments for which neighbours were asked for missing packets. */
+  readonly repairRequests: number;
+  /** Packets this viewer sent to neighbours that asked. */
+  readonly repairPacketsServed: number;
 }
 
 export type MeshErrorCode =
