@@ -49,6 +49,8 @@ export const ORIGIN_FILL_LEAD_MS = 800;
  * real one tens; a neighbour that NAKs or is slow leaves the rest of the time to the origin.
  */
 export const REPAIR_LEAD_MS = 1200;
+/** How often a repair with nobody to ask is tried again, just after joining. */
+const REPAIR_RETRY_MS = 100;
 /** Neighbours asked at once, the missing packets split between them. */
 const REPAIR_HELPERS = 2;
 /** A repair request is served up to this many packets (a larger ask is someone's bug or greed). */
@@ -319,8 +321,13 @@ export class MeshSession extends EventTarget implements SegmentProvider {
     const aborted = (): boolean => signal?.aborted === true;
     let bytes = await store.wait(sequence, repairAtMs - performance.now(), signal);
     if (bytes !== null || aborted()) return bytes;
-    if (this.requestRepair(sequence))
-      bytes = await store.wait(sequence, fillAtMs - performance.now(), signal);
+    // Just after joining there may be no open channel yet: keep trying until one opens.
+    let asked = this.requestRepair(sequence);
+    while (!asked && beforeJoin && !aborted() && performance.now() + REPAIR_RETRY_MS < fillAtMs) {
+      await new Promise((resolve) => setTimeout(resolve, REPAIR_RETRY_MS));
+      asked = this.requestRepair(sequence);
+    }
+    if (asked) bytes = await store.wait(sequence, fillAtMs - performance.now(), signal);
     if (bytes !== null || url === undefined || aborted()) return bytes;
     return this.completeFromOrigin(sequence, url, signal);
   }
@@ -468,8 +475,9 @@ export class MeshSession extends EventTarget implements SegmentProvider {
   expectsSegment(sequence: number): boolean {
     if (this.closed || this.store === null) return false;
     if (this.store.expects(sequence)) return true;
-    // From before we joined: neighbours may hold it (repair), if there are any yet.
-    return this.store.announcement(sequence) !== null && (this.node?.openPeers ?? 0) > 0;
+    // From before we joined: neighbours may hold it (repair; the first channels open within about
+    // a second of joining, which the loader's startup wait covers).
+    return this.store.announcement(sequence) !== null;
   }
 
   noteOriginSegment(bytes: number): void {
