@@ -242,10 +242,20 @@ export class SegmentStore {
     return this.entries.get(sequence)?.bytes ?? null;
   }
 
-  wait(sequence: number, timeoutMs: number, signal?: AbortSignal): Promise<Uint8Array | null> {
+  /**
+   * Waits for the verified segment. A segment the trees will not bring (`expects` false) resolves
+   * null at once, unless `requested`: its packets were asked of neighbours (repair).
+   */
+  wait(
+    sequence: number,
+    timeoutMs: number,
+    signal?: AbortSignal,
+    requested = false,
+  ): Promise<Uint8Array | null> {
     const ready = this.bytes(sequence);
     if (ready !== null) return Promise.resolve(ready);
-    if (timeoutMs <= 0 || signal?.aborted === true || !this.expects(sequence)) return Promise.resolve(null);
+    if (timeoutMs <= 0 || signal?.aborted === true || (!requested && !this.expects(sequence)))
+      return Promise.resolve(null);
     const entry = this.entry(sequence, 0, true);
     if (entry === null) return Promise.resolve(null);
     return new Promise((resolve) => {

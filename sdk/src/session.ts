@@ -327,7 +327,7 @@ export class MeshSession extends EventTarget implements SegmentProvider {
       await new Promise((resolve) => setTimeout(resolve, REPAIR_RETRY_MS));
       asked = this.requestRepair(sequence);
     }
-    if (asked) bytes = await store.wait(sequence, fillAtMs - performance.now(), signal);
+    if (asked) bytes = await store.wait(sequence, fillAtMs - performance.now(), signal, true);
     if (bytes !== null || url === undefined || aborted()) return bytes;
     return this.completeFromOrigin(sequence, url, signal);
   }
@@ -467,7 +467,7 @@ export class MeshSession extends EventTarget implements SegmentProvider {
     } catch {
       return null; // the loader falls back to the whole segment from the origin
     }
-    const bytes = await store.wait(sequence, ORIGIN_FILL_VERIFY_MS, signal);
+    const bytes = await store.wait(sequence, ORIGIN_FILL_VERIFY_MS, signal, true);
     if (bytes !== null) this.segmentsCompletedFromOrigin++;
     return bytes;
   }

@@ -170,4 +170,23 @@ describe('a live stream through tracker, true source and four Node viewers', () 
     expect(viewers.length).toBe(4);
     for (const v of viewers) expect(v.report?.parents.every((p) => p !== null)).toBe(true);
   }, 20_000);
+
+  it('a late joiner gets a segment from before it joined from its neighbours (repair), not the origin', async () => {
+    const late = viewer();
+    await late.ready;
+    // A segment every viewer already holds, announced before the late joiner arrived.
+    const seq = (source.stats().lastSequence ?? 2) - 1;
+    const originBefore = tracker.originStats().viewerMediaBytes;
+    const bytes = await late.waitForSegment(
+      seq,
+      performance.now() + 4000,
+      undefined,
+      `${tracker.url}/live/seg${seq}.ts`,
+    );
+    expect(bytes).toEqual(packager.segments.get(seq));
+    const stats = late.stats();
+    expect(stats.repairRequests).toBeGreaterThan(0);
+    expect(stats.bytesFromRepair).toBe(SEGMENT_BYTES);
+    expect(tracker.originStats().viewerMediaBytes - originBefore).toBe(0);
+  }, 20_000);
 });
