@@ -174,6 +174,9 @@ describe('a live stream through tracker, true source and four Node viewers', () 
   it('a late joiner gets a segment from before it joined from its neighbours (repair), not the origin', async () => {
     const late = viewer();
     await late.ready;
+    // Repair needs an open channel to a neighbour.
+    const t0 = Date.now();
+    while (late.stats().peers === 0 && Date.now() - t0 < 10_000) await new Promise((r) => setTimeout(r, 50));
     // A segment every viewer already holds, announced before the late joiner arrived.
     const seq = (source.stats().lastSequence ?? 2) - 1;
     const originBefore = tracker.originStats().viewerMediaBytes;
