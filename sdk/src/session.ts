@@ -420,7 +420,7 @@ export class MeshSession extends EventTarget implements SegmentProvider {
             bytes: bytes.subarray(start, end),
           });
           if (!node.sendRepair(from, { type: MessageType.RepairData, requestId: message.requestId, payload }))
-            return;
+            break; // the channel is gone or full: the requester takes the rest from the origin
           served++;
         }
         this.repairPacketsServed += served;
