@@ -151,6 +151,17 @@ try {
       stalls: st.stalls ?? null,
       stallMs: st.stallMs ?? null,
       verificationFailures: st.verificationFailures ?? null,
+      // Where the media came from: the trees, neighbours on request (repair), the origin (whole
+      // segments, or byte ranges completing a segment the mesh delivered in part).
+      delivery: {
+        treeBytes: (st.bytesFromMesh ?? 0) - (st.bytesFromRepair ?? 0),
+        repairBytes: st.bytesFromRepair ?? null,
+        originBytes: st.bytesFromOrigin ?? null,
+        segmentsFromMesh: st.segmentsFromMesh ?? null,
+        segmentsCompletedFromOrigin: st.segmentsCompletedFromOrigin ?? null,
+        segmentsFromOrigin: st.segmentsFromOrigin ?? null,
+        forgedPacketsDropped: st.forgedPackets ?? null,
+      },
       liveDelayMsP50: percentile(delays, 50),
       liveDelayMsP95: percentile(delays, 95),
       currentTime: s.video?.currentTime ?? null,
@@ -183,6 +194,18 @@ try {
     stuckIntervals: perViewer.reduce((a, v) => a + v.stuckIntervals, 0),
     bytesFromMesh: sum.bytesFromMesh,
     bytesFromOrigin: sum.bytesFromOrigin,
+    /** Totals of the viewers' `delivery` (per-source counts). */
+    delivery: Object.fromEntries(
+      [
+        'treeBytes',
+        'repairBytes',
+        'originBytes',
+        'segmentsFromMesh',
+        'segmentsCompletedFromOrigin',
+        'segmentsFromOrigin',
+        'forgedPacketsDropped',
+      ].map((key) => [key, perViewer.reduce((a, v) => a + (v.delivery[key] ?? 0), 0)]),
+    ),
     originSourceMediaBytes: origin.sourceMediaBytes,
     originViewerMediaBytes: origin.viewerMediaBytes,
     producedSegments: produced.count,

@@ -295,7 +295,7 @@ export class MeshSession extends EventTarget implements SegmentProvider {
     const report: PeerReport = {
       parents: node.engine.parents(),
       children: node.engine.children().map((c) => c.slice(0, 256)),
-      meshBytes: this.store?.counters.bytesReceived ?? 0,
+      meshBytes: this.meshBytes(),
       originBytes: this.bytesFromOrigin,
       uploadBytes: node.counters.uploadBytes,
       stalls: this.stalls,
@@ -529,7 +529,7 @@ export class MeshSession extends EventTarget implements SegmentProvider {
     const node = this.node;
     const parents = node?.engine.parents() ?? [];
     const children = node?.engine.children() ?? [];
-    const bytesFromMesh = this.store?.counters.bytesReceived ?? 0;
+    const bytesFromMesh = this.meshBytes();
     const total = bytesFromMesh + this.bytesFromOrigin;
     return {
       stream: this.options.stream,
@@ -558,6 +558,12 @@ export class MeshSession extends EventTarget implements SegmentProvider {
       repairPacketsServed: this.repairPacketsServed,
       peersCutOff: node?.counters.peersCutOff ?? 0,
     };
+  }
+
+  /** Media bytes from peers: tree packets plus repaired ones. */
+  private meshBytes(): number {
+    const c = this.store?.counters;
+    return c === undefined ? 0 : c.bytesReceived + c.bytesRepaired;
   }
 
   /** Leaves the mesh: children are told (graceful quit), then every connection closes. */

@@ -40,7 +40,7 @@ export interface MeshStats {
   readonly trackerConnected: boolean;
   /** Open WebRTC data channels. */
   readonly peers: number;
-  /** Media bytes received over the mesh (verified packets). */
+  /** Media bytes received from peers (tree packets and repaired ones; all verified). */
   readonly bytesFromMesh: number;
   /** Media bytes fetched from the origin by the loader. */
   readonly bytesFromOrigin: number;
