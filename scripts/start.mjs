@@ -9,6 +9,7 @@ import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import {
+  numberOption as num,
   parseCliOrExit,
   Stack,
   demoDist,
@@ -47,11 +48,6 @@ function parseArgs(argv) {
     targetLoad: undefined,
     maxLoad: undefined,
     logLevel: 'warn',
-  };
-  const num = (flag, v, min) => {
-    const n = Number(v);
-    if (v === undefined || !Number.isFinite(n) || n < min) throw new Error(`${flag} needs a number ≥ ${min}`);
-    return n;
   };
   for (let i = 0; i < argv.length; i++) {
     const a = argv[i];

@@ -11,6 +11,7 @@ import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { setTimeout as sleep } from 'node:timers/promises';
 import {
+  numberOption as num,
   parseCliOrExit,
   Stack,
   brief,
@@ -47,11 +48,6 @@ options:
 
 function parseArgs(argv) {
   const o = { viewers: 6, duration: 60, out: null, stagger: 250, targetLoad: undefined, maxLoad: undefined };
-  const num = (flag, v, min) => {
-    const n = Number(v);
-    if (v === undefined || !Number.isFinite(n) || n < min) throw new Error(`${flag} needs a number ≥ ${min}`);
-    return n;
-  };
   for (let i = 0; i < argv.length; i++) {
     const a = argv[i];
     if (a === '--help' || a === '-h') o.help = true;

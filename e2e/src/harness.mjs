@@ -31,6 +31,14 @@ class Ring {
 }
 
 /** Polls `check` every `intervalMs` until it returns a value other than undefined/false/null. */
+/** A numeric option's value, at least `min`; throws a message naming the flag otherwise. */
+export function numberOption(flag, value, min) {
+  const n = Number(value);
+  if (value === undefined || !Number.isFinite(n) || n < min)
+    throw new Error(`${flag} needs a number ≥ ${min}`);
+  return n;
+}
+
 /** Parses a script's options or exits: 2 with the error and usage, 0 after printing usage for --help. */
 export function parseCliOrExit(name, parse, usage, argv = process.argv.slice(2)) {
   let opts;

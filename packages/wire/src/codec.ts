@@ -526,6 +526,18 @@ function decodeOrFail(bytes: Uint8Array): Message {
   return message;
 }
 
+/** A u32 length, bounded by MAX_PAYLOAD_BYTES, then that many bytes (copied). */
+function readPayload(r: Reader): Uint8Array {
+  const length = r.u32('payload length');
+  if (length > MAX_PAYLOAD_BYTES)
+    throw new DecodeFailure(
+      'limitExceeded',
+      `payload of ${length} bytes exceeds ${MAX_PAYLOAD_BYTES}`,
+      r.offset - 4,
+    );
+  return r.bytesCopy(length, 'payload');
+}
+
 function decodeBody(r: Reader, type: number): Message {
   switch (type) {
     case MessageType.Data: {
@@ -533,15 +545,7 @@ function decodeBody(r: Reader, type: number): Message {
       const seq = r.u32('seq');
       const bloom = r.bloom();
       const hops = r.u8('hops');
-      const length = r.u32('payload length');
-      if (length > MAX_PAYLOAD_BYTES)
-        throw new DecodeFailure(
-          'limitExceeded',
-          `payload of ${length} bytes exceeds ${MAX_PAYLOAD_BYTES}`,
-          r.offset - 4,
-        );
-      const payload = r.bytesCopy(length, 'payload');
-      return { type, slice, seq, bloom, hops, payload };
+      return { type, slice, seq, bloom, hops, payload: readPayload(r) };
     }
     case MessageType.Probe:
       return { type, slice: r.slice(), probeId: r.u32('probeId'), bloom: r.bloom(), hops: r.u8('hops') };
@@ -713,14 +717,7 @@ function decodeBody(r: Reader, type: number): Message {
     }
     case MessageType.RepairData: {
       const requestId = r.u32('requestId');
-      const length = r.u32('payload length');
-      if (length > MAX_PAYLOAD_BYTES)
-        throw new DecodeFailure(
-          'limitExceeded',
-          `payload of ${length} bytes exceeds ${MAX_PAYLOAD_BYTES}`,
-          r.offset - 4,
-        );
-      return { type, requestId, payload: r.bytesCopy(length, 'payload') };
+      return { type, requestId, payload: readPayload(r) };
     }
     case MessageType.RepairNak:
       return {
