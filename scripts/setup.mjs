@@ -95,9 +95,13 @@ function newest(paths) {
   return max;
 }
 const mtime = (path) => (existsSync(path) ? statSync(path).mtimeMs : 0);
-const libs = ['packages/wire/src', 'packages/engine/src', 'sdk/src', 'sdk/package.json'].map((p) =>
-  join(root, p),
-);
+const libs = [
+  'packages/wire/src',
+  'packages/engine/src',
+  'sdk/src',
+  'sdk/package.json',
+  'sdk/vite.browser.ts',
+].map((p) => join(root, p));
 
 const vite = join(root, 'node_modules', '.bin', 'vite');
 const viteConfigIn = (dir) =>
