@@ -383,12 +383,8 @@ export class MeshNode {
         break;
       }
       case 'event':
-        if (action.event.type === 'neighbourDown' && action.event.reason === 'cutOff') {
-          this.blocked.add(action.event.peer);
-          this.counters.peersCutOff++;
-          const link = this.links.get(action.event.peer);
-          if (link !== undefined) this.closeLink(action.event.peer, link);
-        }
+        if (action.event.type === 'neighbourDown' && action.event.reason === 'cutOff')
+          this.cutOff(action.event.peer, 'cut off by the engine', true);
         this.options.onEvent?.(action.event);
         break;
     }
@@ -545,11 +541,7 @@ export class MeshNode {
         kind: decoded.error.kind,
         error: decoded.error.message,
       });
-      if (link.badMessages >= MAX_BAD_MESSAGES) {
-        this.blocked.add(peerId);
-        this.counters.peersCutOff++;
-        this.linkGone(peerId, link, 'undecodable messages');
-      }
+      if (link.badMessages >= MAX_BAD_MESSAGES) this.cutOff(peerId, 'undecodable messages');
       return;
     }
     const message = decoded.message;
@@ -580,11 +572,20 @@ export class MeshNode {
     this.counters.forgedPackets++;
     link.forgedPackets++;
     this.log('warn', 'forged packet from peer dropped', { peer: peerId, forged: link.forgedPackets });
-    if (link.forgedPackets >= MAX_FORGED_PACKETS) {
-      this.blocked.add(peerId);
-      this.counters.peersCutOff++;
-      this.linkGone(peerId, link, 'forged packets');
-    }
+    if (link.forgedPackets >= MAX_FORGED_PACKETS) this.cutOff(peerId, 'forged packets');
+  }
+
+  /**
+   * A misbehaving peer: refuse its offers from now on and close its link. The engine is told the
+   * peer is gone, unless the engine itself decided (it already dropped the peer).
+   */
+  private cutOff(peerId: PeerId, reason: string, byEngine = false): void {
+    this.blocked.add(peerId);
+    this.counters.peersCutOff++;
+    const link = this.links.get(peerId);
+    if (link === undefined) return;
+    if (byEngine) link.closingByUs = true;
+    this.linkGone(peerId, link, reason);
   }
 
   private hold(from: PeerId, message: DataMessage): void {

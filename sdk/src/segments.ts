@@ -1,4 +1,5 @@
 import {
+  announcedPlan,
   announcementSigningBytes,
   packetRange,
   type MediaPacket,
@@ -180,7 +181,7 @@ export class SegmentStore {
     const a = e?.announcement ?? null;
     if (e === undefined || a === null || e.bytes !== null || e.failed || e.verifying || e.received === 0)
       return null;
-    const plan = { packets: a.packets, packetBytes: Math.max(1, Math.ceil(a.bytes / a.packets)) };
+    const plan = announcedPlan(a.bytes, a.packets);
     const runs: { start: number; end: number; indexes: number[] }[] = [];
     for (let i = 0; i < e.count; i++) {
       if (e.packets[i] !== undefined) continue;
@@ -322,7 +323,7 @@ export class SegmentStore {
   }
 
   private async verify(sequence: number, entry: Entry, a: SignedAnnouncement): Promise<void> {
-    const plan = { packets: a.packets, packetBytes: Math.max(1, Math.ceil(a.bytes / a.packets)) };
+    const plan = announcedPlan(a.bytes, a.packets);
     const out = new Uint8Array(a.bytes);
     let sizesMatch = true;
     for (let i = 0; i < a.packets; i++) {

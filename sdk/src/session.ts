@@ -8,6 +8,7 @@ import {
 import {
   MessageType,
   PACKET_HASH_HEX,
+  announcedPlan,
   RepairNakReason,
   decodeMediaPacket,
   encodeMediaPacket,
@@ -405,10 +406,7 @@ export class MeshSession extends EventTarget implements SegmentProvider {
           });
           return;
         }
-        const plan = {
-          packets: announcement.packets,
-          packetBytes: Math.max(1, Math.ceil(announcement.bytes / announcement.packets)),
-        };
+        const plan = announcedPlan(announcement.bytes, announcement.packets);
         let served = 0;
         for (let index = 0; index < message.count && served < MAX_REPAIR_PACKETS_PER_REQUEST; index++) {
           if (((message.missing[index >> 3] ?? 0) & (1 << (index & 7))) === 0) continue;
@@ -460,7 +458,7 @@ export class MeshSession extends EventTarget implements SegmentProvider {
       return null;
     const announcement = store.announcement(sequence);
     if (announcement === null) return null;
-    const packetBytes = Math.max(1, Math.ceil(announcement.bytes / announcement.packets));
+    const plan = announcedPlan(announcement.bytes, announcement.packets);
     try {
       await Promise.all(
         runs.map(async (run) => {
@@ -479,12 +477,8 @@ export class MeshSession extends EventTarget implements SegmentProvider {
                 : null;
           if (part === null) throw new Error(`origin answered ${response.status} with ${body.length} bytes`);
           for (const index of run.indexes) {
-            const offset = index * packetBytes - run.start;
-            store.fillPacket(
-              sequence,
-              index,
-              part.subarray(offset, Math.min(part.length, offset + packetBytes)),
-            );
+            const [start, end] = packetRange(plan, announcement.bytes, index);
+            store.fillPacket(sequence, index, part.subarray(start - run.start, end - run.start));
           }
         }),
       );

@@ -469,6 +469,27 @@ export async function createTracker(options: TrackerOptions): Promise<Tracker> {
     return origin?.snapshot() ?? emptyOriginStats();
   }
 
+  /** The read-only JSON views over HTTP (GET or HEAD), by exact path. */
+  const JSON_VIEWS: Readonly<Record<string, (() => unknown) | undefined>> = {
+    '/healthz': () => ({
+      ok: true,
+      uptimeMs: Date.now() - startedAtMs,
+      connections: connections.size,
+      swarms: registry.size,
+      shuttingDown: closing,
+    }),
+    '/debug/origin': originStats,
+    '/debug/metrics': metrics,
+    '/debug/swarms': () =>
+      [...registry.all()].map((s) => ({
+        stream: s.stream,
+        sourceId: s.sourceId,
+        sourceConnected: s.source !== null,
+        viewers: s.viewerCount,
+        announcements: s.totalAnnouncements,
+      })),
+  };
+
   async function onRequest(req: IncomingMessage, res: ServerResponse): Promise<void> {
     const rawPath = (req.url ?? '/').split('?')[0] ?? '/';
     const method = req.method ?? 'GET';
@@ -496,52 +517,14 @@ export async function createTracker(options: TrackerOptions): Promise<Tracker> {
       return;
     }
     const readOnly = method === 'GET' || method === 'HEAD';
-    if (rawPath === '/healthz') {
+    // Read-only JSON views: one method check, one answer each.
+    const view = JSON_VIEWS[rawPath];
+    if (view !== undefined) {
       if (!readOnly) {
         methodNotAllowed(res, 'GET, HEAD');
         return;
       }
-      json(res, 200, {
-        ok: true,
-        uptimeMs: Date.now() - startedAtMs,
-        connections: connections.size,
-        swarms: registry.size,
-        shuttingDown: closing,
-      });
-      return;
-    }
-    if (rawPath === '/debug/origin') {
-      if (!readOnly) {
-        methodNotAllowed(res, 'GET, HEAD');
-        return;
-      }
-      json(res, 200, originStats());
-      return;
-    }
-    if (rawPath === '/debug/metrics') {
-      if (!readOnly) {
-        methodNotAllowed(res, 'GET, HEAD');
-        return;
-      }
-      json(res, 200, metrics());
-      return;
-    }
-    if (rawPath === '/debug/swarms') {
-      if (!readOnly) {
-        methodNotAllowed(res, 'GET, HEAD');
-        return;
-      }
-      json(
-        res,
-        200,
-        [...registry.all()].map((s) => ({
-          stream: s.stream,
-          sourceId: s.sourceId,
-          sourceConnected: s.source !== null,
-          viewers: s.viewerCount,
-          announcements: s.totalAnnouncements,
-        })),
-      );
+      json(res, 200, view());
       return;
     }
     if (rawPath.startsWith('/debug/swarm/')) {

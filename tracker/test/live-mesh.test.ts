@@ -172,13 +172,14 @@ describe('a live stream through tracker, true source and four Node viewers', () 
   }, 20_000);
 
   it('a late joiner gets a segment from before it joined from its neighbours (repair), not the origin', async () => {
+    // A segment every viewer already holds, announced before the late joiner arrived (chosen before
+    // it joins: a segment published while it waits for a channel would come down its trees).
+    const seq = (source.stats().lastSequence ?? 2) - 1;
     const late = viewer();
     await late.ready;
     // Repair needs an open channel to a neighbour.
     const t0 = Date.now();
     while (late.stats().peers === 0 && Date.now() - t0 < 10_000) await new Promise((r) => setTimeout(r, 50));
-    // A segment every viewer already holds, announced before the late joiner arrived.
-    const seq = (source.stats().lastSequence ?? 2) - 1;
     const originBefore = tracker.originStats().viewerMediaBytes;
     const bytes = await late.waitForSegment(
       seq,

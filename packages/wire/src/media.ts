@@ -101,6 +101,11 @@ export function planPackets(
   const rows = Math.max(1, Math.ceil(segmentBytes / (slices * maxPacketBytes)));
   const packets = rows * slices;
   if (packets > MAX_SEGMENT_PACKETS) throw new RangeError(`segment needs ${packets} packets`);
+  return announcedPlan(segmentBytes, packets);
+}
+
+/** The plan of a segment announced with `packets` packets: how a receiver finds each packet's bytes. */
+export function announcedPlan(segmentBytes: number, packets: number): PacketPlan {
   return { packets, packetBytes: Math.max(1, Math.ceil(segmentBytes / packets)) };
 }
 
