@@ -41,6 +41,8 @@ if (process.env.CHUNKYCAST_SKIP_SYSTEM_PACKAGES !== '1') {
     ['chromium', has('chromium') || has('chromium-browser') || existsSync(process.env.CHROMIUM_PATH ?? '')],
     ['ffmpeg', has('ffmpeg')],
     ['iproute2', has('ip')],
+    // The tracker's Redis scale-out test runs a real redis-server.
+    ['redis-server', has('redis-server')],
   ];
   const missing = wanted.filter(([, present]) => !present).map(([name]) => name);
   if (missing.length > 0) {

@@ -208,6 +208,8 @@ export async function createTracker(options: TrackerOptions): Promise<Tracker> {
       stream: swarm.stream,
       publicKey: publicKeyBase64,
       announcements: swarm.recentAnnouncements(),
+      resume: null,
+      resumed: false,
     });
   }
 

@@ -17,6 +17,9 @@ export const MAX_BOOTSTRAP_PEERS = 64;
 export const MAX_URI_LENGTH = 1024;
 export const MAX_RECENT_ANNOUNCEMENTS = 16;
 export const MAX_KEY_LENGTH = 256;
+/** Join tokens and resume tickets are short opaque strings (base64url payload + "." + HMAC). */
+export const MAX_TICKET_LENGTH = 512;
+const TICKET_PATTERN = /^[A-Za-z0-9_.-]+$/;
 /** Hex digits per packet hash in an announcement (16 bytes). */
 export const PACKET_HASH_HEX = 32;
 /**
@@ -94,6 +97,14 @@ export type ClientMessage =
       readonly role: PeerRole;
       /** The broadcaster key; required for the source role, ignored otherwise. */
       readonly key?: string;
+      /** A viewer join token (HMAC over stream and expiry), required when the tracker demands one. */
+      readonly token?: string;
+      /**
+       * The resume ticket of an earlier `welcome`: a peer that lost its WebSocket (or whose tracker
+       * restarted) asks for its old peer id back, so its WebRTC links and its place in the trees,
+       * which name it by that id, stay valid.
+       */
+      readonly resume?: string;
     }
   | { readonly type: 'bootstrap'; readonly count: number }
   | { readonly type: 'signal'; readonly to: PeerId; readonly data: SignalData }
@@ -113,7 +124,10 @@ export type TrackerErrorCode =
   | 'unknownPeer'
   | 'forbidden'
   | 'rateLimited'
-  | 'shuttingDown';
+  | 'shuttingDown'
+  | 'badToken'
+  | 'originNotAllowed'
+  | 'tooManyConnections';
 
 export type ServerMessage =
   | {
@@ -125,6 +139,10 @@ export type ServerMessage =
       readonly publicKey: string | null;
       /** The most recent announcements, oldest first, so a joiner can place packets at once. */
       readonly announcements: readonly SignedAnnouncement[];
+      /** Present this in a later `join` to get this peer id back after a reconnect (opaque, expires). */
+      readonly resume: string | null;
+      /** True when a `resume` ticket was honoured and `peerId` is the peer's old id. */
+      readonly resumed: boolean;
     }
   | { readonly type: 'peers'; readonly peers: readonly PeerId[] }
   | { readonly type: 'signal'; readonly from: PeerId; readonly data: SignalData }
@@ -331,8 +349,14 @@ export function decodeClientMessage(frame: string): TrackerDecodeResult<ClientMe
         if (role !== 'viewer' && role !== 'source')
           throw new Invalid('invalidField', '"role" must be viewer or source');
         const stream = str(o, 'stream', 64, STREAM_ID_PATTERN);
-        if (o.key === undefined) return { type: 'join', stream, role };
-        return { type: 'join', stream, role, key: str(o, 'key', MAX_KEY_LENGTH) };
+        return {
+          type: 'join',
+          stream,
+          role,
+          ...(o.key === undefined ? {} : { key: str(o, 'key', MAX_KEY_LENGTH) }),
+          ...(o.token === undefined ? {} : { token: str(o, 'token', MAX_TICKET_LENGTH, TICKET_PATTERN) }),
+          ...(o.resume === undefined ? {} : { resume: str(o, 'resume', MAX_TICKET_LENGTH, TICKET_PATTERN) }),
+        };
       }
       case 'bootstrap':
         return { type: 'bootstrap', count: int(o, 'count', 1, MAX_BOOTSTRAP_PEERS) };
@@ -367,6 +391,9 @@ export const TRACKER_ERROR_CODES: readonly TrackerErrorCode[] = [
   'forbidden',
   'rateLimited',
   'shuttingDown',
+  'badToken',
+  'originNotAllowed',
+  'tooManyConnections',
 ];
 
 /** Parses and validates a frame from the tracker (peer side): a tracker is network input too. */
@@ -390,6 +417,8 @@ export function decodeServerMessage(frame: string): TrackerDecodeResult<ServerMe
             if (!isObject(a)) throw new Invalid('invalidField', 'an announcement is not an object');
             return announcement(a);
           }),
+          resume: nullable(o, 'resume', () => str(o, 'resume', MAX_TICKET_LENGTH, TICKET_PATTERN)),
+          resumed: o.resumed === true,
         };
       }
       case 'peers': {

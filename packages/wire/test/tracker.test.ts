@@ -69,6 +69,7 @@ const clientMessages: ClientMessage[] = [
   { type: 'announce', announcement },
   { type: 'report', report },
   { type: 'leave' },
+  { type: 'join', stream: 'live', role: 'viewer', token: '1700000000.abc_-', resume: 'eyJ9.sig' },
 ];
 
 const serverMessages: ServerMessage[] = [
@@ -79,8 +80,19 @@ const serverMessages: ServerMessage[] = [
     stream: 'live',
     publicKey: 'AAAA',
     announcements: [announcement],
+    resume: 'eyJwIjo1fQ.c2ln-_',
+    resumed: true,
   },
-  { type: 'welcome', peerId: 5, sourceId: 9, stream: 'live', publicKey: null, announcements: [] },
+  {
+    type: 'welcome',
+    peerId: 5,
+    sourceId: 9,
+    stream: 'live',
+    publicKey: null,
+    announcements: [],
+    resume: null,
+    resumed: false,
+  },
   { type: 'peers', peers: [] },
   { type: 'peers', peers: [1, 2, 0xffff_ffff] },
   { type: 'signal', from: 3, data: { type: 'offer', sdp: 'v=0' } },
@@ -185,6 +197,9 @@ describe('decoder errors', () => {
       [{ type: 'report', report: { ...report, children: [[1.5]] } }, '"children"'],
       [{ type: 'report', report: { ...report, playing: 1 } }, '"playing"'],
       [{ type: 'report', report: { ...report, stalls: -1 } }, '"stalls"'],
+      [{ type: 'join', stream: 'live', role: 'viewer', token: 'a b' }, '"token"'],
+      [{ type: 'join', stream: 'live', role: 'viewer', token: 7 }, '"token"'],
+      [{ type: 'join', stream: 'live', role: 'viewer', resume: 'x'.repeat(513) }, '"resume"'],
     ];
     for (const [frame, field] of cases) {
       const e = clientError(frame);
