@@ -6,6 +6,7 @@ import {
   type EngineEvent,
   type Input,
   type ProtocolConfig,
+  type Random,
   type Role,
 } from '@chunkycast/engine';
 import {
@@ -98,6 +99,13 @@ export interface MeshNodeOptions {
   readonly onRepair?: (from: PeerId, message: RepairMessage) => void;
   /** Fault injection for tests: corrupt the payload of every data packet this node forwards. */
   readonly corruptForwardedData?: boolean;
+  /**
+   * Fault injection for tests: drop this fraction (0–1) of the media messages (tree data and repair
+   * data) arriving on every data channel, as if the network had lost them. The channel itself is
+   * reliable, so this is the only way to make loss on loopback; control messages are not dropped.
+   * The choice is drawn from a PRNG seeded from `seed`, so a run is reproducible.
+   */
+  readonly dropReceivedDataFraction?: number;
   readonly log?: LogFn;
   /** Monotonic milliseconds; default performance.now(). */
   readonly now?: () => number;
@@ -117,6 +125,8 @@ export interface MeshNodeCounters {
   heldPacketsDropped: number;
   /** Payload bytes of repair packets sent to neighbours. */
   repairUploadBytes: number;
+  /** Media messages thrown away by `dropReceivedDataFraction` (injected loss). */
+  injectedLosses: number;
   peersCutOff: number;
   connectFailures: number;
 }
@@ -168,10 +178,9 @@ interface Link {
  * feeds it decoded messages, the clock and its timer, and carries out its actions.
  *
  * One data channel per peer, reliable and ordered, carries both control and data. Control must
- * arrive, and in order (switch hand-offs, heartbeats). Data is reliable too: there is no repair
- * from neighbours yet, so a packet SCTP does not retransmit must be fetched from the origin (its
- * byte range), which costs a request and origin bytes where a retransmission costs a round trip.
- * Unreliable or unordered data would need the repair layer; the measured loss of
+ * arrive, and in order (switch hand-offs, heartbeats). Data is reliable too: a packet SCTP
+ * retransmits costs one round trip, while a lost one costs a repair request to a neighbour (the
+ * session's repair layer) or, late, a byte range from the origin. The measured loss of
  * `maxRetransmits: 0` on loopback was 0.3–1.4% (environment.md), 5–20% of 16-packet segments.
  */
 export class MeshNode {
@@ -185,6 +194,7 @@ export class MeshNode {
     forgedPackets: 0,
     heldPacketsDropped: 0,
     repairUploadBytes: 0,
+    injectedLosses: 0,
     peersCutOff: 0,
     connectFailures: 0,
   };
@@ -203,10 +213,18 @@ export class MeshNode {
   private renegotiationTimer: ReturnType<typeof setInterval> | null = null;
   private readonly now: () => number;
   private readonly log: LogFn;
+  /** Draws the injected losses; its own stream so a lossy run keeps the engine's choices. */
+  private readonly lossRandom: Random;
+  private readonly dropFraction: number;
 
   constructor(private readonly options: MeshNodeOptions) {
     this.now = options.now ?? (() => performance.now());
     this.log = options.log ?? (() => undefined);
+    const dropFraction = options.dropReceivedDataFraction ?? 0;
+    if (!(dropFraction >= 0 && dropFraction <= 1))
+      throw new RangeError(`dropReceivedDataFraction must be in 0‥1, got ${dropFraction}`);
+    this.dropFraction = dropFraction;
+    this.lossRandom = createRandom(options.seed).fork(0x1055);
     this.engine = new Engine(
       {
         id: options.id,
@@ -545,6 +563,14 @@ export class MeshNode {
       return;
     }
     const message = decoded.message;
+    if (
+      this.dropFraction > 0 &&
+      (message.type === MessageType.Data || message.type === MessageType.RepairData) &&
+      this.lossRandom.nextFloat() < this.dropFraction
+    ) {
+      this.counters.injectedLosses++;
+      return;
+    }
     if (
       message.type === MessageType.RepairRequest ||
       message.type === MessageType.RepairData ||

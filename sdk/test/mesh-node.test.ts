@@ -245,3 +245,56 @@ describe('a member that corrupts what it forwards', () => {
     expect(forged).toBeGreaterThanOrEqual(3);
   }, 60_000);
 });
+
+describe('injected loss (dropReceivedDataFraction)', () => {
+  it('refuses a fraction outside 0‥1', () => {
+    for (const bad of [-0.1, 1.5, Number.NaN])
+      expect(
+        () =>
+          new MeshNode({
+            id: 1,
+            sourceId: SOURCE_ID,
+            role: 'member',
+            targetLoadSlices: 16,
+            maxLoadSlices: 24,
+            protocol: LIVE_PROTOCOL,
+            seed: 1,
+            rtcConfig: LOOPBACK_RTC,
+            signal: () => undefined,
+            requestBootstrap: () => undefined,
+            deliver: () => undefined,
+            dropReceivedDataFraction: bad,
+          }),
+      ).toThrow(RangeError);
+  });
+
+  it('drops about that share of the data a member receives, and only at that member', async () => {
+    const LOSSY = 62;
+    const { source, members } = swarm(
+      [61, LOSSY, 63, 64],
+      () => 24,
+      (id) => (id === LOSSY ? { dropReceivedDataFraction: 0.3 } : {}),
+    );
+    running = [source, ...[...members.values()].map((m) => m.node)];
+    for (const m of members.values()) m.node.start();
+    source.start();
+    let published = 0;
+    const publisher = setInterval(() => {
+      for (let i = 0; i < 16; i++) source.publish(new Uint8Array(100).fill(published++ % 251));
+    }, 100);
+    const lossy = members.get(LOSSY);
+    if (lossy === undefined) throw new Error('no lossy member');
+    try {
+      await until(() => lossy.node.counters.injectedLosses >= 30, 30_000, 'losses to be injected');
+    } finally {
+      clearInterval(publisher);
+    }
+    const losses = lossy.node.counters.injectedLosses;
+    const arrived = lossy.node.counters.messagesReceived;
+    // Every dropped message was received first (and counted), control messages included, so the
+    // share of all messages is below 0.3; it must be well above 0 and not everything.
+    expect(losses / arrived).toBeGreaterThan(0.05);
+    expect(losses / arrived).toBeLessThan(0.3 + 0.1);
+    for (const [id, m] of members) if (id !== LOSSY) expect(m.node.counters.injectedLosses).toBe(0);
+  }, 60_000);
+});
