@@ -10,4 +10,22 @@ export {
   bytesToHex,
   type SegmentStoreCounters,
 } from './segments.js';
-export { TrackerClient, type WebSocketFactory, type WebSocketLike, type Welcome } from './tracker-client.js';
+export {
+  TrackerClient,
+  DEFAULT_RECONNECT_POLICY,
+  MAX_QUEUED_ANNOUNCEMENTS,
+  MAX_QUEUED_SIGNALS,
+  MAX_QUEUED_SIGNAL_AGE_MS,
+  PERMANENT_JOIN_REFUSALS,
+  reconnectDelayMs,
+  type ReconnectPolicy,
+  type TrackerClientOptions,
+  type TrackerClientStats,
+  type TrackerClock,
+  type TrackerDisconnect,
+  type TrackerReconnect,
+  type TrackerState,
+  type WebSocketFactory,
+  type WebSocketLike,
+  type Welcome,
+} from './tracker-client.js';

@@ -3,6 +3,7 @@
 // attribute, or when the session fails, the element is a plain hls.js player.
 import Hls from 'hls.js';
 import type { ErrorData, FragChangedData } from 'hls.js';
+import type { TrackerErrorCode } from '@chunkycast/wire';
 import { createMeshFragmentLoader } from './loader.js';
 import { MeshSession } from './session.js';
 import type { MeshErrorCode, MeshSessionOptions, MeshStats, SegmentProvider } from './types.js';
@@ -27,6 +28,8 @@ export type MeshPlayerErrorCode = MeshErrorCode | 'playback' | 'unsupported';
 export interface MeshPlayerErrorDetail {
   readonly code: MeshPlayerErrorCode;
   readonly message: string;
+  /** With `trackerRefused`: the tracker's error code (`badToken`, `badKey`, `originNotAllowed`, …). */
+  readonly trackerCode?: TrackerErrorCode;
 }
 
 const OBSERVED = [
@@ -36,6 +39,7 @@ const OBSERVED = [
   'target-load',
   'max-load',
   'public-key',
+  'token',
   'live-sync',
   'fault-injection',
   'autoplay',
@@ -49,6 +53,8 @@ const VIDEO_FLAGS = new Set(['autoplay', 'muted', 'controls']);
 const DEFAULT_LIVE_SYNC_SEGMENTS = 3;
 const STATS_INTERVAL_MS = 1000;
 const STREAM_ID = /^[A-Za-z0-9._-]{1,64}$/;
+/** The protocol's ticket syntax (wire's MAX_TICKET_LENGTH): checked here so a typo says so at once. */
+const TOKEN = /^[A-Za-z0-9_.-]{1,512}$/;
 /** Playhead closer than this to a buffered range's start still counts as inside it. */
 const BUFFER_TOLERANCE_S = 0.1;
 /** hls.js NETWORK_ERROR restart delay: long enough not to hammer a failing origin. */
@@ -126,6 +132,11 @@ function parseAttributes(get: (name: string) => string | null): ParsedAttributes
     meshUsable = false;
   }
   const publicKey = get('public-key');
+  const token = get('token');
+  if (token !== null && token !== '' && !TOKEN.test(token)) {
+    errors.push('token is not 1–512 of A–Z a–z 0–9 _ . -; playing from the origin only');
+    meshUsable = false;
+  }
   // Testing aid (see MeshSessionOptions.faultInjection): a lying viewer for the integrity tests.
   const fault = get('fault-injection');
   if (fault !== null && fault !== '' && fault !== 'corrupt-forwarded')
@@ -137,6 +148,7 @@ function parseAttributes(get: (name: string) => string | null): ParsedAttributes
     ...(targetLoad === undefined || targetLoad === null ? {} : { targetLoad }),
     ...(maxLoad === undefined || maxLoad === null ? {} : { maxLoad }),
     ...(publicKey === null || publicKey === '' ? {} : { publicKey }),
+    ...(token === null || token === '' ? {} : { token }),
     ...(fault === 'corrupt-forwarded' ? { faultInjection: { corruptForwardedData: true } } : {}),
   };
   return { src, mesh, liveSyncSegments, errors };
@@ -148,6 +160,13 @@ function emptyStats(stream: string): MeshStats {
     peerId: null,
     sourceId: null,
     trackerConnected: false,
+    trackerState: 'idle',
+    trackerReconnects: 0,
+    trackerDisconnectedMs: 0,
+    trackerLastOutageMs: null,
+    peerIdChanges: 0,
+    trackerSignalsDropped: 0,
+    heldPacketsDropped: 0,
     peers: 0,
     bytesFromMesh: 0,
     bytesFromOrigin: 0,
@@ -177,9 +196,10 @@ const ElementBase: typeof HTMLElement =
   typeof HTMLElement === 'undefined' ? (Object as unknown as typeof HTMLElement) : HTMLElement;
 
 /**
- * `<mesh-player src tracker stream target-load max-load public-key live-sync autoplay muted controls>`.
+ * `<mesh-player src tracker stream token target-load max-load public-key live-sync autoplay muted controls>`.
  * Events: 'stats' (CustomEvent<MeshPlayerStats>, every second), 'peers' (CustomEvent<{peers}>),
- * 'error' (CustomEvent<MeshPlayerErrorDetail>).
+ * 'error' (CustomEvent<MeshPlayerErrorDetail>), 'trackerdisconnected' and 'trackerreconnected'
+ * (the session's, passed on).
  */
 export class MeshPlayer extends ElementBase {
   static get observedAttributes(): readonly string[] {
@@ -369,14 +389,27 @@ export class MeshPlayer extends ElementBase {
     };
     const onError = (event: Event): void => {
       const detail: unknown = event instanceof CustomEvent ? event.detail : undefined;
-      if (detail instanceof MeshError) this.#reportError({ code: detail.code, message: detail.message });
+      if (detail instanceof MeshError)
+        this.#reportError({
+          code: detail.code,
+          message: detail.message,
+          ...(detail.trackerCode === undefined ? {} : { trackerCode: detail.trackerCode }),
+        });
       else this.#reportError({ code: 'peer', message: String(detail) });
+    };
+    const onTracker = (event: Event): void => {
+      const detail: unknown = event instanceof CustomEvent ? event.detail : undefined;
+      this.dispatchEvent(new CustomEvent(event.type, { detail }));
     };
     session.addEventListener('peers', onPeers);
     session.addEventListener('error', onError);
+    session.addEventListener('trackerdisconnected', onTracker);
+    session.addEventListener('trackerreconnected', onTracker);
     this.#teardown.push(() => {
       session.removeEventListener('peers', onPeers);
       session.removeEventListener('error', onError);
+      session.removeEventListener('trackerdisconnected', onTracker);
+      session.removeEventListener('trackerreconnected', onTracker);
     });
   }
 

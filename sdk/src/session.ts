@@ -13,13 +13,20 @@ import {
   decodeMediaPacket,
   encodeMediaPacket,
   packetRange,
+  type PeerId,
   type PeerReport,
   type ServerMessage,
 } from '@chunkycast/wire';
 import { MeshNode, type DataVerdict, type LogFn, type RepairMessage } from './mesh-node.js';
 import { sha256 } from './sha256.js';
 import { SegmentStore, bytesToHex, importPublicKey } from './segments.js';
-import { TrackerClient, type WebSocketFactory } from './tracker-client.js';
+import {
+  TrackerClient,
+  type ReconnectPolicy,
+  type TrackerClock,
+  type WebSocketFactory,
+  type Welcome,
+} from './tracker-client.js';
 import { MeshError, type MeshSessionOptions, type MeshStats, type SegmentProvider } from './types.js';
 
 /**
@@ -92,6 +99,10 @@ export interface SessionHost {
   readonly onEvent?: (event: EngineEvent) => void;
   /** Every packet the engine delivers, before assembly (for tests). */
   readonly onDeliver?: (slice: number, seq: number, from: number) => void;
+  /** Reconnection policy of the tracker connection (tests: shorter or off). */
+  readonly trackerReconnect?: Partial<ReconnectPolicy> | false;
+  /** The tracker connection's clock and timers (tests drive reconnection by hand). */
+  readonly trackerClock?: TrackerClock;
 }
 
 /** Resolves TL and ML from options: ML defaults to 1.5·TL; ML below TL lowers TL (ML = 0: receive only). */
@@ -116,7 +127,9 @@ export function resolveLoads(options: MeshSessionOptions): { targetLoad: number;
  * the verified segments it assembles. Implements what the hls.js loader needs (SegmentProvider).
  *
  * Events: 'ready', 'stats' (CustomEvent<MeshStats>, every second), 'peers' (CustomEvent<{peers}>
- * when the number of open channels changes), 'error' (CustomEvent<MeshError>).
+ * when the number of open channels changes), 'error' (CustomEvent<MeshError>),
+ * 'trackerdisconnected' (CustomEvent<TrackerDisconnect>: the tracker was lost, reconnection runs
+ * while the WebRTC links keep carrying media), 'trackerreconnected' (CustomEvent<TrackerReconnect>).
  */
 export class MeshSession extends EventTarget implements SegmentProvider {
   /** Resolves once joined; rejects (and an 'error' event fires) if the mesh cannot be used. */
@@ -143,6 +156,11 @@ export class MeshSession extends EventTarget implements SegmentProvider {
   private stalls = 0;
   private stallMs = 0;
   private lastPeers = -1;
+  /** The broadcaster key the session verifies with (the option's, or the first welcome's). */
+  private keyText: string | null = null;
+  /** Counters of mesh nodes replaced after an identity change, so the stats never go backwards. */
+  private readonly retired = { uploadBytes: 0, forgedPackets: 0, peersCutOff: 0, heldPacketsDropped: 0 };
+  private readonly log: LogFn;
 
   /** Joins the stream's mesh (asynchronously); errors arrive as 'error' events and reject `ready`. */
   static connect(options: MeshSessionOptions, host: SessionHost = {}): MeshSession {
@@ -154,6 +172,7 @@ export class MeshSession extends EventTarget implements SegmentProvider {
     private readonly host: SessionHost,
   ) {
     super();
+    this.log = host.log ?? (() => undefined);
     const loads = resolveLoads(options);
     this.targetLoad = loads.targetLoad;
     this.maxLoad = loads.maxLoad;
@@ -166,19 +185,38 @@ export class MeshSession extends EventTarget implements SegmentProvider {
   }
 
   private async start(): Promise<void> {
-    const log = this.host.log ?? (() => undefined);
+    const log = this.log;
     const tracker = new TrackerClient({
       url: this.options.tracker,
       stream: this.options.stream,
       role: 'viewer',
+      ...(this.options.token === undefined ? {} : { token: this.options.token }),
       ...(this.host.createSocket === undefined ? {} : { createSocket: this.host.createSocket }),
+      ...(this.host.trackerReconnect === undefined ? {} : { reconnect: this.host.trackerReconnect }),
+      ...(this.host.trackerClock === undefined ? {} : { clock: this.host.trackerClock }),
     });
     this.tracker = tracker;
-    const welcome = await tracker.join();
-    // Peers may dial us (offers) while we still verify the welcome's announcements: keep every
-    // message until the node exists, or the offer is lost and that peer's first messages with it.
+    // Peers may dial us (offers) while we still verify the welcome's announcements, and the tracker
+    // may even be lost and regained meanwhile: keep every message until the node exists, or the
+    // offer is lost and that peer's first messages with it.
     const early: ServerMessage[] = [];
     tracker.onMessage = (message) => early.push(message);
+    tracker.onProblem = (error) => {
+      this.dispatchEvent(new CustomEvent('error', { detail: error }));
+    };
+    tracker.onDisconnected = (detail) => {
+      log('info', 'lost the tracker; reconnecting', { code: detail.code, reason: detail.reason });
+      this.dispatchEvent(new CustomEvent('trackerdisconnected', { detail }));
+    };
+    tracker.onReconnected = (detail) => {
+      log('info', 'tracker reached again', { ...detail });
+      this.dispatchEvent(new CustomEvent('trackerreconnected', { detail }));
+    };
+    tracker.onFatal = (error) => {
+      // The mesh links we have keep working; the player falls back to the origin as they thin out.
+      this.fail(error);
+    };
+    const welcome = await tracker.join();
     if (this.closed) {
       tracker.close();
       return;
@@ -186,6 +224,7 @@ export class MeshSession extends EventTarget implements SegmentProvider {
     this.peerId = welcome.peerId;
     this.sourceId = welcome.sourceId;
     const keyText = this.options.publicKey ?? welcome.publicKey;
+    this.keyText = keyText;
     let publicKey: CryptoKey | null = null;
     if (keyText !== null) {
       try {
@@ -206,49 +245,27 @@ export class MeshSession extends EventTarget implements SegmentProvider {
     });
     await store.seed(welcome.announcements);
     this.store = store;
-    const seed = crypto.getRandomValues(new Uint32Array(1))[0] ?? 1;
-    this.random = createRandom(seed ^ 0x5eed_5eed);
-    const node = new MeshNode({
-      id: welcome.peerId,
-      sourceId: welcome.sourceId,
-      role: 'member',
-      targetLoadSlices: this.targetLoad,
-      maxLoadSlices: this.maxLoad,
-      protocol: LIVE_PROTOCOL,
-      seed,
-      rtcConfig: this.host.rtcConfig ?? { iceServers: [...(this.options.iceServers ?? [])] },
-      signal: (to, data) => {
-        tracker.send({ type: 'signal', to, data });
-      },
-      requestBootstrap: (count) => {
-        tracker.send({ type: 'bootstrap', count: Math.min(64, Math.max(1, count)) });
-      },
-      ...(this.host.onEvent === undefined ? {} : { onEvent: this.host.onEvent }),
-      inspectData: (_slice, _seq, payload) => inspectPacket(store, payload),
-      onRepair: (from, message) => {
-        this.onRepair(from, message);
-      },
-      ...(this.options.faultInjection?.corruptForwardedData === true ? { corruptForwardedData: true } : {}),
-      deliver: (slice, seq, payload, from) => {
-        this.host.onDeliver?.(slice, seq, from);
-        const decoded = decodeMediaPacket(payload);
-        if (decoded.ok) store.addPacket(decoded.packet);
-        else log('warn', 'undecodable media packet', { error: decoded.error.message });
-      },
-      log,
-    });
+    this.random = createRandom((crypto.getRandomValues(new Uint32Array(1))[0] ?? 1) ^ 0x5eed_5eed);
+    // Read through a method: close() may have run while we awaited the key and the seed.
+    if (this.isClosed()) {
+      tracker.close();
+      return;
+    }
+    const node = this.createNode(welcome.peerId, welcome.sourceId);
     this.node = node;
     const dispatch = (message: ServerMessage): void => {
+      const current = this.node;
+      if (current === null || this.closed) return;
       switch (message.type) {
         case 'peers':
-          node.bootstrap(message.peers);
+          current.bootstrap(message.peers);
           break;
         case 'signal':
-          node.handleSignal(message.from, message.data);
+          current.handleSignal(message.from, message.data);
           break;
         case 'announce':
           void store.announce(message.announcement).then(() => {
-            node.recheckHeld();
+            this.node?.recheckHeld();
           });
           break;
         case 'error':
@@ -257,13 +274,11 @@ export class MeshSession extends EventTarget implements SegmentProvider {
           log('debug', 'tracker error', { code: message.code, message: message.message });
           break;
         case 'welcome':
+          this.rejoined(message);
           break;
       }
     };
     tracker.onMessage = dispatch;
-    tracker.onProblem = (error) => {
-      this.dispatchEvent(new CustomEvent('error', { detail: error }));
-    };
     node.start();
     for (const message of early.splice(0)) dispatch(message);
     this.timers.push(
@@ -275,6 +290,93 @@ export class MeshSession extends EventTarget implements SegmentProvider {
       }, REPORT_INTERVAL_MS),
     );
     this.dispatchEvent(new Event('ready'));
+  }
+
+  /** A MeshNode for this identity; its callbacks act only while it is the session's current node. */
+  private createNode(peerId: PeerId, sourceId: PeerId): MeshNode {
+    const store = this.store;
+    const tracker = this.tracker;
+    if (store === null || tracker === null)
+      throw new MeshError('config', 'the session has no store or tracker');
+    const seed = crypto.getRandomValues(new Uint32Array(1))[0] ?? 1;
+    const node: MeshNode = new MeshNode({
+      id: peerId,
+      sourceId,
+      role: 'member',
+      targetLoadSlices: this.targetLoad,
+      maxLoadSlices: this.maxLoad,
+      protocol: LIVE_PROTOCOL,
+      seed,
+      rtcConfig: this.host.rtcConfig ?? { iceServers: [...(this.options.iceServers ?? [])] },
+      signal: (to, data) => {
+        if (this.node === node) tracker.send({ type: 'signal', to, data });
+      },
+      requestBootstrap: (count) => {
+        if (this.node === node) tracker.send({ type: 'bootstrap', count: Math.min(64, Math.max(1, count)) });
+      },
+      ...(this.host.onEvent === undefined ? {} : { onEvent: this.host.onEvent }),
+      inspectData: (_slice, _seq, payload) => inspectPacket(store, payload),
+      onRepair: (from, message) => {
+        if (this.node === node) this.onRepair(from, message);
+      },
+      ...(this.options.faultInjection?.corruptForwardedData === true ? { corruptForwardedData: true } : {}),
+      deliver: (slice, seq, payload, from) => {
+        this.host.onDeliver?.(slice, seq, from);
+        const decoded = decodeMediaPacket(payload);
+        if (decoded.ok) store.addPacket(decoded.packet);
+        else this.log('warn', 'undecodable media packet', { error: decoded.error.message });
+      },
+      log: this.log,
+    });
+    return node;
+  }
+
+  /**
+   * A welcome after the tracker was lost and reached again. Its announcements are the tracker's
+   * last 16: those made while we were away (the source queues them and sends them when it is back)
+   * reach us here, and packets held for them can now be checked and forwarded.
+   *
+   * Same peer id and source id (the tracker honoured our resume ticket): nothing else changes, the
+   * node and its WebRTC links carry on. Another id: our links and tree places name the old id, and
+   * peers would refuse or misroute anything under the new one, so the node is rebuilt — the old
+   * one stops (its links close, its neighbours repair around it), a new one with the new id
+   * bootstraps afresh. The store stays, so playback continues from the buffer, the segments
+   * already assembled and the origin.
+   */
+  private rejoined(welcome: Welcome): void {
+    const store = this.store;
+    const old = this.node;
+    if (store === null || old === null || this.closed) return;
+    if (this.options.publicKey === undefined && welcome.publicKey !== this.keyText)
+      this.log(
+        'warn',
+        'the tracker announces another broadcaster key after reconnecting; keeping the first',
+        {},
+      );
+    void Promise.all(welcome.announcements.map((a) => store.announce(a))).then(() => {
+      this.node?.recheckHeld();
+    });
+    if (welcome.peerId === this.peerId && welcome.sourceId === this.sourceId) return;
+    this.log('info', 'the tracker gave us another identity; rebuilding the mesh node', {
+      previousPeerId: this.peerId,
+      peerId: welcome.peerId,
+      previousSourceId: this.sourceId,
+      sourceId: welcome.sourceId,
+    });
+    this.retired.uploadBytes += old.counters.uploadBytes;
+    this.retired.forgedPackets += old.counters.forgedPackets;
+    this.retired.peersCutOff += old.counters.peersCutOff;
+    this.retired.heldPacketsDropped += old.counters.heldPacketsDropped;
+    this.peerId = welcome.peerId;
+    this.sourceId = welcome.sourceId;
+    const node = this.createNode(welcome.peerId, welcome.sourceId);
+    this.node = node;
+    void old.stop(false);
+    node.start();
+  }
+
+  private isClosed(): boolean {
+    return this.closed;
   }
 
   private fail(error: MeshError): void {
@@ -298,7 +400,7 @@ export class MeshSession extends EventTarget implements SegmentProvider {
       children: node.engine.children().map((c) => c.slice(0, 256)),
       meshBytes: this.meshBytes(),
       originBytes: this.bytesFromOrigin,
-      uploadBytes: node.counters.uploadBytes,
+      uploadBytes: this.retired.uploadBytes + node.counters.uploadBytes,
       stalls: this.stalls,
       playing: this.segmentsFromMesh + this.segmentsFromOrigin > 0,
     };
@@ -525,11 +627,19 @@ export class MeshSession extends EventTarget implements SegmentProvider {
     const children = node?.engine.children() ?? [];
     const bytesFromMesh = this.meshBytes();
     const total = bytesFromMesh + this.bytesFromOrigin;
+    const tracker = this.tracker?.stats();
     return {
       stream: this.options.stream,
       peerId: this.peerId,
       sourceId: this.sourceId,
       trackerConnected: this.tracker?.connected ?? false,
+      trackerState: tracker?.state ?? 'idle',
+      trackerReconnects: tracker?.reconnects ?? 0,
+      trackerDisconnectedMs: tracker?.disconnectedMs ?? 0,
+      trackerLastOutageMs: tracker?.lastOutageMs ?? null,
+      peerIdChanges: tracker?.peerIdChanges ?? 0,
+      trackerSignalsDropped: tracker?.signalsDropped ?? 0,
+      heldPacketsDropped: this.retired.heldPacketsDropped + (node?.counters.heldPacketsDropped ?? 0),
       peers: node?.openPeers ?? 0,
       bytesFromMesh,
       bytesFromOrigin: this.bytesFromOrigin,
@@ -537,7 +647,7 @@ export class MeshSession extends EventTarget implements SegmentProvider {
       segmentsFromMesh: this.segmentsFromMesh,
       segmentsFromOrigin: this.segmentsFromOrigin,
       segmentsCompletedFromOrigin: this.segmentsCompletedFromOrigin,
-      uploadBytes: node?.counters.uploadBytes ?? 0,
+      uploadBytes: this.retired.uploadBytes + (node?.counters.uploadBytes ?? 0),
       load: node?.engine.currentLoad ?? 0,
       targetLoad: this.targetLoad,
       maxLoad: this.maxLoad,
@@ -546,11 +656,11 @@ export class MeshSession extends EventTarget implements SegmentProvider {
       stallMs: this.stallMs,
       verificationFailures:
         (this.store?.counters.hashMismatches ?? 0) + (this.store?.counters.badSignatures ?? 0),
-      forgedPackets: node?.counters.forgedPackets ?? 0,
+      forgedPackets: this.retired.forgedPackets + (node?.counters.forgedPackets ?? 0),
       bytesFromRepair: this.store?.counters.bytesRepaired ?? 0,
       repairRequests: this.repairRequests,
       repairPacketsServed: this.repairPacketsServed,
-      peersCutOff: node?.counters.peersCutOff ?? 0,
+      peersCutOff: this.retired.peersCutOff + (node?.counters.peersCutOff ?? 0),
     };
   }
 

@@ -1,4 +1,4 @@
-import type { PeerId } from '@chunkycast/wire';
+import type { PeerId, TrackerErrorCode } from '@chunkycast/wire';
 
 /** Options of a viewer's (or the true source's) place in one stream's mesh. */
 export interface MeshSessionOptions {
@@ -15,6 +15,12 @@ export interface MeshSessionOptions {
   readonly maxLoad?: number;
   /** Base64 raw Ed25519 public key of the broadcaster; default: the key the tracker announces. */
   readonly publicKey?: string;
+  /**
+   * Viewer join token, for a tracker that requires one (`--join-secret`): sent in every join,
+   * reconnections included. A token the tracker refuses (`badToken`) ends the session's tracker
+   * connection for good (an 'error' event with code `trackerRefused`).
+   */
+  readonly token?: string;
   /** ICE servers for RTCPeerConnection (default none: host candidates only). */
   readonly iceServers?: readonly RTCIceServer[];
   /**
@@ -38,6 +44,27 @@ export interface MeshStats {
   readonly sourceId: PeerId | null;
   /** WebSocket to the tracker is open and joined. */
   readonly trackerConnected: boolean;
+  /**
+   * `connecting`, `connected`, `reconnecting` (lost, trying again: WebRTC links keep carrying media
+   * meanwhile), `failed` (refused for good, or the first join failed) or `closed`; `idle` before the
+   * session starts.
+   */
+  readonly trackerState: TrackerConnectionState;
+  /** Times the tracker was reached again after losing it. */
+  readonly trackerReconnects: number;
+  /** Time without a tracker since the first welcome (the current outage included), ms. */
+  readonly trackerDisconnectedMs: number;
+  /** The last finished outage, from the socket's close to the next welcome, ms (null: none yet). */
+  readonly trackerLastOutageMs: number | null;
+  /**
+   * Reconnections that came back with another peer id (the resume ticket was refused or expired):
+   * each rebuilt this viewer's place in the mesh (links closed, a fresh bootstrap).
+   */
+  readonly peerIdChanges: number;
+  /** Signalling messages not delivered because the tracker was away (bounded queue, stale, or id change). */
+  readonly trackerSignalsDropped: number;
+  /** Data packets held for their segment's announcement and dropped when it did not come in time. */
+  readonly heldPacketsDropped: number;
   /** Open WebRTC data channels. */
   readonly peers: number;
   /** Media bytes received from peers (tree packets and repaired ones; all verified). */
@@ -74,6 +101,10 @@ export interface MeshStats {
   readonly repairPacketsServed: number;
 }
 
+/** The tracker connection's state (TrackerClient's). */
+export type TrackerConnectionState =
+  'idle' | 'connecting' | 'connected' | 'reconnecting' | 'failed' | 'closed';
+
 export type MeshErrorCode =
   'tracker' | 'trackerRefused' | 'badAnnouncement' | 'verification' | 'peer' | 'config';
 
@@ -82,6 +113,8 @@ export class MeshError extends Error {
   constructor(
     readonly code: MeshErrorCode,
     message: string,
+    /** The tracker's own error code when the tracker refused something (`trackerRefused`). */
+    readonly trackerCode?: TrackerErrorCode,
   ) {
     super(message);
   }

@@ -2,10 +2,13 @@ import { createHash, randomInt } from 'node:crypto';
 import { WebSocket } from 'ws';
 import {
   LIVE_PROTOCOL,
+  MeshError,
   MeshNode,
   TrackerClient,
   bytesToBase64,
   type LogFn,
+  type ReconnectPolicy,
+  type TrackerClientStats,
   type WebSocketLike,
 } from '@chunkycast/sdk/core';
 import {
@@ -16,6 +19,7 @@ import {
   encodeMediaPacket,
   packetRange,
   planPackets,
+  type PeerId,
   type SegmentAnnouncement,
   type SignedAnnouncement,
 } from '@chunkycast/wire';
@@ -31,6 +35,24 @@ const FETCH_TIMEOUT_MS = 5000;
 const REPORT_INTERVAL_MS = 2000;
 /** The true source's engine deals M = 16 slices (the thesis's default, L2929). */
 const SLICES = 16;
+/**
+ * Segments kept back while the tracker is away ('hold' mode): 3 × 2 s. An older one would reach
+ * viewers after their loader gave up on it (it waits ≤ 4 s, then takes the origin's copy).
+ */
+export const MAX_SEGMENTS_HELD_WHILE_DISCONNECTED = 3;
+
+/**
+ * What the source does with a new segment while its tracker is away (a tracker restart):
+ * - 'feed': publish the packets at once over the existing links and queue the announcement (the
+ *   tracker client sends queued announcements first thing after the next welcome). A viewer holds
+ *   a packet whose segment is not announced for at most 1.5 s (MeshNode's HOLD_MAX_MS), so a
+ *   segment cut more than ~1.5 s before the viewer has the announcement is lost to the mesh and
+ *   comes from the origin.
+ * - 'hold': keep the segment (announcement and packets, at most MAX_SEGMENTS_HELD_WHILE_DISCONNECTED)
+ *   and, right after the next welcome, announce it and publish its packets, as for a fresh
+ *   segment: it reaches the mesh late by the outage but with its announcement ahead of it.
+ */
+export type WhileDisconnected = 'feed' | 'hold';
 
 /** The tracker's structured log sink, as the SDK's mesh host takes it. */
 export type SourceLogFn = LogFn;
@@ -52,6 +74,15 @@ export interface TrueSourceOptions {
    * otherwise, environment.md).
    */
   readonly rtcConfig?: Record<string, unknown>;
+  /** Segments cut while the tracker is away (default 'hold'; see WhileDisconnected). */
+  readonly whileDisconnected?: WhileDisconnected;
+  /** Reconnection after a lost tracker (default the SDK's policy). */
+  readonly reconnect?: Partial<ReconnectPolicy>;
+  /**
+   * The tracker refused the source for good after a reconnect (a changed broadcaster key): the
+   * source can no longer announce, so whoever runs it should stop it or alert.
+   */
+  readonly onFatal?: (error: MeshError) => void;
 }
 
 export interface TrueSourceStats {
@@ -61,9 +92,18 @@ export interface TrueSourceStats {
   readonly egressBytes: number;
   readonly sliceSources: readonly (number | null)[];
   readonly lastSequence: number | null;
+  /** The tracker connection: state, reconnects, time without a tracker, dropped signalling. */
+  readonly tracker: TrackerClientStats;
+  /** Segments cut while the tracker was away and published after it came back ('hold' mode). */
+  readonly segmentsHeldWhileDisconnected: number;
+  /** Segments cut while the tracker was away and given up (beyond the hold bound): origin only. */
+  readonly segmentsDroppedWhileDisconnected: number;
+  /** Mesh nodes rebuilt because the tracker gave the source another id after a reconnect. */
+  readonly nodeRebuilds: number;
 }
 
 export interface TrueSource {
+  /** The source's peer id (deterministic per stream with a tracker that derives it). */
   readonly peerId: number;
   stats(): TrueSourceStats;
   stop(): Promise<void>;
@@ -83,43 +123,98 @@ export async function startTrueSource(options: TrueSourceOptions): Promise<TrueS
     (trackerHost === '127.0.0.1' || trackerHost === 'localhost'
       ? { iceServers: [], bindAddress: '127.0.0.1' }
       : { iceServers: [] });
+  const whileDisconnected = options.whileDisconnected ?? 'hold';
   const tracker = new TrackerClient({
     url: options.trackerUrl,
     stream,
     role: 'source',
     key: options.broadcasterKey,
     createSocket: (url) => new WebSocket(url) as unknown as WebSocketLike,
+    ...(options.reconnect === undefined ? {} : { reconnect: options.reconnect }),
   });
   const welcome = await tracker.join();
   log('info', 'true source joined', { stream, peerId: welcome.peerId });
-  const node = new MeshNode({
-    id: welcome.peerId,
-    sourceId: welcome.sourceId,
-    role: 'source',
-    targetLoadSlices: SLICES,
-    maxLoadSlices: SLICES,
-    protocol: LIVE_PROTOCOL,
-    seed: randomInt(1, 0x7fff_ffff),
-    rtcConfig,
-    signal: (to, data) => {
-      tracker.send({ type: 'signal', to, data });
-    },
-    requestBootstrap: (count) => {
-      tracker.send({ type: 'bootstrap', count: Math.min(64, Math.max(1, count)) });
-    },
-    deliver: () => undefined,
-    log,
-  });
+  const createNode = (peerId: PeerId, sourceId: PeerId): MeshNode => {
+    const node: MeshNode = new MeshNode({
+      id: peerId,
+      sourceId,
+      role: 'source',
+      targetLoadSlices: SLICES,
+      maxLoadSlices: SLICES,
+      protocol: LIVE_PROTOCOL,
+      seed: randomInt(1, 0x7fff_ffff),
+      rtcConfig,
+      // A replaced node (after an id change) must not speak for the current one.
+      signal: (to, data) => {
+        if (current === node) tracker.send({ type: 'signal', to, data });
+      },
+      requestBootstrap: (count) => {
+        if (current === node) tracker.send({ type: 'bootstrap', count: Math.min(64, Math.max(1, count)) });
+      },
+      deliver: () => undefined,
+      log,
+    });
+    return node;
+  };
+  let current = createNode(welcome.peerId, welcome.sourceId);
+  let retiredUploadBytes = 0;
+  let nodeRebuilds = 0;
+  /** Segments cut while the tracker was away ('hold' mode), oldest first. */
+  let held: { announcement: SignedAnnouncement; packets: Uint8Array[] }[] = [];
+  let segmentsHeld = 0;
+  let segmentsDropped = 0;
+
+  const sendSegment = (announcement: SignedAnnouncement, packets: readonly Uint8Array[]): void => {
+    // Announce first: viewers can then verify the segment the moment its last packet arrives.
+    tracker.send({ type: 'announce', announcement });
+    for (const packet of packets) current.publish(packet);
+  };
+
+  /** After a welcome that follows a loss: same id, carry on; another id, a new node. Then the held segments. */
+  const rejoined = (peerId: PeerId, sourceId: PeerId): void => {
+    if (peerId !== current.id) {
+      log('warn', 'true source: the tracker gave another id; rebuilding the mesh node', {
+        previousPeerId: current.id,
+        peerId,
+      });
+      const old = current;
+      retiredUploadBytes += old.counters.uploadBytes;
+      nodeRebuilds++;
+      current = createNode(peerId, sourceId);
+      void old.stop(false);
+      current.start();
+    }
+    const release = held;
+    held = [];
+    for (const segment of release) sendSegment(segment.announcement, segment.packets);
+    if (release.length > 0)
+      log('info', 'true source: published the segments held while the tracker was away', {
+        segments: release.map((x) => x.announcement.sequence),
+      });
+  };
+
   tracker.onMessage = (message) => {
-    if (message.type === 'peers') node.bootstrap(message.peers);
-    else if (message.type === 'signal') node.handleSignal(message.from, message.data);
+    if (message.type === 'peers') current.bootstrap(message.peers);
+    else if (message.type === 'signal') current.handleSignal(message.from, message.data);
+    else if (message.type === 'welcome') rejoined(message.peerId, message.sourceId);
     else if (message.type === 'error')
       log('debug', 'tracker error', { code: message.code, message: message.message });
   };
   tracker.onProblem = (error) => {
     log('warn', 'true source: tracker problem', { error: error.message });
   };
-  node.start();
+  tracker.onDisconnected = (detail) => {
+    // The links to the slice sources stay up: the engine keeps feeding them meanwhile.
+    log('warn', 'true source: lost the tracker; reconnecting', { code: detail.code, reason: detail.reason });
+  };
+  tracker.onReconnected = (detail) => {
+    log('info', 'true source: tracker reached again', { ...detail });
+  };
+  tracker.onFatal = (error) => {
+    log('error', 'true source: the tracker refused us for good', { error: error.message });
+    options.onFatal?.(error);
+  };
+  current.start();
 
   let lastSequence: number | null = null;
   let segmentsPublished = 0;
@@ -177,12 +272,18 @@ export async function startTrueSource(options: TrueSourceOptions): Promise<TrueS
       ),
     );
     const signed: SignedAnnouncement = { ...announcement, signature: bytesToBase64(signature) };
-    // Announce first: viewers can then verify the segment the moment its last packet arrives.
-    tracker.send({ type: 'announce', announcement: signed });
-    for (let index = 0; index < plan.packets; index++)
-      node.publish(
-        encodeMediaPacket({ segment: sequence, index, count: plan.packets, bytes: packetBytes(index) }),
-      );
+    const packets = Array.from({ length: plan.packets }, (_, index) =>
+      encodeMediaPacket({ segment: sequence, index, count: plan.packets, bytes: packetBytes(index) }),
+    );
+    if (whileDisconnected === 'hold' && !tracker.connected) {
+      held.push({ announcement: signed, packets });
+      segmentsHeld++;
+      if (held.length > MAX_SEGMENTS_HELD_WHILE_DISCONNECTED) {
+        held.shift();
+        segmentsDropped++;
+      }
+      log('info', 'true source: tracker away; segment held', { sequence, held: held.length });
+    } else sendSegment(signed, packets);
     segmentsPublished++;
     bytesPublished += bytes.length;
     log('debug', 'segment published', { sequence, bytes: bytes.length, packets: plan.packets });
@@ -229,10 +330,10 @@ export async function startTrueSource(options: TrueSourceOptions): Promise<TrueS
       type: 'report',
       report: {
         parents: new Array<null>(SLICES).fill(null),
-        children: node.engine.currentSliceSources().map((s) => (s === null ? [] : [s])),
+        children: current.engine.currentSliceSources().map((s) => (s === null ? [] : [s])),
         meshBytes: 0,
         originBytes: bytesPublished,
-        uploadBytes: node.counters.uploadBytes,
+        uploadBytes: retiredUploadBytes + current.counters.uploadBytes,
         stalls: 0,
         playing: true,
       },
@@ -241,20 +342,26 @@ export async function startTrueSource(options: TrueSourceOptions): Promise<TrueS
   void poll();
 
   return {
-    peerId: welcome.peerId,
+    get peerId() {
+      return current.id;
+    },
     stats: () => ({
       segmentsPublished,
       bytesPublished,
-      egressBytes: node.counters.uploadBytes,
-      sliceSources: node.engine.currentSliceSources(),
+      egressBytes: retiredUploadBytes + current.counters.uploadBytes,
+      sliceSources: current.engine.currentSliceSources(),
       lastSequence,
+      tracker: tracker.stats(),
+      segmentsHeldWhileDisconnected: segmentsHeld,
+      segmentsDroppedWhileDisconnected: segmentsDropped,
+      nodeRebuilds,
     }),
     stop: async () => {
       if (state.stopped) return;
       state.stopped = true;
       clearInterval(pollTimer);
       clearInterval(reportTimer);
-      await node.stop(true);
+      await current.stop(true);
       tracker.close();
     },
   };

@@ -1,0 +1,381 @@
+// A tracker restart mid-stream. ffmpeg packages the live stream; one tracker process serves it as the
+// origin (and the demo pages); a second tracker process is the rendezvous server alone; the true
+// source runs as its own process (chunkycast-source) against the rendezvous tracker; four Chromium
+// viewers play. After ~20 s of steady play the rendezvous tracker gets SIGTERM and is started again
+// on the same port with the same keys ~0.7 s after it exited. Every viewer and the source must be
+// welcomed again within 5 s of the close, keep their peer ids, and no viewer may stall; the WebRTC
+// links keep carrying media while the tracker is away, and the mesh keeps its share afterwards.
+// Run by e2e/run.mjs inside a loopback-only network namespace.
+import { spawn } from 'node:child_process';
+import { generateKeyPairSync, randomBytes } from 'node:crypto';
+import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { afterAll, beforeAll, describe, expect, test } from 'vitest';
+import {
+  Stack,
+  brief,
+  isIsolated,
+  launchBrowser,
+  meshShareOf,
+  monitor,
+  openViewer,
+  root,
+  sampleAll,
+  startStream,
+  startTracker,
+  steadinessProblems,
+  stopProcess,
+  tieToParent,
+  viewerUrl,
+  waitFor,
+  waitForPlaying,
+} from './src/harness.mjs';
+
+const VIEWERS = 4;
+/** Steady play before the restart, and watched play after it (the issue: ~20 s each). */
+const BEFORE_S = 20;
+const AFTER_S = 20;
+/** The tracker is started again this long after the old process exited. */
+const RESTART_GAP_MS = 700;
+/** Close → new welcome, for every viewer and the source (the issue's bound). */
+const MAX_OUTAGE_MS = 5000;
+/** The mesh's share of the viewers' media bytes in the window after the restart. */
+const MIN_MESH_SHARE_AFTER = 0.6;
+const FAST_SAMPLE_MS = 250;
+/** The harness's ffmpeg writes 2 s segments; the close comes this long before the next is finished. */
+const SEGMENT_MS = 2000;
+const CUT_INTO_OUTAGE_MS = 500;
+const sourceCli = join(root, 'tracker', 'dist', 'source', 'cli.js');
+
+const log = (text) => process.stderr.write(`e2e restart: ${text}\n`);
+const stack = new Stack();
+const broadcasterKey = randomBytes(18).toString('base64url');
+/** @type {string} */
+let workDir;
+/** @type {string} */
+let keyFile;
+/** @type {Awaited<ReturnType<typeof startStream>>} */
+let stream;
+/** @type {Awaited<ReturnType<typeof startTracker>>} */
+let origin;
+/** @type {Awaited<ReturnType<typeof startTracker>>} */
+let rendezvous;
+/** @type {ReturnType<typeof startSource>} */
+let source;
+/** @type {Awaited<ReturnType<typeof launchBrowser>>} */
+let browser;
+
+/** Starts the rendezvous-only tracker (no origin, no in-process source) with the shared keys. */
+function startRendezvous(port = 0) {
+  return startTracker({
+    port,
+    sourceStream: null,
+    extraArgs: ['--broadcaster-key', broadcasterKey, '--signing-key', keyFile],
+  });
+}
+
+/**
+ * The standalone true source: its JSON log lines are kept (bounded) so the test can read when it
+ * lost and regained the tracker.
+ */
+function startSource({ trackerWsUrl, playlistUrl }) {
+  if (!existsSync(sourceCli)) throw new Error(`${sourceCli} is missing: build first (npx tsc -b)`);
+  const proc = spawn(
+    process.execPath,
+    [
+      sourceCli,
+      '--tracker',
+      trackerWsUrl,
+      '--playlist',
+      playlistUrl,
+      '--stream',
+      'live',
+      '--signing-key',
+      keyFile,
+    ],
+    // The key through the environment: flags are visible in ps.
+    {
+      cwd: root,
+      stdio: ['ignore', 'pipe', 'pipe'],
+      env: { ...process.env, CHUNKYCAST_BROADCASTER_KEY: broadcasterKey },
+    },
+  );
+  tieToParent(proc);
+  const records = [];
+  const lines = [];
+  let buffer = '';
+  const keep = (line) => {
+    lines.push(line);
+    if (lines.length > 300) lines.shift();
+  };
+  proc.stdout.setEncoding('utf8');
+  proc.stdout.on('data', (chunk) => {
+    buffer += chunk;
+    let nl;
+    while ((nl = buffer.indexOf('\n')) >= 0) {
+      const line = buffer.slice(0, nl);
+      buffer = buffer.slice(nl + 1);
+      if (line.trim() === '') continue;
+      keep(line);
+      try {
+        const record = JSON.parse(line);
+        if (record.level !== 'debug') {
+          records.push({ ...record, receivedAt: Date.now() });
+          if (records.length > 500) records.shift();
+        }
+      } catch {
+        // not JSON: kept as a line
+      }
+    }
+  });
+  proc.stderr.setEncoding('utf8');
+  proc.stderr.on('data', (chunk) => {
+    for (const line of chunk.split('\n')) if (line.trim() !== '') keep(`[stderr] ${line}`);
+  });
+  return {
+    proc,
+    records,
+    lines,
+    find: (msg) => records.filter((r) => r.msg === msg),
+    stop: () => stopProcess(proc, { signal: 'SIGTERM', graceMs: 5000 }),
+  };
+}
+
+/** Samples the viewers every FAST_SAMPLE_MS until stopped (bounded: at most 30 s of samples). */
+function fastSampler(viewers) {
+  const samples = [];
+  let running = true;
+  const done = (async () => {
+    for (let i = 0; running && i < 30_000 / FAST_SAMPLE_MS; i++) {
+      const started = Date.now();
+      samples.push({ at: started, snaps: await sampleAll(viewers) });
+      await sleep(Math.max(0, FAST_SAMPLE_MS - (Date.now() - started)));
+    }
+  })();
+  return {
+    samples,
+    async stop() {
+      running = false;
+      await done;
+    },
+  };
+}
+
+async function fail(title, problems, viewers) {
+  const snaps = await sampleAll(viewers);
+  const lines = [`${title}: ${problems.length} problem(s)`, ...problems.map((p) => `  - ${p}`), ''];
+  snaps.forEach((s, i) => {
+    const v = viewers[i];
+    lines.push(`── ${v.label} ──`, JSON.stringify(brief(v.label, s)), `full: ${JSON.stringify(s)}`);
+    if (v.console.lines.length > 0) lines.push('console:', v.console.text());
+  });
+  lines.push('── rendezvous tracker log (last lines) ──', rendezvous.logs.lines.slice(-40).join('\n'));
+  lines.push('── source log (last lines) ──', source.lines.slice(-40).join('\n'));
+  if (stream.stderr.lines.length > 0) lines.push('── ffmpeg ──', stream.stderr.text());
+  process.stderr.write(`${lines.join('\n')}\n`);
+  throw new Error(`${title}:\n${problems.join('\n')}`);
+}
+
+const round = (viewers) => (snaps, r) => {
+  if (r % 5 !== 0) return;
+  log(
+    snaps
+      .map((s, i) => {
+        const b = brief(viewers[i].label, s);
+        return `${b.viewer}:${b.t ?? '-'}s/${b.peers ?? '-'}p/st${b.stalls ?? '-'}/${s.stats?.trackerState ?? '-'}`;
+      })
+      .join(' ') + ` mesh ${(100 * meshShareOf(snaps).share).toFixed(0)}%`,
+  );
+};
+
+describe('tracker restart mid-stream', () => {
+  beforeAll(async () => {
+    expect(isIsolated(), 'e2e must run in a loopback-only network namespace (use e2e/run.mjs)').toBe(true);
+    const t0 = Date.now();
+    workDir = mkdtempSync(join(tmpdir(), 'chunkycast-restart-'));
+    stack.add('work dir', async () => rmSync(workDir, { recursive: true, force: true }));
+    keyFile = join(workDir, 'signing-key.pem');
+    const { privateKey } = generateKeyPairSync('ed25519');
+    writeFileSync(keyFile, privateKey.export({ type: 'pkcs8', format: 'pem' }), { mode: 0o600 });
+    stream = await startStream({ quiet: true });
+    stack.add('ffmpeg', () => stream.stop());
+    origin = await startTracker({ originDir: stream.dir, sourceStream: null });
+    stack.add('origin', () => origin.stop());
+    rendezvous = await startRendezvous();
+    stack.add('rendezvous tracker', () => rendezvous.stop());
+    browser = await launchBrowser();
+    stack.add('chromium', () => browser.close());
+    await stream.waitForSegments(3);
+    source = startSource({ trackerWsUrl: rendezvous.wsUrl, playlistUrl: `${origin.url}/live/live.m3u8` });
+    stack.add('source', () => source.stop());
+    await waitFor('the true source to run', () => source.find('true source running').length > 0, {
+      timeoutMs: 20_000,
+    });
+    log(
+      `stream, origin ${origin.url}, rendezvous ${rendezvous.wsUrl}, source and Chromium up in ${Date.now() - t0} ms`,
+    );
+  });
+
+  afterAll(async () => {
+    await stack.stopAll();
+  });
+
+  test('viewers and source rejoin within 5 s with their ids; no stall; the mesh carries on', async () => {
+    const viewers = [];
+    for (let i = 0; i < VIEWERS; i++)
+      viewers.push(
+        await openViewer(browser, viewerUrl(origin.url, { tracker: rendezvous.wsUrl }), { label: `v${i}` }),
+      );
+    try {
+      await waitForPlaying(viewers, { timeoutMs: 30_000 });
+    } catch (error) {
+      await fail('startup', [String(error)], viewers);
+    }
+    const problems = [];
+    const before = await monitor(viewers, {
+      durationMs: BEFORE_S * 1000,
+      intervalMs: 2000,
+      onSample: round(viewers),
+    });
+    before.forEach((s, i) => problems.push(...steadinessProblems(viewers[i].label, s)));
+    if (problems.length > 0) await fail('steady play before the restart', problems, viewers);
+    const sourceRunning = source.find('true source running')[0];
+
+    // ── the restart ──
+    // Timed so that ffmpeg finishes a segment ~0.5 s into the outage: one segment is cut while the
+    // tracker is away, the case that needs the source's hold (or queue) of its announcement.
+    const known = stream.segments.size;
+    await waitFor('a new segment from ffmpeg', () => stream.segments.size > known, {
+      timeoutMs: 6000,
+      intervalMs: 50,
+    });
+    const newest = Math.max(...[...stream.segments.values()].map((x) => x.readyAt));
+    await sleep(Math.max(0, newest + SEGMENT_MS - CUT_INTO_OUTAGE_MS - Date.now()));
+    const port = Number(new URL(rendezvous.url).port);
+    const atKill = await sampleAll(viewers);
+    const sampler = fastSampler(viewers);
+    const killAt = Date.now();
+    await rendezvous.stop();
+    const exitedAt = Date.now();
+    await sleep(RESTART_GAP_MS);
+    rendezvous = await startRendezvous(port);
+    const upAt = Date.now();
+    log(
+      `tracker SIGTERM at 0 ms, exited at ${exitedAt - killAt} ms, started again at ${upAt - killAt} ms (listening)`,
+    );
+    try {
+      await waitFor(
+        'every viewer and the source to be welcomed again',
+        async () => {
+          const snaps = await sampleAll(viewers);
+          const viewersBack = snaps.every(
+            (s) => s.stats?.trackerReconnects >= 1 && s.stats?.trackerState === 'connected',
+          );
+          return viewersBack && source.find('true source: tracker reached again').length > 0;
+        },
+        { timeoutMs: 15_000, intervalMs: FAST_SAMPLE_MS },
+      );
+    } catch (error) {
+      await sampler.stop();
+      await fail('rejoin', [String(error)], viewers);
+    }
+    await sleep(1000); // a second more of fast samples after the last rejoin
+    await sampler.stop();
+    const afterRejoin = await sampleAll(viewers);
+
+    // ── what each viewer saw ──
+    const figures = viewers.map((v, i) => {
+      const k = atKill[i].stats;
+      const a = afterRejoin[i].stats;
+      const down = sampler.samples
+        .map((x) => x.snaps[i])
+        .filter((s) => s.stats?.trackerState !== 'connected');
+      const meshWhileDown = Math.max(0, ...down.map((s) => s.stats?.bytesFromMesh ?? 0)) - k.bytesFromMesh;
+      return {
+        viewer: v.label,
+        outageMs: a.trackerLastOutageMs,
+        peerIdKept: a.peerId === k.peerId && a.peerIdChanges === 0,
+        peerId: `${k.peerId}→${a.peerId}`,
+        samplesDown: down.length,
+        minPeersWhileDown: down.length === 0 ? null : Math.min(...down.map((s) => s.stats?.peers ?? 0)),
+        meshBytesWhileDown: meshWhileDown,
+        meshBytesKillToRejoin1s: a.bytesFromMesh - k.bytesFromMesh,
+        originBytesKillToRejoin1s: a.bytesFromOrigin - k.bytesFromOrigin,
+        originSegmentsKillToRejoin1s: a.segmentsFromOrigin - k.segmentsFromOrigin,
+        signalsDropped: a.trackerSignalsDropped,
+        heldPacketsDropped: a.heldPacketsDropped - k.heldPacketsDropped,
+        stalls: a.stalls,
+      };
+    });
+    const lost = source.find('true source: lost the tracker; reconnecting');
+    const back = source.find('true source: tracker reached again');
+    const sourceFigures = {
+      viewer: 'source',
+      outageMs: back[0]?.outageMs ?? null,
+      peerIdKept: back[0]?.peerIdKept ?? null,
+      resumed: back[0]?.resumed ?? null,
+      peerId: `${sourceRunning?.peerId}→${back[0]?.peerId}`,
+      closeCode: lost[0]?.code ?? null,
+      segmentsHeld: source.find('true source: tracker away; segment held').length,
+      heldPublishedAfter: source.find(
+        'true source: published the segments held while the tracker was away',
+      )[0]?.segments,
+    };
+    for (const f of [...figures, sourceFigures]) log(JSON.stringify(f));
+    const finished = [...stream.segments.values()]
+      .filter((x) => x.readyAt >= killAt - 2500 && x.readyAt <= Date.now())
+      .map((x) => `${x.sequence}@${x.readyAt - killAt}ms`);
+    log(`segments finished by ffmpeg around the close (ms after it): ${finished.join(' ')}`);
+    for (const f of [...figures, sourceFigures]) {
+      if (!(typeof f.outageMs === 'number' && f.outageMs <= MAX_OUTAGE_MS))
+        problems.push(`${f.viewer}: close → welcome took ${f.outageMs} ms (> ${MAX_OUTAGE_MS})`);
+      if (f.peerIdKept !== true) problems.push(`${f.viewer}: peer id not kept (${f.peerId})`);
+    }
+    for (const f of figures) {
+      if (f.stalls !== 0) problems.push(`${f.viewer}: ${f.stalls} stall(s) by the rejoin`);
+      if (f.minPeersWhileDown !== null && f.minPeersWhileDown < 1)
+        problems.push(`${f.viewer}: lost every WebRTC link while the tracker was down`);
+      // The links that survived (same ids, no rebuild) carried media across the outage: the segment
+      // cut while the tracker was away, released with its announcement after the rejoin.
+      if (!(f.meshBytesKillToRejoin1s > 0))
+        problems.push(`${f.viewer}: no media over the mesh from the close to 1 s after the rejoin`);
+    }
+    // Media bytes that a viewer could verify while its tracker was away: only packets of segments
+    // announced before the close (announcements travel through the tracker alone), so usually 0.
+    const meshDown = figures.reduce((sum, f) => sum + f.meshBytesWhileDown, 0);
+    const meshKillToRejoin = figures.reduce((sum, f) => sum + f.meshBytesKillToRejoin1s, 0);
+    log(
+      `mesh bytes while the tracker was down (Σ viewers): ${meshDown}; from the close to 1 s after the last rejoin: ${meshKillToRejoin}`,
+    );
+
+    // ── after the restart ──
+    const after = await monitor(viewers, {
+      durationMs: AFTER_S * 1000,
+      intervalMs: 2000,
+      onSample: round(viewers),
+    });
+    after.forEach((s, i) => problems.push(...steadinessProblems(viewers[i].label, s)));
+    const last = after.map((s) => s[s.length - 1]);
+    const start = after.map((s) => s[0]);
+    let meshAfter = 0;
+    let originAfter = 0;
+    last.forEach((s, i) => {
+      if (s.stats?.stalls !== 0) problems.push(`${viewers[i].label}: ${s.stats?.stalls} stall(s) in total`);
+      meshAfter += (s.stats?.bytesFromMesh ?? 0) - (start[i].stats?.bytesFromMesh ?? 0);
+      originAfter += (s.stats?.bytesFromOrigin ?? 0) - (start[i].stats?.bytesFromOrigin ?? 0);
+    });
+    const shareAfter = meshAfter + originAfter === 0 ? 0 : meshAfter / (meshAfter + originAfter);
+    const shareTotal = meshShareOf(last).share;
+    log(
+      `after the restart (${AFTER_S} s): mesh share ${(100 * shareAfter).toFixed(1)}% (mesh ${meshAfter} B, origin ${originAfter} B); ` +
+        `whole run ${(100 * shareTotal).toFixed(1)}%; stalls ${last.map((s) => s.stats?.stalls).join(',')}`,
+    );
+    if (!(shareAfter >= MIN_MESH_SHARE_AFTER))
+      problems.push(
+        `mesh share after the restart ${(100 * shareAfter).toFixed(1)}% < ${100 * MIN_MESH_SHARE_AFTER}%`,
+      );
+    if (problems.length > 0) await fail('restart', problems, viewers);
+  });
+});
