@@ -33,6 +33,10 @@ let tracker;
 let browser;
 /** The six viewers of test a (b closes two of them). */
 let six = [];
+/** Test d's late joiner, kept in the swarm for e and closed by f. */
+let late = null;
+/** Share of the media arriving on every data channel that test f throws away. */
+const INJECTED_LOSS = 0.05;
 
 /** Throws with every problem, after printing full per-viewer stats and the logs that explain them. */
 async function fail(title, problems, viewers) {
@@ -192,6 +196,7 @@ describe('live mesh in Chromium', () => {
 
   test('d: a late joiner plays within 5 s of opening the page', async () => {
     const v = await openViewer(browser, viewerUrl(tracker.url), { label: 'late' });
+    late = v;
     let previous = null;
     let playingAfterMs = null;
     // Poll every 200 ms until 5 s after navigation began: playing means currentTime > 0 and advancing.
@@ -253,5 +258,58 @@ describe('live mesh in Chromium', () => {
     if (cutOffs < 1) problems.push('nobody cut the liar off');
     if (problems.length > 0) await fail('e', problems, [...victims, liar]);
     await liar.close();
+  });
+
+  test(`f: ${INJECTED_LOSS * 100}% of the media lost on every data channel: six viewers play ${PLAY_S} s without a stall, ≥70% from the mesh`, async () => {
+    // A fresh swarm in which every viewer is lossy, so every link loses (issue 4's loss test).
+    await Promise.all([...six, ...(late === null ? [] : [late])].map((v) => v.close()));
+    six = [];
+    late = null;
+    await tracker.resetOrigin();
+    const lossy = [];
+    for (let i = 0; i < 6; i++)
+      lossy.push(
+        await openViewer(browser, viewerUrl(tracker.url, { fault: `drop-received:${INJECTED_LOSS}` }), {
+          label: `lossy${i}`,
+        }),
+      );
+    try {
+      await waitForPlaying(lossy, { timeoutMs: 30_000 });
+    } catch (error) {
+      await fail('f: startup', [String(error)], lossy);
+    }
+    const series = await monitor(lossy, {
+      durationMs: PLAY_S * 1000,
+      intervalMs: 2000,
+      onSample: printRound(lossy),
+    });
+    const problems = [];
+    series.forEach((s, i) => problems.push(...steadinessProblems(lossy[i].label, s)));
+    const last = series.map((s) => s[s.length - 1]);
+    for (const [i, s] of last.entries()) {
+      const st = s.stats;
+      if (st === null || st === undefined) problems.push(`${lossy[i].label}: no player stats`);
+      else {
+        if (st.stalls !== 0) problems.push(`${lossy[i].label}: ${st.stalls} stall(s), ${st.stallMs} ms`);
+        if (st.verificationFailures !== 0)
+          problems.push(`${lossy[i].label}: ${st.verificationFailures} verification failure(s)`);
+      }
+    }
+    const sum = (key) => last.reduce((total, s) => total + (s.stats?.[key] ?? 0), 0);
+    const share = meshShareOf(last);
+    const origin = await tracker.origin();
+    log(
+      `f: ${sum('injectedLosses')} media messages lost on purpose; ${sum('repairRequests')} repair requests, ` +
+        `${sum('bytesFromRepair')} B repaired, ${sum('segmentsCompletedFromOrigin')} segment(s) completed from ` +
+        `origin ranges, ${sum('segmentsFromOrigin')} whole from origin; mesh share ${(100 * share.share).toFixed(1)}%; ` +
+        `origin served viewers ${origin.viewerMediaBytes} B`,
+    );
+    if (sum('injectedLosses') === 0) problems.push('no loss was injected: the test proved nothing');
+    if (!(share.share >= 0.7))
+      problems.push(
+        `mesh share ${(100 * share.share).toFixed(1)}% < 70% (mesh ${share.mesh} B, origin ${share.origin} B)`,
+      );
+    if (problems.length > 0) await fail('f', problems, lossy);
+    await Promise.all(lossy.map((v) => v.close()));
   });
 });

@@ -40,7 +40,10 @@ function createPlayer(params: URLSearchParams): MeshPlayer {
     ['maxLoad', 'max-load'],
     ['liveSync', 'live-sync'],
     ['publicKey', 'public-key'],
-    // Testing aid: ?fault=corrupt-forwarded makes this viewer a liar (see <mesh-player> docs).
+    // A viewer join token, when the tracker demands them (`chunkycast-tracker token`).
+    ['token', 'token'],
+    // Testing aids (see <mesh-player> docs): ?fault=corrupt-forwarded makes this viewer a liar,
+    // ?fault=drop-received:0.05 loses 5% of the media arriving on each of its data channels.
     ['fault', 'fault-injection'],
   ];
   for (const [param, attribute] of optional) {

@@ -137,10 +137,14 @@ function parseAttributes(get: (name: string) => string | null): ParsedAttributes
     errors.push('token is not 1–512 of A–Z a–z 0–9 _ . -; playing from the origin only');
     meshUsable = false;
   }
-  // Testing aid (see MeshSessionOptions.faultInjection): a lying viewer for the integrity tests.
+  // Testing aids (see MeshSessionOptions.faultInjection): a lying viewer for the integrity tests,
+  // `drop-received:F` for the loss tests (F of the media arriving on each data channel is lost).
   const fault = get('fault-injection');
-  if (fault !== null && fault !== '' && fault !== 'corrupt-forwarded')
-    errors.push(`fault-injection="${fault}" is unknown (the only one is corrupt-forwarded); ignored`);
+  const faultInjection = parseFaultInjection(fault);
+  if (faultInjection === null)
+    errors.push(
+      `fault-injection="${fault ?? ''}" is unknown (corrupt-forwarded or drop-received:<0–1>); ignored`,
+    );
   if (!meshUsable) return { src, mesh: null, liveSyncSegments, errors };
   const mesh: MeshSessionOptions = {
     tracker,
@@ -149,7 +153,7 @@ function parseAttributes(get: (name: string) => string | null): ParsedAttributes
     ...(maxLoad === undefined || maxLoad === null ? {} : { maxLoad }),
     ...(publicKey === null || publicKey === '' ? {} : { publicKey }),
     ...(token === null || token === '' ? {} : { token }),
-    ...(fault === 'corrupt-forwarded' ? { faultInjection: { corruptForwardedData: true } } : {}),
+    ...(faultInjection === null || faultInjection === undefined ? {} : { faultInjection }),
   };
   return { src, mesh, liveSyncSegments, errors };
 }
@@ -183,6 +187,7 @@ function emptyStats(stream: string): MeshStats {
     stallMs: 0,
     verificationFailures: 0,
     forgedPackets: 0,
+    injectedLosses: 0,
     peersCutOff: 0,
     bytesFromRepair: 0,
     repairRequests: 0,
@@ -529,4 +534,15 @@ export class MeshPlayer extends ElementBase {
 export function defineMeshPlayer(name = 'mesh-player'): void {
   if (typeof customElements === 'undefined' || customElements.get(name) !== undefined) return;
   customElements.define(name, MeshPlayer);
+}
+
+/** The `fault-injection` attribute: undefined when absent or empty, null when not understood. */
+export function parseFaultInjection(
+  value: string | null,
+): MeshSessionOptions['faultInjection'] | null | undefined {
+  if (value === null || value === '') return undefined;
+  if (value === 'corrupt-forwarded') return { corruptForwardedData: true };
+  const drop = /^drop-received:(0|1|0?\.\d+)$/.exec(value);
+  if (drop !== null) return { dropReceivedDataFraction: Number(drop[1]) };
+  return null;
 }

@@ -159,7 +159,13 @@ export class MeshSession extends EventTarget implements SegmentProvider {
   /** The broadcaster key the session verifies with (the option's, or the first welcome's). */
   private keyText: string | null = null;
   /** Counters of mesh nodes replaced after an identity change, so the stats never go backwards. */
-  private readonly retired = { uploadBytes: 0, forgedPackets: 0, peersCutOff: 0, heldPacketsDropped: 0 };
+  private readonly retired = {
+    uploadBytes: 0,
+    forgedPackets: 0,
+    peersCutOff: 0,
+    heldPacketsDropped: 0,
+    injectedLosses: 0,
+  };
   private readonly log: LogFn;
 
   /** Joins the stream's mesh (asynchronously); errors arrive as 'error' events and reject `ready`. */
@@ -320,6 +326,9 @@ export class MeshSession extends EventTarget implements SegmentProvider {
         if (this.node === node) this.onRepair(from, message);
       },
       ...(this.options.faultInjection?.corruptForwardedData === true ? { corruptForwardedData: true } : {}),
+      ...(this.options.faultInjection?.dropReceivedDataFraction === undefined
+        ? {}
+        : { dropReceivedDataFraction: this.options.faultInjection.dropReceivedDataFraction }),
       deliver: (slice, seq, payload, from) => {
         this.host.onDeliver?.(slice, seq, from);
         const decoded = decodeMediaPacket(payload);
@@ -367,6 +376,7 @@ export class MeshSession extends EventTarget implements SegmentProvider {
     this.retired.forgedPackets += old.counters.forgedPackets;
     this.retired.peersCutOff += old.counters.peersCutOff;
     this.retired.heldPacketsDropped += old.counters.heldPacketsDropped;
+    this.retired.injectedLosses += old.counters.injectedLosses;
     this.peerId = welcome.peerId;
     this.sourceId = welcome.sourceId;
     const node = this.createNode(welcome.peerId, welcome.sourceId);
@@ -657,6 +667,7 @@ export class MeshSession extends EventTarget implements SegmentProvider {
       verificationFailures:
         (this.store?.counters.hashMismatches ?? 0) + (this.store?.counters.badSignatures ?? 0),
       forgedPackets: this.retired.forgedPackets + (node?.counters.forgedPackets ?? 0),
+      injectedLosses: this.retired.injectedLosses + (node?.counters.injectedLosses ?? 0),
       bytesFromRepair: this.store?.counters.bytesRepaired ?? 0,
       repairRequests: this.repairRequests,
       repairPacketsServed: this.repairPacketsServed,

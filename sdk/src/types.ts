@@ -25,9 +25,14 @@ export interface MeshSessionOptions {
   readonly iceServers?: readonly RTCIceServer[];
   /**
    * Testing aid, never for production: `corruptForwardedData` makes this viewer corrupt every data
-   * packet it forwards (a lying peer), so tests can show that its children catch and cut it off.
+   * packet it forwards (a lying peer), so tests can show that its children catch and cut it off;
+   * `dropReceivedDataFraction` (0–1) throws away that share of the media messages arriving on each
+   * of its data channels (injected loss, drawn from a seeded PRNG), so tests can exercise repair.
    */
-  readonly faultInjection?: { readonly corruptForwardedData?: boolean };
+  readonly faultInjection?: {
+    readonly corruptForwardedData?: boolean;
+    readonly dropReceivedDataFraction?: number;
+  };
 }
 
 /** One slice as this viewer sees it. */
@@ -91,6 +96,8 @@ export interface MeshStats {
   readonly verificationFailures: number;
   /** Packets that failed their announced per-packet hash on arrival (dropped, never forwarded). */
   readonly forgedPackets: number;
+  /** Media messages thrown away by fault injection (`dropReceivedDataFraction`); 0 in production. */
+  readonly injectedLosses: number;
   /** Peers this viewer cut off (forged packets or undecodable messages). */
   readonly peersCutOff: number;
   /** Media bytes neighbours sent on request (repair), outside the trees; part of bytesFromMesh. */
