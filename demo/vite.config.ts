@@ -11,7 +11,16 @@ const trackerHttp = process.env.CHUNKYCAST_TRACKER_HTTP ?? 'http://127.0.0.1:808
 export default defineConfig({
   root: here('.'),
   base: './',
-  ...browserBuild([{ find: /^@chunkycast\/sdk$/, replacement: here('../sdk/src/index.ts') }]),
+  ...browserBuild([
+    { find: /^@chunkycast\/sdk$/, replacement: here('../sdk/src/index.ts') },
+    // The comparison benchmark's p2p-media-loader arm: the core's self-contained browser bundle (the
+    // build its package exports for bundlers under "p2pml:core-as-bundle"), since its plain ES build
+    // pulls in bittorrent-tracker's Node-flavoured client.
+    {
+      find: /^p2p-media-loader-core$/,
+      replacement: here('../node_modules/p2p-media-loader-core/dist/p2p-media-loader-core.es.js'),
+    },
+  ]),
   server: {
     host: '127.0.0.1',
     proxy: {
@@ -27,7 +36,14 @@ export default defineConfig({
     // hls.js alone is over Vite's 500 kB warning; the page is one player, not a site to split.
     chunkSizeWarningLimit: 2000,
     rollupOptions: {
-      input: { index: here('index.html'), broadcaster: here('broadcaster.html') },
+      input: {
+        index: here('index.html'),
+        broadcaster: here('broadcaster.html'),
+        // The comparison benchmark's arms (npm run bench:compare), one bare player each.
+        'bench-http': here('bench/http.html'),
+        'bench-p2pml': here('bench/p2pml.html'),
+        'bench-mesh': here('bench/mesh.html'),
+      },
     },
   },
 });

@@ -121,7 +121,15 @@ if (sdkConfig !== undefined) {
 const demo = join(root, 'demo');
 const viteConfig = viteConfigIn(demo);
 if (viteConfig !== undefined) {
-  const inputs = [join(demo, 'src'), join(demo, 'public'), join(demo, 'package.json'), viteConfig, ...libs];
+  const inputs = [
+    join(demo, 'src'),
+    join(demo, 'public'),
+    // The comparison benchmark's pages (npm run bench:compare).
+    join(demo, 'bench'),
+    join(demo, 'package.json'),
+    viteConfig,
+    ...libs,
+  ];
   for (const name of readdirSync(demo)) if (name.endsWith('.html')) inputs.push(join(demo, name));
   if (newest(inputs) > mtime(join(demo, 'dist', 'index.html')))
     run(vite, ['build', '--logLevel', 'warn'], { cwd: demo });

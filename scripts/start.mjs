@@ -114,7 +114,11 @@ try {
   });
   stack.add('tracker', () => tracker.stop());
   const viewer = viewerUrl(tracker.url);
-  const broadcaster = new URL('/broadcaster.html?stream=live', tracker.url).toString();
+  // The console reads the broadcaster key from the fragment, which the browser never sends to a server.
+  const broadcaster = new URL(
+    `/broadcaster.html?stream=live#key=${encodeURIComponent(tracker.broadcasterKey)}`,
+    tracker.url,
+  ).toString();
   process.stdout.write(
     [
       '',

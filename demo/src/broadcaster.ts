@@ -9,8 +9,37 @@ const POLL_TIMEOUT_MS = 1800;
 
 const stream = new URLSearchParams(location.search).get('stream') ?? 'live';
 
+const KEY_STORAGE = 'chunkycast-broadcaster-key';
+
+/**
+ * The tracker's /debug/* views need the broadcaster key. It comes in the URL fragment (`#key=…`,
+ * never sent to any server), is kept for this tab only, and is taken out of the address bar so it
+ * does not end up in a screenshot or a shared link.
+ */
+function broadcasterKey(): string | null {
+  const fromFragment = new URLSearchParams(location.hash.slice(1)).get('key');
+  if (fromFragment !== null && fromFragment !== '') {
+    sessionStorage.setItem(KEY_STORAGE, fromFragment);
+    history.replaceState(null, '', location.pathname + location.search);
+    return fromFragment;
+  }
+  return sessionStorage.getItem(KEY_STORAGE);
+}
+
+const key = broadcasterKey();
+
 async function getJson(path: string): Promise<unknown> {
-  const response = await fetch(path, { signal: AbortSignal.timeout(POLL_TIMEOUT_MS), cache: 'no-store' });
+  const response = await fetch(path, {
+    signal: AbortSignal.timeout(POLL_TIMEOUT_MS),
+    cache: 'no-store',
+    headers: key === null ? {} : { Authorization: `Bearer ${key}` },
+  });
+  if (response.status === 401)
+    throw new Error(
+      key === null
+        ? 'the tracker wants the broadcaster key: open this page as broadcaster.html#key=<broadcaster key>'
+        : 'the tracker refused this broadcaster key',
+    );
   if (!response.ok) throw new Error(`${path}: HTTP ${response.status}`);
   return (await response.json()) as unknown;
 }

@@ -5,6 +5,7 @@
 // (see runIsolated).
 /* global window, document, Element -- the page functions below run in Chromium, not in Node */
 import { spawn, spawnSync } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
 import { existsSync, mkdtempSync, readFileSync, readdirSync, rmSync, statSync } from 'node:fs';
 import { networkInterfaces, tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
@@ -288,15 +289,20 @@ export async function startTracker({
   /** true: echo every log line to stderr; a function: echo the records it accepts. */
   echo = false,
   startTimeoutMs = 20_000,
+  /** The broadcaster key (the source's secret; /debug/* needs it as a bearer token). */
+  broadcasterKey = process.env.CHUNKYCAST_BROADCASTER_KEY || randomBytes(24).toString('base64url'),
 } = {}) {
   if (!existsSync(trackerCli))
     throw new Error(`${trackerCli} is missing: build the tracker first (npx tsc -b, or npm run setup)`);
   const args = [trackerCli, '--host', '127.0.0.1', '--port', String(port), '--log-level', logLevel];
   if (originDir !== undefined) args.push('--origin-dir', originDir);
   if (staticDir !== undefined) args.push('--static-dir', staticDir);
-  if (sourceStream !== undefined) args.push('--source-stream', sourceStream);
+  // null: no true source (an origin-only tracker, as the comparison benchmark's non-mesh arms use).
+  if (sourceStream !== undefined && sourceStream !== null) args.push('--source-stream', sourceStream);
   args.push(...extraArgs);
-  const proc = spawn(process.execPath, args, { cwd: root, stdio: ['ignore', 'pipe', 'pipe'] });
+  // The key goes in the environment, not argv, which other users of the machine can read.
+  const env = { ...process.env, CHUNKYCAST_BROADCASTER_KEY: broadcasterKey };
+  const proc = spawn(process.execPath, args, { cwd: root, env, stdio: ['ignore', 'pipe', 'pipe'] });
   tieToParent(proc);
   const logs = new Ring(400);
   /** @type {(line: object) => void} */
@@ -354,7 +360,8 @@ export async function startTracker({
   onRecord = () => undefined;
   const url = String(listening.url);
   const getJson = async (path, init) => {
-    const response = await fetch(url + path, { ...init, signal: AbortSignal.timeout(5000) });
+    const headers = { ...init?.headers, Authorization: `Bearer ${broadcasterKey}` };
+    const response = await fetch(url + path, { ...init, headers, signal: AbortSignal.timeout(5000) });
     if (!response.ok) throw new Error(`${init?.method ?? 'GET'} ${path}: HTTP ${response.status}`);
     const type = response.headers.get('content-type') ?? '';
     return type.includes('json') ? response.json() : response.text();
@@ -364,6 +371,7 @@ export async function startTracker({
     url,
     wsUrl: String(listening.wsUrl ?? `${url.replace(/^http/, 'ws')}/ws`),
     demoUrl: String(listening.demoUrl ?? `${url}/`),
+    broadcasterKey,
     listening,
     logs,
     warnings: records,
@@ -598,13 +606,19 @@ export class Stack {
   async stopAll() {
     while (this.items.length > 0) {
       const { name, stop } = /** @type {{ name: string, stop: () => Promise<void> }} */ (this.items.pop());
+      // The timer is cleared once stop() settles: only a stop that really hangs is reported.
+      let timer;
       try {
         await Promise.race([
           stop(),
-          sleep(10_000).then(() => logLine('harness', `stopping ${name} timed out`)),
+          new Promise((resolve) => {
+            timer = setTimeout(() => resolve(logLine('harness', `stopping ${name} timed out`)), 10_000);
+          }),
         ]);
       } catch (error) {
         logLine('harness', `stopping ${name} failed: ${String(error)}`);
+      } finally {
+        clearTimeout(timer);
       }
     }
   }

@@ -1,0 +1,46 @@
+// Benchmark arm "http": plain hls.js from the origin, the control. `?liveSync=N` sets hls.js's
+// liveSyncDurationCount (hls.js's default 3 otherwise); nothing else differs from hls.js defaults.
+import Hls from 'hls.js';
+import type { FragLoadedData } from 'hls.js';
+import {
+  PlaybackProbe,
+  attachPlayerPolicy,
+  createVideo,
+  expose,
+  fail,
+  hlsSettings,
+  liveSyncFromQuery,
+} from './measure.js';
+
+function start(): void {
+  const params = new URLSearchParams(location.search);
+  const liveSync = liveSyncFromQuery(params);
+  const src = params.get('src') ?? '/live/live.m3u8';
+  if (!Hls.isSupported()) throw new Error('this browser has no Media Source Extensions');
+  const video = createVideo(document.body);
+  const hls = new Hls(liveSync === null ? {} : { liveSyncDurationCount: liveSync });
+  const policy = attachPlayerPolicy(hls, video);
+  const probe = new PlaybackProbe(video, hls);
+  let httpBytes = 0;
+  hls.on(Hls.Events.FRAG_LOADED, (_event, data: FragLoadedData) => {
+    httpBytes += data.payload.byteLength;
+  });
+  hls.loadSource(src);
+  hls.attachMedia(video);
+  expose({
+    player: {
+      video,
+      hls,
+      get stats() {
+        return probe.stats('http', { p2pBytes: 0, httpBytes, peers: 0 }, policy.fatal());
+      },
+    },
+    settings: () => ({ arm: 'http', src, hls: hlsSettings(hls) }),
+  });
+}
+
+try {
+  start();
+} catch (error) {
+  fail(error);
+}
