@@ -2,15 +2,19 @@
 /**
  * chunkycast-tracker: the tracker, optionally with the origin and the true source in one process.
  * Prints one `listening` JSON line once it serves (scripts wait for it and read its URLs).
+ * `chunkycast-tracker token --stream S` prints a viewer join token instead.
  */
+import { ClusterStartError } from './cluster.js';
 import { ConfigError, parseConfig, USAGE, type TrackerConfig } from './config.js';
-import { generateSigningKeys, KeyError, loadSigningKeys, type SigningKeys } from './keys.js';
+import { generateSigningKeys, importPublicKey, KeyError, loadSigningKeys, type SigningKeys } from './keys.js';
 import { createLogger, type Logger } from './log.js';
 import { createTracker, type Tracker } from './server.js';
-import { startTrueSource, type TrueSource } from './source/true-source.js';
+import { SOURCE_RETRY_MS, SourceRunner } from './source/runner.js';
+import { startTrueSource } from './source/true-source.js';
+import { makeJoinToken } from './tickets.js';
 
-/** The playlist may not exist yet (ffmpeg starts alongside), so the source keeps trying. */
-const SOURCE_RETRY_MS = 2_000;
+/** Stopping the in-process source (WebRTC teardown) may stall; the tracker's shutdown must not. */
+const SOURCE_STOP_TIMEOUT_MS = 3_000;
 
 async function main(): Promise<void> {
   let config: TrackerConfig;
@@ -27,14 +31,26 @@ async function main(): Promise<void> {
     process.stdout.write(`${USAGE}\n`);
     return;
   }
+  if (config.token !== null) {
+    // parseConfig refuses `token` without a join secret.
+    const secret = config.joinSecret ?? '';
+    process.stdout.write(
+      `${makeJoinToken(secret, config.token.stream, Date.now() + config.token.ttlS * 1000)}\n`,
+    );
+    return;
+  }
   const log = createLogger({ level: config.logLevel });
 
-  let keys: SigningKeys;
+  let keys: SigningKeys | null = null;
   try {
-    keys =
-      config.signingKeyFile === null
-        ? await generateSigningKeys()
-        : await loadSigningKeys(config.signingKeyFile);
+    // --public-key alone: this process checks announcements and hands the key out, another signs.
+    if (config.signingKeyFile !== null) keys = await loadSigningKeys(config.signingKeyFile);
+    else if (config.publicKey === null) keys = await generateSigningKeys();
+    if (config.publicKey !== null) {
+      await importPublicKey(config.publicKey);
+      if (keys !== null && keys.publicKeyBase64 !== config.publicKey)
+        throw new KeyError('--public-key is not the public half of --signing-key');
+    }
   } catch (e) {
     if (e instanceof KeyError) {
       process.stderr.write(`chunkycast-tracker: ${e.message}\n`);
@@ -42,32 +58,83 @@ async function main(): Promise<void> {
     }
     throw e;
   }
-  if (keys.ephemeral)
+  const publicKey = keys?.publicKeyBase64 ?? config.publicKey;
+  if (keys?.ephemeral === true)
     // Public by nature; whoever verifies this run's announcements outside the tracker needs it.
     log('info', 'generated an ephemeral signing key', { publicKey: keys.publicKeyBase64 });
-  if (config.broadcasterKeyGenerated)
+  if (config.broadcasterKeyGenerated) {
     // Never the value: it is the one secret that makes a peer the source.
     log('info', 'no broadcaster key configured; generated one for the in-process source');
+    if (config.trackerSecret === null)
+      log('info', 'resume tickets will not survive a restart: set --broadcaster-key or --tracker-secret');
+  }
 
-  const tracker = await createTracker({
-    host: config.host,
-    port: config.port,
-    originDir: config.originDir,
-    staticDir: config.staticDir,
-    broadcasterKey: config.broadcasterKey,
-    publicKey: keys.publicKeyBase64,
-    log,
-  });
+  let tracker: Tracker;
+  try {
+    tracker = await createTracker({
+      host: config.host,
+      port: config.port,
+      originDir: config.originDir,
+      staticDir: config.staticDir,
+      broadcasterKey: config.broadcasterKey,
+      publicKey,
+      maxBadFrames: config.maxBadFrames,
+      maxMessagesPerSecond: config.maxMessagesPerSecond,
+      maxConnectionsPerAddress: config.maxConnectionsPerAddress,
+      maxConnections: config.maxConnections,
+      joinSecret: config.joinSecret,
+      allowedOrigins: config.allowedOrigins,
+      trackerSecret: config.trackerSecret,
+      redisUrl: config.redisUrl,
+      redisKeyPrefix: config.redisKeyPrefix,
+      clusterTiming: { heartbeatMs: config.clusterHeartbeatMs, nodeTtlMs: config.clusterNodeTtlMs },
+      log,
+    });
+  } catch (e) {
+    if (e instanceof ClusterStartError) {
+      // Redis unreachable (or too old): a configuration problem, like a bad flag.
+      process.stderr.write(`chunkycast-tracker: ${e.message}\n`);
+      process.exit(2);
+    }
+    throw e;
+  }
+  const cluster = tracker.metrics().cluster;
   log('info', 'listening', {
     url: tracker.url,
     wsUrl: tracker.wsUrl,
     demoUrl: config.staticDir === null ? null : `${tracker.url}/`,
     originUrl: config.originDir === null ? null : `${tracker.url}/live/`,
+    metricsUrl: `${tracker.url}/metrics`,
     sourceStream: config.sourceStream,
+    // Public: the other tracker processes of a Redis cluster need it (--public-key).
+    publicKey,
+    // The settings in force, secrets only as whether they are set.
+    joinTokensRequired: config.joinSecret !== null,
+    allowedOrigins: config.allowedOrigins,
+    trackerSecret: config.trackerSecret === null ? 'derived from the broadcaster key' : 'configured',
+    cluster:
+      cluster.backend === 'memory'
+        ? { backend: 'memory' }
+        : {
+            backend: 'redis',
+            nodeId: cluster.nodeId,
+            keyPrefix: config.redisKeyPrefix,
+            heartbeatMs: config.clusterHeartbeatMs,
+            nodeTtlMs: config.clusterNodeTtlMs,
+          },
+    limits: {
+      maxMessagesPerSecond: config.maxMessagesPerSecond,
+      maxConnectionsPerAddress: config.maxConnectionsPerAddress,
+      maxConnections: config.maxConnections,
+      maxBadFrames: config.maxBadFrames,
+    },
   });
 
+  // parseConfig refuses --source-stream without a private key (--public-key alone).
   const runner =
-    config.sourceStream === null ? null : runSource(config, config.sourceStream, tracker, keys, log);
+    config.sourceStream === null || keys === null
+      ? null
+      : runSource(config, config.sourceStream, tracker, keys, log);
 
   let stopping = false;
   const shutdown = (signal: NodeJS.Signals): void => {
@@ -83,7 +150,22 @@ async function main(): Promise<void> {
     log('info', 'shutting down', { signal });
     void (async () => {
       try {
-        await runner?.stop();
+        // The source first, so it leaves cleanly instead of trying to reconnect to us; then every
+        // WebSocket gets 1012 and reconnects (and resumes) as soon as a tracker is back. Links
+        // between peers are WebRTC and keep carrying media meanwhile.
+        if (runner !== null) {
+          let timer: NodeJS.Timeout | undefined;
+          const stalled = await Promise.race([
+            runner.stop().then(() => false),
+            new Promise<boolean>((resolve) => {
+              timer = setTimeout(() => {
+                resolve(true);
+              }, SOURCE_STOP_TIMEOUT_MS);
+            }),
+          ]);
+          clearTimeout(timer);
+          if (stalled) log('warn', 'the true source did not stop in time; closing the tracker anyway');
+        }
         await tracker.close();
         process.exit(0);
       } catch (e) {
@@ -134,53 +216,6 @@ function runSource(
     },
   );
   return runner;
-}
-
-class SourceRunner {
-  private stopped = false;
-  private source: TrueSource | null = null;
-  private wake: (() => void) | null = null;
-  private loop: Promise<void> = Promise.resolve();
-
-  constructor(private readonly startOnce: () => Promise<TrueSource>) {}
-
-  start(onFailure: (attempt: number, error: unknown) => void, onRunning: () => void): void {
-    this.loop = (async () => {
-      for (let attempt = 1; !this.isStopped(); attempt++) {
-        try {
-          const started = await this.startOnce();
-          if (this.isStopped()) await started.stop();
-          else {
-            this.source = started;
-            onRunning();
-          }
-          return;
-        } catch (e) {
-          onFailure(attempt, e);
-        }
-        await new Promise<void>((resolve) => {
-          const timer = setTimeout(resolve, SOURCE_RETRY_MS);
-          this.wake = () => {
-            clearTimeout(timer);
-            resolve();
-          };
-        });
-        this.wake = null;
-      }
-    })();
-  }
-
-  /** Read through a method: the flag changes while the loop awaits. */
-  private isStopped(): boolean {
-    return this.stopped;
-  }
-
-  async stop(): Promise<void> {
-    this.stopped = true;
-    this.wake?.();
-    await this.loop;
-    await this.source?.stop();
-  }
 }
 
 main().catch((e: unknown) => {

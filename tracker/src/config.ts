@@ -1,7 +1,9 @@
 /** Command-line flags and CHUNKYCAST_* environment variables → a validated TrackerConfig. */
 import { randomBytes } from 'node:crypto';
 import { MAX_KEY_LENGTH, STREAM_ID_PATTERN } from '@chunkycast/wire';
+import { DEFAULT_CLUSTER_TIMING } from './cluster.js';
 import { isLogLevel, LOG_LEVELS, type LogLevel } from './log.js';
+import { DEFAULT_KEY_PREFIX, KEY_PREFIX_PATTERN } from './redis-cluster.js';
 
 export interface TrackerConfig {
   /** `--help` was given: print USAGE and do nothing else. */
@@ -16,8 +18,13 @@ export interface TrackerConfig {
   readonly broadcasterKey: string;
   /** No key was configured and `broadcasterKey` was made up; only the in-process source knows it. */
   readonly broadcasterKeyGenerated: boolean;
-  /** PKCS8 PEM Ed25519 private key file; null = an ephemeral pair. */
+  /** PKCS8 PEM Ed25519 private key file; null = an ephemeral pair (or `publicKey` alone). */
   readonly signingKeyFile: string | null;
+  /**
+   * Base64 raw Ed25519 public key of the broadcaster, for a process that checks and hands out the
+   * key but does not run the source (another process of a Redis cluster holds the private key).
+   */
+  readonly publicKey: string | null;
   /** Run the true source in-process for this stream. */
   readonly sourceStream: string | null;
   /**
@@ -26,15 +33,72 @@ export interface TrackerConfig {
    */
   readonly sourcePlaylist: string | null;
   readonly logLevel: LogLevel;
+  /** Frames one connection may send per second, sustained (bursts of 5 s worth); 0 = unlimited. */
+  readonly maxMessagesPerSecond: number;
+  /** Open WebSockets per client address (IPv6: per /64); 0 = unlimited. */
+  readonly maxConnectionsPerAddress: number;
+  /** Open WebSockets in the whole process; 0 = unlimited. */
+  readonly maxConnections: number;
+  /** Undecodable frames one connection may send before it is closed (1008); 0 = unlimited. */
+  readonly maxBadFrames: number;
+  /** HMAC key of viewer join tokens; null = viewers join without a token. */
+  readonly joinSecret: string | null;
+  /** Page origins allowed to open /ws (exact, normalised `scheme://host[:port]`); null = any. */
+  readonly allowedOrigins: readonly string[] | null;
+  /** HMAC key of resume tickets and source ids; null = derived from the broadcaster key. */
+  readonly trackerSecret: string | null;
+  /** Share swarms with other tracker processes through this Redis; null = this process alone. */
+  readonly redisUrl: string | null;
+  /** Prepended to every Redis key and channel. */
+  readonly redisKeyPrefix: string;
+  /** How often this process restates in Redis that it is alive. */
+  readonly clusterHeartbeatMs: number;
+  /** A process not heard from for this long is dead: its members are no longer offered. */
+  readonly clusterNodeTtlMs: number;
+  /** `token` subcommand: print a join token for this stream and exit; null = run the tracker. */
+  readonly token: { readonly stream: string; readonly ttlS: number } | null;
 }
+
+/** Defaults for a tracker facing the internet; the reasons are in tracker/README.md ("Limits"). */
+export const DEFAULT_LIMITS = {
+  /**
+   * A viewer sends ~40 frames when it joins (join, bootstrap, an offer or answer per link: whole
+   * SDPs, no trickled candidates) and well under 1 per second after that (a report every 2 s, a
+   * signal per new link, a bootstrap now and then): 20/s sustained with bursts of 100 is several
+   * times what an honest peer needs, and bounds what one socket can make the tracker do.
+   */
+  maxMessagesPerSecond: 20,
+  /** Generous for NAT: a CGNAT address or a campus often carries dozens to hundreds of viewers. */
+  maxConnectionsPerAddress: 256,
+  maxConnections: 100_000,
+  maxBadFrames: 100,
+} as const;
+
+const MIN_CLUSTER_HEARTBEAT_MS = 50;
+const MAX_CLUSTER_HEARTBEAT_MS = 60_000;
+/** Half the cluster's staleKeyTtlMs (10 min), which must outlive two node TTLs. */
+const MAX_CLUSTER_NODE_TTL_MS = 300_000;
+
+/** Secrets shorter than this are refused: an HMAC key can be guessed offline from one token. */
+export const MIN_SECRET_LENGTH = 16;
+const MAX_SECRET_LENGTH = 1024;
+/** The `token` subcommand's default lifetime. */
+export const DEFAULT_TOKEN_TTL_S = 3600;
+const MAX_TOKEN_TTL_S = 366 * 24 * 3600;
 
 export class ConfigError extends Error {
   override readonly name = 'ConfigError';
 }
 
+type RawName =
+  keyof Omit<TrackerConfig, 'help' | 'broadcasterKeyGenerated' | 'token'> | 'tokenStream' | 'tokenTtlS';
+
 interface FlagSpec {
-  readonly name: keyof Omit<TrackerConfig, 'help' | 'broadcasterKeyGenerated'>;
-  readonly env: string;
+  readonly name: RawName;
+  /** No variable: the `token` subcommand's own flags. */
+  readonly env: string | null;
+  /** A second variable, read when `env` is unset (REDIS_URL, the name most deployments use). */
+  readonly envAlias?: string;
   readonly arg: string;
   readonly help: string;
 }
@@ -94,16 +158,114 @@ const FLAGS: Readonly<Record<string, FlagSpec>> = {
     arg: 'LEVEL',
     help: `${LOG_LEVELS.join('|')} (default info)`,
   },
+  '--max-messages-per-second': {
+    name: 'maxMessagesPerSecond',
+    env: 'CHUNKYCAST_MAX_MESSAGES_PER_SECOND',
+    arg: 'N',
+    help: `frames per connection per second, bursts of 5 s worth (default ${DEFAULT_LIMITS.maxMessagesPerSecond}; 0 = unlimited)`,
+  },
+  '--max-connections-per-address': {
+    name: 'maxConnectionsPerAddress',
+    env: 'CHUNKYCAST_MAX_CONNECTIONS_PER_ADDRESS',
+    arg: 'N',
+    help: `WebSockets per client address, IPv6 per /64 (default ${DEFAULT_LIMITS.maxConnectionsPerAddress}; 0 = unlimited)`,
+  },
+  '--max-connections': {
+    name: 'maxConnections',
+    env: 'CHUNKYCAST_MAX_CONNECTIONS',
+    arg: 'N',
+    help: `WebSockets in this process (default ${DEFAULT_LIMITS.maxConnections}; 0 = unlimited)`,
+  },
+  '--max-bad-frames': {
+    name: 'maxBadFrames',
+    env: 'CHUNKYCAST_MAX_BAD_FRAMES',
+    arg: 'N',
+    help: `undecodable frames before a connection is closed (default ${DEFAULT_LIMITS.maxBadFrames}; 0 = unlimited)`,
+  },
+  '--join-secret': {
+    name: 'joinSecret',
+    env: 'CHUNKYCAST_JOIN_SECRET',
+    arg: 'SECRET',
+    help: `require viewer join tokens signed with this (≥ ${MIN_SECRET_LENGTH} characters; default: no tokens)`,
+  },
+  '--allowed-origins': {
+    name: 'allowedOrigins',
+    env: 'CHUNKYCAST_ALLOWED_ORIGINS',
+    arg: 'A,B',
+    help: 'page origins allowed to open /ws, e.g. https://example.com (default: any)',
+  },
+  '--tracker-secret': {
+    name: 'trackerSecret',
+    env: 'CHUNKYCAST_TRACKER_SECRET',
+    arg: 'SECRET',
+    help: `key of resume tickets and source ids (≥ ${MIN_SECRET_LENGTH} characters; default: derived from the broadcaster key)`,
+  },
+  '--public-key': {
+    name: 'publicKey',
+    env: 'CHUNKYCAST_PUBLIC_KEY',
+    arg: 'BASE64',
+    help: "the broadcaster's raw Ed25519 public key, for a process without --signing-key",
+  },
+  '--redis-url': {
+    name: 'redisUrl',
+    env: 'CHUNKYCAST_REDIS_URL',
+    envAlias: 'REDIS_URL',
+    arg: 'URL',
+    help: 'share swarms with other tracker processes through this Redis (redis:// or rediss://)',
+  },
+  '--redis-key-prefix': {
+    name: 'redisKeyPrefix',
+    env: 'CHUNKYCAST_REDIS_KEY_PREFIX',
+    arg: 'P',
+    help: `prefix of every Redis key and channel (default ${DEFAULT_KEY_PREFIX})`,
+  },
+  '--cluster-heartbeat-ms': {
+    name: 'clusterHeartbeatMs',
+    env: 'CHUNKYCAST_CLUSTER_HEARTBEAT_MS',
+    arg: 'N',
+    help: `how often this process tells Redis it is alive (default ${DEFAULT_CLUSTER_TIMING.heartbeatMs})`,
+  },
+  '--cluster-node-ttl-ms': {
+    name: 'clusterNodeTtlMs',
+    env: 'CHUNKYCAST_CLUSTER_NODE_TTL_MS',
+    arg: 'N',
+    help: `a process silent this long is dead, its peers no longer offered (default ${DEFAULT_CLUSTER_TIMING.nodeTtlMs})`,
+  },
 };
+
+/** Flags of `chunkycast-tracker token`, besides the general ones (the join secret above all). */
+const TOKEN_FLAGS: Readonly<Record<string, FlagSpec>> = {
+  '--stream': {
+    name: 'tokenStream',
+    env: null,
+    arg: 'ID',
+    help: 'the stream the token admits to (required)',
+  },
+  '--ttl-s': {
+    name: 'tokenTtlS',
+    env: null,
+    arg: 'N',
+    help: `seconds until it expires (default ${DEFAULT_TOKEN_TTL_S})`,
+  },
+};
+
+const FLAG_COLUMN = 34;
 
 export const USAGE = [
   'usage: chunkycast-tracker [options]',
+  '       chunkycast-tracker token --stream ID [--ttl-s N] [--join-secret SECRET]',
   '',
   'options (each also read from the environment variable shown; a flag wins over the variable):',
   ...Object.entries(FLAGS).map(
-    ([flag, spec]) => `  ${`${flag} ${spec.arg}`.padEnd(26)} ${spec.help}\n  ${''.padEnd(26)} [${spec.env}]`,
+    ([flag, spec]) =>
+      `  ${`${flag} ${spec.arg}`.padEnd(FLAG_COLUMN)} ${spec.help}\n  ${''.padEnd(FLAG_COLUMN)} [${[spec.env, spec.envAlias].filter((v) => v != null).join(' or ')}]`,
   ),
-  `  ${'--help'.padEnd(26)} print this help`,
+  `  ${'--help'.padEnd(FLAG_COLUMN)} print this help`,
+  '',
+  'token: prints a viewer join token for a stream, signed with the join secret, and exits.',
+  ...Object.entries(TOKEN_FLAGS).map(
+    ([flag, spec]) => `  ${`${flag} ${spec.arg}`.padEnd(FLAG_COLUMN)} ${spec.help}`,
+  ),
 ].join('\n');
 
 /** Bytes of randomness in a generated broadcaster key (base64url, so 32 characters). */
@@ -114,14 +276,18 @@ export function parseConfig(
   env: Readonly<Record<string, string | undefined>>,
 ): TrackerConfig {
   /** Raw values and where each came from, for error messages that name what the user typed. */
-  const raw = new Map<FlagSpec['name'], { value: string; origin: string }>();
-  for (const spec of Object.values(FLAGS)) {
-    const value = env[spec.env];
-    // An empty variable is how shells and compose files say "unset".
-    if (value !== undefined && value !== '') raw.set(spec.name, { value, origin: spec.env });
-  }
+  const raw = new Map<RawName, { value: string; origin: string }>();
+  for (const spec of Object.values(FLAGS))
+    for (const name of [spec.env, spec.envAlias]) {
+      const value = name == null ? undefined : env[name];
+      // An empty variable is how shells and compose files say "unset". The first one set wins.
+      if (name != null && value !== undefined && value !== '' && !raw.has(spec.name)) {
+        raw.set(spec.name, { value, origin: name });
+      }
+    }
+  const tokenCommand = argv[0] === 'token';
   let help = false;
-  for (let i = 0; i < argv.length; i++) {
+  for (let i = tokenCommand ? 1 : 0; i < argv.length; i++) {
     const token = argv[i] ?? '';
     if (token === '--help' || token === '-h') {
       help = true;
@@ -129,7 +295,7 @@ export function parseConfig(
     }
     const eq = token.indexOf('=');
     const flag = token.startsWith('--') && eq > 0 ? token.slice(0, eq) : token;
-    const spec = FLAGS[flag];
+    const spec = FLAGS[flag] ?? (tokenCommand ? TOKEN_FLAGS[flag] : undefined);
     if (spec === undefined)
       throw new ConfigError(
         token.startsWith('-') ? `unknown option ${flag}` : `unexpected argument ${JSON.stringify(token)}`,
@@ -145,8 +311,26 @@ export function parseConfig(
     raw.set(spec.name, { value, origin: flag });
   }
 
-  const get = (name: FlagSpec['name']): { value: string; origin: string } | undefined => raw.get(name);
-  const text = (name: FlagSpec['name']): string | null => get(name)?.value ?? null;
+  const get = (name: RawName): { value: string; origin: string } | undefined => raw.get(name);
+  const text = (name: RawName): string | null => get(name)?.value ?? null;
+  /** A non-negative integer setting within `max`, or its default. */
+  const integer = (name: RawName, fallback: number, max: number): number => {
+    const r = get(name);
+    if (r === undefined) return fallback;
+    if (!/^\d{1,15}$/.test(r.value) || Number(r.value) > max)
+      throw new ConfigError(`${r.origin} must be an integer in 0‥${max}, got ${JSON.stringify(r.value)}`);
+    return Number(r.value);
+  };
+  const secret = (name: RawName): string | null => {
+    const r = get(name);
+    if (r === undefined) return null;
+    if (r.value.length < MIN_SECRET_LENGTH || r.value.length > MAX_SECRET_LENGTH)
+      throw new ConfigError(
+        `${r.origin} must be ${MIN_SECRET_LENGTH}–${MAX_SECRET_LENGTH} characters (got ${r.value.length}); ` +
+          'a short HMAC key can be guessed offline from one token',
+      );
+    return r.value;
+  };
 
   const host = text('host') ?? '127.0.0.1';
   if (host.trim() === '') throw new ConfigError(`${get('host')?.origin ?? '--host'} must not be empty`);
@@ -205,6 +389,61 @@ export function parseConfig(
   if (playlistRaw !== undefined && streamRaw === undefined)
     throw new ConfigError(`${playlistRaw.origin} is only used with --source-stream`);
 
+  const maxMessagesPerSecond = integer('maxMessagesPerSecond', DEFAULT_LIMITS.maxMessagesPerSecond, 100_000);
+  const maxConnectionsPerAddress = integer(
+    'maxConnectionsPerAddress',
+    DEFAULT_LIMITS.maxConnectionsPerAddress,
+    10_000_000,
+  );
+  const maxConnections = integer('maxConnections', DEFAULT_LIMITS.maxConnections, 10_000_000);
+  const maxBadFrames = integer('maxBadFrames', DEFAULT_LIMITS.maxBadFrames, 1_000_000);
+  const joinSecret = secret('joinSecret');
+  const trackerSecret = secret('trackerSecret');
+  const originsRaw = get('allowedOrigins');
+  const allowedOrigins = originsRaw === undefined ? null : parseOrigins(originsRaw.value, originsRaw.origin);
+
+  const publicKeyRaw = get('publicKey');
+  if (publicKeyRaw !== undefined) {
+    const bytes = Buffer.from(publicKeyRaw.value, 'base64');
+    if (bytes.length !== 32 || bytes.toString('base64') !== publicKeyRaw.value)
+      throw new ConfigError(`${publicKeyRaw.origin} must be a raw Ed25519 public key: 32 bytes in base64`);
+    if (streamRaw !== undefined && get('signingKeyFile') === undefined)
+      throw new ConfigError(
+        `${streamRaw.origin} signs announcements, which needs the private key: --signing-key FILE`,
+      );
+  }
+
+  const cluster = parseCluster(get, integer);
+  if (cluster.redisUrl !== null) {
+    // Source ids and resume tickets are HMACs of the tracker secret, which every process must share;
+    // the announcements' public key likewise.
+    if (keyRaw === undefined && trackerSecret === null)
+      throw new ConfigError(
+        `${cluster.redisOrigin} needs the same --broadcaster-key (or --tracker-secret) on every tracker ` +
+          'process; a generated one would differ between them',
+      );
+    if (get('signingKeyFile') === undefined && publicKeyRaw === undefined)
+      throw new ConfigError(
+        `${cluster.redisOrigin} needs the broadcaster's public key on every tracker process: ` +
+          '--signing-key FILE where the source runs, --public-key KEY (or the same file) elsewhere',
+      );
+  }
+
+  let token: TrackerConfig['token'] = null;
+  if (tokenCommand && !help) {
+    const tokenStream = get('tokenStream');
+    if (tokenStream === undefined) throw new ConfigError('token needs --stream ID');
+    if (!STREAM_ID_PATTERN.test(tokenStream.value))
+      throw new ConfigError(
+        `--stream must be 1–64 characters of A–Z a–z 0–9 . _ -, got ${JSON.stringify(tokenStream.value)}`,
+      );
+    const ttlS = integer('tokenTtlS', DEFAULT_TOKEN_TTL_S, MAX_TOKEN_TTL_S);
+    if (ttlS === 0) throw new ConfigError('--ttl-s must be at least 1');
+    if (joinSecret === null)
+      throw new ConfigError('token needs the join secret: --join-secret SECRET or CHUNKYCAST_JOIN_SECRET');
+    token = { stream: tokenStream.value, ttlS };
+  }
+
   return {
     help,
     host,
@@ -217,5 +456,112 @@ export function parseConfig(
     sourceStream: streamRaw?.value ?? null,
     sourcePlaylist: playlistRaw?.value ?? null,
     logLevel,
+    maxMessagesPerSecond,
+    maxConnectionsPerAddress,
+    maxConnections,
+    maxBadFrames,
+    joinSecret,
+    allowedOrigins,
+    trackerSecret,
+    publicKey: publicKeyRaw?.value ?? null,
+    redisUrl: cluster.redisUrl,
+    redisKeyPrefix: cluster.redisKeyPrefix,
+    clusterHeartbeatMs: cluster.heartbeatMs,
+    clusterNodeTtlMs: cluster.nodeTtlMs,
+    token,
   };
+}
+
+/** The Redis settings; the prefix and timing only make sense with a URL. */
+function parseCluster(
+  get: (name: RawName) => { value: string; origin: string } | undefined,
+  integer: (name: RawName, fallback: number, max: number) => number,
+): {
+  redisUrl: string | null;
+  redisOrigin: string;
+  redisKeyPrefix: string;
+  heartbeatMs: number;
+  nodeTtlMs: number;
+} {
+  const urlRaw = get('redisUrl');
+  if (urlRaw === undefined)
+    for (const name of ['redisKeyPrefix', 'clusterHeartbeatMs', 'clusterNodeTtlMs'] as const) {
+      const r = get(name);
+      if (r !== undefined) throw new ConfigError(`${r.origin} is only used with --redis-url (or REDIS_URL)`);
+    }
+  if (urlRaw !== undefined) {
+    let url: URL | null;
+    try {
+      url = new URL(urlRaw.value);
+    } catch {
+      url = null;
+    }
+    // The value is not echoed: it may hold a password.
+    if (url === null || (url.protocol !== 'redis:' && url.protocol !== 'rediss:') || url.hostname === '')
+      throw new ConfigError(
+        `${urlRaw.origin} must be a redis://[user:password@]host[:port][/db] or rediss:// URL`,
+      );
+  }
+  const prefixRaw = get('redisKeyPrefix');
+  if (prefixRaw !== undefined && !KEY_PREFIX_PATTERN.test(prefixRaw.value))
+    throw new ConfigError(
+      `${prefixRaw.origin} must be at most 64 characters of A–Z a–z 0–9 . _ : -, got ${JSON.stringify(prefixRaw.value)}`,
+    );
+  const heartbeatMs = integer(
+    'clusterHeartbeatMs',
+    DEFAULT_CLUSTER_TIMING.heartbeatMs,
+    MAX_CLUSTER_HEARTBEAT_MS,
+  );
+  if (heartbeatMs < MIN_CLUSTER_HEARTBEAT_MS)
+    throw new ConfigError(
+      `${get('clusterHeartbeatMs')?.origin ?? '--cluster-heartbeat-ms'} must be at least ${MIN_CLUSTER_HEARTBEAT_MS}`,
+    );
+  const ttlRaw = get('clusterNodeTtlMs');
+  // Without an explicit TTL it follows the heartbeat (three beats, as the defaults are).
+  const nodeTtlMs = integer(
+    'clusterNodeTtlMs',
+    Math.max(DEFAULT_CLUSTER_TIMING.nodeTtlMs, 3 * heartbeatMs),
+    MAX_CLUSTER_NODE_TTL_MS,
+  );
+  if (nodeTtlMs < 2 * heartbeatMs)
+    throw new ConfigError(
+      `${ttlRaw?.origin ?? '--cluster-node-ttl-ms'} must be at least twice the heartbeat (${2 * heartbeatMs} ms): ` +
+        'one late heartbeat must not declare a live process dead',
+    );
+  return {
+    redisUrl: urlRaw?.value ?? null,
+    redisOrigin: urlRaw?.origin ?? '--redis-url',
+    redisKeyPrefix: prefixRaw?.value ?? DEFAULT_KEY_PREFIX,
+    heartbeatMs,
+    nodeTtlMs,
+  };
+}
+
+/**
+ * A comma-separated list of page origins, each `http(s)://host[:port]`; normalised as a browser
+ * sends them in the Origin header (lower-case host, no default port) and de-duplicated.
+ */
+function parseOrigins(list: string, origin: string): string[] {
+  const out = new Set<string>();
+  for (const item of list.split(',').map((s) => s.trim())) {
+    if (item === '') continue;
+    let url: URL | null;
+    try {
+      url = new URL(item);
+    } catch {
+      url = null;
+    }
+    if (
+      url === null ||
+      (url.protocol !== 'http:' && url.protocol !== 'https:') ||
+      // Scheme and authority only (an optional final "/"): a path would never match a header.
+      !/^https?:\/\/[^/?#@]+\/?$/i.test(item)
+    )
+      throw new ConfigError(
+        `${origin}: ${JSON.stringify(item)} is not a page origin (http(s)://host[:port], no path)`,
+      );
+    out.add(url.origin);
+  }
+  if (out.size === 0) throw new ConfigError(`${origin} must list at least one origin`);
+  return [...out];
 }

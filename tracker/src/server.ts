@@ -1,16 +1,23 @@
 /**
  * The tracker: one HTTP server carrying the rendezvous WebSocket (/ws), the HLS origin (/live/*),
- * debug JSON (/healthz, /debug/*) and optionally the demo's files. It only introduces peers and
- * relays their signalling; media never passes through it.
+ * health and metrics (/healthz, /metrics), the broadcaster's debug JSON (/debug/*, behind the
+ * broadcaster key) and optionally the demo's files. It only introduces peers and relays their
+ * signalling; media never passes through it.
+ *
+ * Peer ids, bootstrap samples, relays to members held elsewhere and announcements go through a
+ * Cluster (cluster.ts): in memory for a single process (the default), or Redis (`redisUrl`) so that
+ * several tracker processes serve one swarm. This process keeps its own connections and members.
  */
 import { createHash, timingSafeEqual } from 'node:crypto';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import type { Duplex } from 'node:stream';
 import { WebSocketServer, WebSocket, type RawData } from 'ws';
 import {
   announcementSigningBytes,
   decodeClientMessage,
   encodeTrackerMessage,
+  MAX_RECENT_ANNOUNCEMENTS,
   MAX_TRACKER_FRAME_BYTES,
   STREAM_ID_PATTERN,
   type ClientMessage,
@@ -22,15 +29,41 @@ import {
 } from '@chunkycast/wire';
 import { silentLogger, type Logger } from './log.js';
 import { importPublicKey } from './keys.js';
+import { addressKey, AddressCounts, LIMIT_KINDS, TokenBucket, type LimitKind } from './limits.js';
+import {
+  DISCONNECT_REASONS,
+  PROMETHEUS_CONTENT_TYPE,
+  renderPrometheus,
+  RESUME_OUTCOMES,
+  type DisconnectReason,
+  type TrackerMetrics,
+} from './metrics.js';
 import { emptyOriginStats, Origin, sendStatus, serveStatic, type OriginStats } from './origin.js';
+import {
+  MemoryCluster,
+  type Cluster,
+  type ClusterHandlers,
+  type ClusterTiming,
+  type MemberLossReason,
+  type MemoryHub,
+} from './cluster.js';
+import { connectRedisCluster } from './redis-cluster.js';
 import { SwarmRegistry, type Member, type Swarm } from './swarm.js';
+import {
+  deriveTrackerSecret,
+  makeResumeTicket,
+  readResumeTicket,
+  sourceIdFor,
+  verifyJoinToken,
+  type ResumeClaim,
+} from './tickets.js';
 
 export interface TrackerOptions {
   /** Address to bind; 127.0.0.1 by default. */
   readonly host?: string;
   /** 0 (the default here) = any free port. */
   readonly port?: number;
-  /** The secret a peer must present to join as a stream's true source. */
+  /** The secret a peer must present to join as a stream's true source, and /debug/* needs. */
   readonly broadcasterKey: string;
   /**
    * Base64 raw Ed25519 public key of the broadcaster: sent to viewers in `welcome` and used to
@@ -42,15 +75,60 @@ export interface TrackerOptions {
   readonly log?: Logger;
   /** WebSocket ping interval; a socket missing two pongs in a row is dropped. */
   readonly heartbeatMs?: number;
-  /** Undecodable frames one socket may send before it is disconnected (1008). */
+  /** Undecodable frames one socket may send before it is disconnected (1008); 0 = no limit. */
   readonly maxBadFrames?: number;
-  /** How long close() lets clients finish their closing handshake before cutting them off. */
+  /** Frames per second one connection may send, sustained; 0 = no limit. The true source is exempt. */
+  readonly maxMessagesPerSecond?: number;
+  /** Bucket size of the message rate: frames one connection may send at once (default 5 s worth). */
+  readonly messageBurst?: number;
+  /** Open WebSockets per client address (IPv6: per /64); 0 = no limit. */
+  readonly maxConnectionsPerAddress?: number;
+  /** Open WebSockets in this tracker; 0 = no limit. */
+  readonly maxConnections?: number;
+  /** When set, a viewer join needs a valid, unexpired join token for its stream (`makeJoinToken`). */
+  readonly joinSecret?: string | null;
+  /** When set, a WebSocket whose Origin header is not listed is refused (`originNotAllowed`, 1008). */
+  readonly allowedOrigins?: readonly string[] | null;
+  /** HMAC key of resume tickets and source ids; default derived from the broadcaster key. */
+  readonly trackerSecret?: string | null;
+  /** Lifetime of the resume ticket in each `welcome`. */
+  readonly resumeTicketTtlS?: number;
+  /** How long close() lets clients and in-flight HTTP finish before cutting them off. */
   readonly closeGraceMs?: number;
+  /** Wall clock (unix ms) for tokens, tickets and rate limits; injectable for tests. */
+  readonly now?: () => number;
+  /**
+   * redis://… or rediss://…: share swarms with every tracker process using this Redis (and key
+   * prefix). They must all have the same tracker secret (or broadcaster key) and public key. Null or
+   * absent: this process alone, in memory. A Redis that cannot be reached makes createTracker
+   * reject with ClusterStartError.
+   */
+  readonly redisUrl?: string | null;
+  /** Prepended to every Redis key and channel (default `chunkycast:`), so deployments can share a Redis. */
+  readonly redisKeyPrefix?: string;
+  /** Liveness timing of the cluster (DEFAULT_CLUSTER_TIMING); shorter in tests. */
+  readonly clusterTiming?: Partial<ClusterTiming>;
+  /**
+   * Tests: several trackers in one process share swarms through this in-memory hub, as processes
+   * do through Redis. Ignored when `redisUrl` is set.
+   */
+  readonly clusterHub?: MemoryHub;
 }
 
 export const DEFAULT_HEARTBEAT_MS = 15_000;
 export const DEFAULT_MAX_BAD_FRAMES = 100;
-const DEFAULT_CLOSE_GRACE_MS = 2_000;
+export const DEFAULT_MAX_MESSAGES_PER_SECOND = 20;
+/** Bursts of this many seconds' worth of the message rate pass (20/s → 100 frames at once). */
+export const MESSAGE_BURST_SECONDS = 5;
+export const DEFAULT_MAX_CONNECTIONS_PER_ADDRESS = 256;
+export const DEFAULT_MAX_CONNECTIONS = 100_000;
+/**
+ * Resume tickets are only handed out in `welcome`, so one must outlive the session it belongs to:
+ * a viewer that has watched for hours must still get its id back when the tracker restarts. 12 h
+ * covers a long event; a leaked ticket lets its holder take over only that one viewer's id.
+ */
+export const DEFAULT_RESUME_TICKET_TTL_S = 12 * 3600;
+const DEFAULT_CLOSE_GRACE_MS = 3_000;
 /**
  * ws itself closes (1009) beyond this. It is above the protocol's limit on purpose, so a frame
  * somewhat over MAX_TRACKER_FRAME_BYTES gets a readable `tooLarge` answer; four times the limit
@@ -59,25 +137,27 @@ const DEFAULT_CLOSE_GRACE_MS = 2_000;
 const WS_MAX_PAYLOAD_BYTES = 4 * MAX_TRACKER_FRAME_BYTES;
 /** A peer that lets this much queue up unread is not keeping up with control traffic; drop it. */
 const MAX_BUFFERED_BYTES = 1024 * 1024;
+/** A socket we close gets this long to answer the closing handshake before it is cut off. */
+const CLOSE_HANDSHAKE_MS = 1_000;
+/**
+ * Refused sockets still being closed (each lives ≤ CLOSE_HANDSHAKE_MS). Beyond this, under a
+ * connection flood, refusals are plain HTTP answers to the upgrade, which cost nothing to keep.
+ */
+const MAX_REFUSING_SOCKETS = 1024;
+/** Signals kept for one join in flight; an honest joiner is offered a link or two in that time. */
+const MAX_PENDING_SIGNALS = 16;
+/**
+ * Announcements from other processes awaiting their signature check. A source announces about one
+ * a second per stream, so this is only reached by a flood through the store, which is then cut.
+ */
+const MAX_QUEUED_REMOTE_ANNOUNCEMENTS = 1024;
+/** Close code a displaced connection gets (4000–4999 are the application's). */
+export const CLOSE_REPLACED = 4000;
+/** "Service restart": clients reconnect (and resume) at once. */
+export const CLOSE_SERVICE_RESTART = 1012;
 
 export type ErrorCounts = Record<TrackerErrorCode, number>;
-
-export interface TrackerMetrics {
-  readonly connections: number;
-  readonly connectionsTotal: number;
-  readonly swarms: number;
-  readonly framesIn: number;
-  readonly framesOut: number;
-  readonly joins: number;
-  readonly signalsRelayed: number;
-  readonly announcements: number;
-  /** Error frames sent, by code. */
-  readonly errors: ErrorCounts;
-  readonly badFrameDisconnects: number;
-  readonly heartbeatTerminations: number;
-  readonly slowConsumerTerminations: number;
-  readonly handlerFaults: number;
-}
+export type { TrackerMetrics } from './metrics.js';
 
 export interface DebugMember {
   readonly peerId: PeerId;
@@ -105,20 +185,48 @@ export interface Tracker {
   originStats(): OriginStats;
   resetOriginStats(): void;
   metrics(): TrackerMetrics;
+  /** The same counters in the Prometheus text format (what GET /metrics answers). */
+  prometheus(): string;
   debugSwarm(stream: string): DebugSwarm | null;
-  /** Stops accepting, closes every WebSocket with 1001, then closes the server. Idempotent. */
+  /** The id the true source of `stream` gets (deterministic for a given tracker secret). */
+  sourceIdOf(stream: string): PeerId;
+  /**
+   * Stops accepting, closes every WebSocket with 1012 (clients reconnect and resume at once), lets
+   * in-flight HTTP finish within the grace period, then closes the server. Idempotent.
+   */
   close(): Promise<void>;
 }
 
 /** One WebSocket and what it has joined. */
 interface Connection {
   readonly socket: WebSocket;
+  /** address:port, for logs. */
   readonly remote: string;
+  /** What the per-address limit counts under. */
+  readonly addressKey: string;
+  /** Counted as a session (and under its address) until it closes; false for a refused socket. */
+  admitted: boolean;
   member: Member | null;
   badFrames: number;
   missedPongs: number;
+  /** Null when the message rate is unlimited. */
+  readonly bucket: TokenBucket | null;
+  /** Set when the tracker ends the connection: why (the `disconnects` label); null = the client. */
+  closeReason: DisconnectReason | null;
   /** Frames are handled one after another even when one awaits (signature checks), keeping order. */
   queue: Promise<void>;
+}
+
+/** What reaches a stream while a join into it awaits the cluster (see `pendingJoins`). */
+interface PendingJoin {
+  /** Oldest first, at most MAX_RECENT_ANNOUNCEMENTS. */
+  readonly announcements: SignedAnnouncement[];
+  readonly signals: { readonly to: PeerId; readonly message: ServerMessage }[];
+}
+
+/** Announcements are equal if they sign the same segment bytes under the same sequence. */
+function announcementKey(a: SignedAnnouncement): string {
+  return `${a.sequence}/${a.sha256}`;
 }
 
 /** A refusal of one frame: answered with an error frame, the connection stays. */
@@ -131,12 +239,44 @@ class Refusal extends Error {
   }
 }
 
+/** Why a new WebSocket is refused before it is admitted. */
+interface Admission {
+  readonly code: 'originNotAllowed' | 'tooManyConnections';
+  readonly message: string;
+  readonly limit: LimitKind | null;
+  readonly reason: DisconnectReason;
+  readonly httpStatus: 403 | 503;
+}
+
+function zeroes<K extends string>(keys: readonly K[]): Record<K, number> {
+  return Object.fromEntries(keys.map((k) => [k, 0])) as Record<K, number>;
+}
+
 export async function createTracker(options: TrackerOptions): Promise<Tracker> {
   const log = options.log ?? silentLogger;
+  const now = options.now ?? Date.now;
   const host = options.host ?? '127.0.0.1';
   const heartbeatMs = options.heartbeatMs ?? DEFAULT_HEARTBEAT_MS;
   const maxBadFrames = options.maxBadFrames ?? DEFAULT_MAX_BAD_FRAMES;
+  const ratePerSecond = options.maxMessagesPerSecond ?? DEFAULT_MAX_MESSAGES_PER_SECOND;
+  const burst = options.messageBurst ?? Math.max(1, Math.ceil(ratePerSecond * MESSAGE_BURST_SECONDS));
+  const maxPerAddress = options.maxConnectionsPerAddress ?? DEFAULT_MAX_CONNECTIONS_PER_ADDRESS;
+  const maxConnections = options.maxConnections ?? DEFAULT_MAX_CONNECTIONS;
+  const joinSecret = options.joinSecret ?? null;
+  const allowedOrigins = options.allowedOrigins == null ? null : new Set(options.allowedOrigins);
+  const trackerSecret = options.trackerSecret ?? deriveTrackerSecret(options.broadcasterKey);
+  const ticketTtlS = options.resumeTicketTtlS ?? DEFAULT_RESUME_TICKET_TTL_S;
   const closeGraceMs = options.closeGraceMs ?? DEFAULT_CLOSE_GRACE_MS;
+  for (const [name, value] of Object.entries({
+    maxBadFrames,
+    maxMessagesPerSecond: ratePerSecond,
+    messageBurst: burst,
+    maxConnectionsPerAddress: maxPerAddress,
+    maxConnections,
+    resumeTicketTtlS: ticketTtlS,
+  }))
+    if (!Number.isFinite(value) || value < 0) throw new RangeError(`${name} must be ≥ 0, got ${value}`);
+  if (ratePerSecond > 0 && burst < 1) throw new RangeError(`messageBurst must be ≥ 1, got ${burst}`);
   const publicKeyBase64 = options.publicKey ?? null;
   const verifyKey = publicKeyBase64 === null ? null : await importPublicKey(publicKeyBase64);
   // Compared as digests: equal lengths for timingSafeEqual whatever was sent, and no length leak.
@@ -145,8 +285,20 @@ export async function createTracker(options: TrackerOptions): Promise<Tracker> {
   const staticDir = options.staticDir ?? null;
   const startedAtMs = Date.now();
 
-  const registry = new SwarmRegistry();
+  const registry = new SwarmRegistry((stream) => sourceIdFor(trackerSecret, stream), now);
+  /** Admitted connections (sessions). */
   const connections = new Set<Connection>();
+  /** Refused connections whose closing handshake is under way. */
+  const refusing = new Set<Connection>();
+  const addressCounts = new AddressCounts();
+  /** A member's connection, to close it when a resumed session takes its id. */
+  const connectionOf = new WeakMap<Member, Connection>();
+  /**
+   * Expiry (unix s) of the resume ticket in a member's welcome. The cluster holds the same value: a
+   * resume presenting an older ticket for the same id does not displace the member (it is a stale
+   * copy of the session, not its heir).
+   */
+  const ticketExpiry = new WeakMap<Member, number>();
   const counters = {
     connectionsTotal: 0,
     framesIn: 0,
@@ -154,27 +306,84 @@ export async function createTracker(options: TrackerOptions): Promise<Tracker> {
     joins: 0,
     signalsRelayed: 0,
     announcements: 0,
-    badFrameDisconnects: 0,
-    heartbeatTerminations: 0,
-    slowConsumerTerminations: 0,
     handlerFaults: 0,
+    debugAuthFailures: 0,
+    remoteAnnouncementsRejected: 0,
   };
-  const errors = Object.fromEntries(TRACKER_ERROR_CODES.map((c) => [c, 0])) as ErrorCounts;
+  const errors: ErrorCounts = zeroes(TRACKER_ERROR_CODES);
+  const limitHits = zeroes(LIMIT_KINDS);
+  const resumes = zeroes(RESUME_OUTCOMES);
+  const disconnects = zeroes(DISCONNECT_REASONS);
+  /** Origin counters from before each /debug/origin/reset, so /metrics counters never go back. */
+  const originCarry = { sourceBytes: 0, viewerBytes: 0, sourceRequests: 0, viewerRequests: 0 };
   let closing = false;
+  /**
+   * Joins awaiting the cluster, by stream. What is fanned out to the stream meanwhile would miss
+   * the joiner (it is not in the swarm yet, and the recent list it gets may predate it), so it is
+   * collected here and handed over once the joiner is in.
+   */
+  const pendingJoins = new Map<string, Set<PendingJoin>>();
+  /** Remote announcements are re-verified one after another on this chain, keeping their order. */
+  let remoteAnnouncements: Promise<void> = Promise.resolve();
+  let remoteAnnouncementsQueued = 0;
+
+  const clusterHandlers: ClusterHandlers = { onRemoteMessage, onRemoteAnnouncement, onMemberLost };
+  // Every join, sample and relay goes through a Cluster, the single-process one included: one code path.
+  const cluster: Cluster =
+    options.redisUrl != null
+      ? await connectRedisCluster({
+          url: options.redisUrl,
+          ...(options.redisKeyPrefix === undefined ? {} : { keyPrefix: options.redisKeyPrefix }),
+          ...(options.clusterTiming === undefined ? {} : { timing: options.clusterTiming }),
+          log,
+          handlers: clusterHandlers,
+        })
+      : new MemoryCluster({
+          handlers: clusterHandlers,
+          ...(options.clusterHub === undefined ? {} : { hub: options.clusterHub }),
+          ...(options.clusterTiming === undefined ? {} : { timing: options.clusterTiming }),
+        });
 
   // ───────────── WebSocket side ─────────────
+
+  /** Records why a connection ends, once: the first reason given is the one counted. */
+  function endedBecause(conn: Connection, why: DisconnectReason): void {
+    if (conn.closeReason !== null) return;
+    conn.closeReason = why;
+    disconnects[why]++;
+  }
+
+  /** Ends a connection from our side: records why, and cuts it off if the handshake stalls. */
+  function disconnect(conn: Connection, code: number, reason: string, why: DisconnectReason): void {
+    endedBecause(conn, why);
+    const socket = conn.socket;
+    if (socket.readyState === WebSocket.CLOSED) return;
+    if (socket.readyState === WebSocket.OPEN) socket.close(code, reason);
+    // A peer that never answers the close (a dead link, or on purpose) must not hold the socket.
+    const cutOff = setTimeout(() => {
+      socket.terminate();
+    }, CLOSE_HANDSHAKE_MS);
+    cutOff.unref();
+    socket.once('close', () => {
+      clearTimeout(cutOff);
+    });
+  }
+
+  function terminate(conn: Connection, why: DisconnectReason): void {
+    endedBecause(conn, why);
+    conn.socket.terminate();
+  }
 
   function send(conn: Connection, message: ServerMessage): void {
     const socket = conn.socket;
     if (socket.readyState !== WebSocket.OPEN) return;
     if (socket.bufferedAmount > MAX_BUFFERED_BYTES) {
-      counters.slowConsumerTerminations++;
       log('warn', 'dropping a peer that does not read its socket', {
         remote: conn.remote,
         peerId: conn.member?.peerId,
         bufferedBytes: socket.bufferedAmount,
       });
-      socket.terminate();
+      terminate(conn, 'slowConsumer');
       return;
     }
     counters.framesOut++;
@@ -187,86 +396,209 @@ export async function createTracker(options: TrackerOptions): Promise<Tracker> {
   }
 
   function badFrame(conn: Connection, code: TrackerErrorCode, message: string): void {
+    if (code === 'tooLarge') limitHits.frameSize++;
     sendError(conn, code, message);
     conn.badFrames++;
-    if (conn.badFrames >= maxBadFrames && conn.socket.readyState === WebSocket.OPEN) {
-      counters.badFrameDisconnects++;
+    if (maxBadFrames > 0 && conn.badFrames >= maxBadFrames && conn.closeReason === null) {
+      limitHits.badFrames++;
       log('warn', 'disconnecting a peer after too many bad frames', {
         remote: conn.remote,
         peerId: conn.member?.peerId,
         badFrames: conn.badFrames,
       });
-      conn.socket.close(1008, 'too many bad frames');
+      disconnect(conn, 1008, 'too many bad frames', 'badFrames');
     }
   }
 
-  function welcome(conn: Connection, member: Member, swarm: Swarm): void {
+  function welcome(
+    conn: Connection,
+    member: Member,
+    swarm: Swarm,
+    resumed: boolean,
+    announcements: readonly SignedAnnouncement[],
+  ): void {
     send(conn, {
       type: 'welcome',
       peerId: member.peerId,
       sourceId: swarm.sourceId,
       stream: swarm.stream,
       publicKey: publicKeyBase64,
-      announcements: swarm.recentAnnouncements(),
-      resume: null,
-      resumed: false,
+      announcements,
+      resume: makeResumeTicket(trackerSecret, {
+        stream: swarm.stream,
+        peerId: member.peerId,
+        role: member.role,
+        expiresAtSec: ticketExpiry.get(member) ?? 0,
+      }),
+      resumed,
     });
   }
 
-  function makeMember(conn: Connection, peerId: PeerId, role: Member['role'], stream: string): Member {
-    return {
+  function makeMember(
+    conn: Connection,
+    peerId: PeerId,
+    role: Member['role'],
+    stream: string,
+    ticketExpiresAtSec: number,
+  ): Member {
+    const member: Member = {
       peerId,
       role,
       stream,
-      joinedAtMs: Date.now(),
+      joinedAtMs: now(),
       report: null,
       send: (message) => {
         send(conn, message);
       },
     };
+    connectionOf.set(member, conn);
+    ticketExpiry.set(member, ticketExpiresAtSec);
+    return member;
   }
 
-  function join(conn: Connection, message: Extract<ClientMessage, { type: 'join' }>): void {
+  /**
+   * The claim of a resume ticket presented in `join`, if it is valid for this stream and role. A bad
+   * ticket is no error (the peer simply gets a fresh id), only counted.
+   */
+  function resumeClaim(message: Extract<ClientMessage, { type: 'join' }>): ResumeClaim | null {
+    if (message.resume === undefined) return null;
+    const check = readResumeTicket(trackerSecret, message.resume, now());
+    if (!check.ok) {
+      resumes[check.problem === 'expired' ? 'expired' : 'invalid']++;
+      return null;
+    }
+    const claim = check.claim;
+    const sourceId = sourceIdFor(trackerSecret, message.stream);
+    const idFitsRole = message.role === 'source' ? claim.peerId === sourceId : claim.peerId !== sourceId;
+    if (claim.stream !== message.stream || claim.role !== message.role || !idFitsRole) {
+      resumes.mismatch++;
+      return null;
+    }
+    return claim;
+  }
+
+  /** A resumed session takes `old`'s place: `old`'s connection loses its membership and is closed. */
+  function displace(old: Member): void {
+    const conn = connectionOf.get(old);
+    if (conn === undefined) return;
+    conn.member = null;
+    log('info', 'a resumed session replaces a connection', {
+      stream: old.stream,
+      peerId: old.peerId,
+      role: old.role,
+      remote: conn.remote,
+    });
+    disconnect(conn, CLOSE_REPLACED, 'replaced by a resumed session', 'replaced');
+  }
+
+  function checkBroadcasterKey(conn: Connection, message: Extract<ClientMessage, { type: 'join' }>): void {
+    if (message.key === undefined) throw new Refusal('badKey', 'joining as source needs the broadcaster key');
+    if (!timingSafeEqual(sha256(message.key), keyDigest)) {
+      log('warn', 'source join with a wrong broadcaster key', {
+        remote: conn.remote,
+        stream: message.stream,
+      });
+      throw new Refusal('badKey', 'the broadcaster key is wrong');
+    }
+  }
+
+  function checkJoinToken(message: Extract<ClientMessage, { type: 'join' }>): void {
+    if (joinSecret === null) return;
+    if (message.token === undefined)
+      throw new Refusal(
+        'badToken',
+        `stream ${message.stream} needs a join token from the broadcaster's site`,
+      );
+    const check = verifyJoinToken(joinSecret, message.stream, message.token, now());
+    if (!check.ok)
+      throw new Refusal(
+        'badToken',
+        check.problem === 'expired'
+          ? 'the join token has expired; get a fresh one from the broadcaster\u2019s site'
+          : `the join token is not valid for stream ${message.stream}`,
+      );
+  }
+
+  async function join(conn: Connection, message: Extract<ClientMessage, { type: 'join' }>): Promise<void> {
     if (conn.member !== null) throw new Refusal('alreadyJoined', `already joined ${conn.member.stream}`);
-    if (message.role === 'source') {
-      if (message.key === undefined)
-        throw new Refusal('badKey', 'joining as source needs the broadcaster key');
-      if (!timingSafeEqual(sha256(message.key), keyDigest)) {
-        log('warn', 'source join with a wrong broadcaster key', {
-          remote: conn.remote,
-          stream: message.stream,
-        });
-        throw new Refusal('badKey', 'the broadcaster key is wrong');
-      }
-      const swarm = registry.getOrCreate(message.stream);
-      if (swarm.source !== null)
-        throw new Refusal('sourcePresent', `stream ${message.stream} already has a source`);
-      const member = makeMember(conn, swarm.sourceId, 'source', swarm.stream);
-      swarm.source = member;
-      conn.member = member;
-      counters.joins++;
-      log('info', 'source joined', { stream: swarm.stream, peerId: member.peerId, remote: conn.remote });
-      welcome(conn, member, swarm);
+    if (message.role === 'source') checkBroadcasterKey(conn, message);
+    else checkJoinToken(message);
+    const claim = resumeClaim(message);
+    const stream = message.stream;
+    const ticketExpiresAtSec = Math.floor(now() / 1000) + ticketTtlS;
+
+    // The cluster decides the id (across every process): the source's fixed one, the ticket's, or a
+    // fresh one; a holder is displaced only by a ticket at least as new as its own (cluster.ts).
+    const pending: PendingJoin = { announcements: [], signals: [] };
+    let waiting = pendingJoins.get(stream);
+    if (waiting === undefined) pendingJoins.set(stream, (waiting = new Set()));
+    waiting.add(pending);
+    let result: Awaited<ReturnType<Cluster['addMember']>>;
+    try {
+      result = await cluster.addMember({
+        stream,
+        role: message.role,
+        sourceId: sourceIdFor(trackerSecret, stream),
+        ticketExpiresAtSec,
+        ...(claim === null
+          ? {}
+          : { resume: { peerId: claim.peerId, ticketExpiresAtSec: claim.expiresAtSec } }),
+      });
+    } finally {
+      waiting.delete(pending);
+      if (waiting.size === 0 && pendingJoins.get(stream) === waiting) pendingJoins.delete(stream);
+    }
+    if (!result.ok) {
+      if (claim !== null) resumes.conflict++;
+      throw new Refusal('sourcePresent', `stream ${stream} already has a source`);
+    }
+    if (result.outcome !== 'new') resumes[result.outcome]++;
+
+    const swarm = registry.getOrCreate(stream);
+    const member = makeMember(conn, result.peerId, message.role, swarm.stream, ticketExpiresAtSec);
+    // A local holder of the id gave way (most likely this peer's own earlier connection); a holder
+    // on another process is told by the cluster (onMemberLost).
+    const holder = swarm.get(result.peerId);
+    if (holder !== undefined) displace(holder);
+    swarm.replace(member);
+    conn.member = member;
+    // The socket may have closed (or the tracker begun closing) while the claim was in flight; its
+    // 'close' handler saw no member then, so the claim is released here.
+    if (conn.socket.readyState !== WebSocket.OPEN) {
+      leave(conn);
       return;
     }
-    const swarm = registry.getOrCreate(message.stream);
-    const member = makeMember(conn, registry.ids.allocate(), 'viewer', swarm.stream);
-    swarm.addViewer(member);
-    conn.member = member;
     counters.joins++;
-    log('debug', 'viewer joined', {
+    const resumed = result.outcome === 'resumed' || result.outcome === 'replaced';
+    log(member.role === 'source' ? 'info' : 'debug', `${member.role} joined`, {
       stream: swarm.stream,
       peerId: member.peerId,
+      resumed,
       viewers: swarm.viewerCount,
+      remote: conn.remote,
     });
-    welcome(conn, member, swarm);
+    welcome(conn, member, swarm, resumed, result.announcements);
+    // What reached the stream while the claim was in flight, in arrival order.
+    if (member.role === 'viewer') {
+      const known = new Set(result.announcements.map(announcementKey));
+      for (const a of pending.announcements)
+        if (!known.has(announcementKey(a))) member.send({ type: 'announce', announcement: a });
+    }
+    for (const signal of pending.signals) if (signal.to === member.peerId) member.send(signal.message);
   }
 
   function leave(conn: Connection): void {
     const member = conn.member;
     if (member === null) return;
     conn.member = null;
+    // A displaced member no longer holds its place: its id is its successor's now, in the cluster too.
+    const holdsPlace = registry.get(member.stream)?.get(member.peerId) === member;
     registry.leave(member);
+    // On shutdown cluster.close() releases every member of this process at once.
+    if (holdsPlace && !closing)
+      cluster.removeMember(member.stream, member.peerId).catch((e: unknown) => {
+        log('warn', 'releasing a member in the cluster failed', { peerId: member.peerId, error: e });
+      });
     log(member.role === 'source' ? 'info' : 'debug', `${member.role} left`, {
       stream: member.stream,
       peerId: member.peerId,
@@ -285,45 +617,152 @@ export async function createTracker(options: TrackerOptions): Promise<Tracker> {
     if (member.role !== 'source') throw new Refusal('forbidden', 'only the true source announces segments');
     if (a.stream !== swarm.stream)
       throw new Refusal('invalidField', `announcement is for stream ${a.stream}, not ${swarm.stream}`);
-    if (verifyKey !== null) {
-      const signature = Buffer.from(a.signature, 'base64');
-      const valid =
-        signature.length === 64 &&
-        (await crypto.subtle.verify(
-          'Ed25519',
-          verifyKey,
-          signature,
-          new Uint8Array(announcementSigningBytes(a)),
-        ));
-      if (!valid) throw new Refusal('invalidField', 'announcement signature does not verify');
-    }
-    // The source may have left while the signature was being checked.
+    if (!(await verifies(a))) throw new Refusal('invalidField', 'announcement signature does not verify');
+    // The source may have left (or been replaced) while the signature was being checked.
     if (swarm.source !== member) return;
-    swarm.addAnnouncement(a);
     counters.announcements++;
+    fanOut(swarm, a);
+    await cluster.publishAnnouncement(a);
+  }
+
+  /** Whether the announcement carries the broadcaster's signature (always true without a key). */
+  async function verifies(a: SignedAnnouncement): Promise<boolean> {
+    if (verifyKey === null) return true;
+    const signature = Buffer.from(a.signature, 'base64');
+    return (
+      signature.length === 64 &&
+      crypto.subtle.verify('Ed25519', verifyKey, signature, new Uint8Array(announcementSigningBytes(a)))
+    );
+  }
+
+  /** Gives an accepted announcement to this process's viewers of its stream (and to joins in flight). */
+  function fanOut(swarm: Swarm | undefined, a: SignedAnnouncement): void {
+    for (const pending of pendingJoins.get(a.stream) ?? []) {
+      pending.announcements.push(a);
+      if (pending.announcements.length > MAX_RECENT_ANNOUNCEMENTS) pending.announcements.shift();
+    }
+    if (swarm === undefined) return;
+    swarm.addAnnouncement(a);
     for (const viewer of swarm.viewerMembers()) viewer.send({ type: 'announce', announcement: a });
+  }
+
+  // ───────────── from other tracker processes (through the cluster) ─────────────
+
+  /** A signal another process relayed to one of this process's members. */
+  function onRemoteMessage(stream: string, to: PeerId, message: ServerMessage): void {
+    // Other processes only relay signals; anything else would let the store speak for the tracker.
+    if (message.type !== 'signal') {
+      log('warn', 'dropped a relayed message that is not a signal', { stream, type: message.type });
+      return;
+    }
+    const target = registry.get(stream)?.get(to);
+    if (target !== undefined) {
+      target.send(message);
+      return;
+    }
+    // Its join may still await the cluster (the id is claimed before the member is in the swarm).
+    const waiting = pendingJoins.get(stream);
+    if (waiting !== undefined) {
+      for (const pending of waiting)
+        if (pending.signals.length < MAX_PENDING_SIGNALS) pending.signals.push({ to, message });
+      return;
+    }
+    // Left meanwhile; the sender's link attempt times out as with any vanished peer.
+    log('debug', 'dropped a relayed signal for a member that is gone', { stream, peerId: to });
+  }
+
+  /**
+   * An announcement another process accepted. Redis is network input, so the signature is checked
+   * again before any viewer here sees it; the checks run one after another to keep the order.
+   */
+  function onRemoteAnnouncement(a: SignedAnnouncement): void {
+    if (remoteAnnouncementsQueued >= MAX_QUEUED_REMOTE_ANNOUNCEMENTS) {
+      log('warn', 'dropped an announcement from another process: too many awaiting verification', {
+        stream: a.stream,
+        sequence: a.sequence,
+      });
+      return;
+    }
+    remoteAnnouncementsQueued++;
+    remoteAnnouncements = remoteAnnouncements
+      .then(async () => {
+        if (!(await verifies(a))) {
+          counters.remoteAnnouncementsRejected++;
+          log('warn', 'dropped an announcement from another process: its signature does not verify', {
+            stream: a.stream,
+            sequence: a.sequence,
+          });
+          return;
+        }
+        fanOut(registry.get(a.stream), a);
+      })
+      .catch((e: unknown) => {
+        counters.handlerFaults++;
+        log('error', 'handler fault on a remote announcement', { error: e });
+      })
+      .finally(() => {
+        remoteAnnouncementsQueued--;
+      });
+  }
+
+  /** Another process now holds this member's id: the member's connection goes (it may resume). */
+  function onMemberLost(stream: string, peerId: PeerId, reason: MemberLossReason): void {
+    const holder = registry.get(stream)?.get(peerId);
+    if (holder === undefined) return;
+    // No removeMember: the cluster has already given the id to its new holder.
+    registry.leave(holder);
+    const conn = connectionOf.get(holder);
+    if (conn === undefined || conn.member !== holder) return;
+    conn.member = null;
+    log('info', 'another tracker process took over a member', {
+      stream,
+      peerId,
+      reason,
+      remote: conn.remote,
+    });
+    disconnect(
+      conn,
+      CLOSE_REPLACED,
+      reason === 'replaced' ? 'replaced by a resumed session' : 'peer id taken by another tracker process',
+      'replaced',
+    );
   }
 
   async function handle(conn: Connection, message: ClientMessage): Promise<void> {
     if (closing) throw new Refusal('shuttingDown', 'the tracker is shutting down');
     if (message.type === 'join') {
-      join(conn, message);
+      await join(conn, message);
       return;
     }
     switch (message.type) {
       case 'bootstrap': {
         const { member, swarm } = joined(conn);
         const exclude = member.role === 'source' ? null : member.peerId;
-        send(conn, { type: 'peers', peers: swarm.sampleViewers(message.count, exclude) });
+        // Viewers of every process; the source is never in a sample.
+        const peers = await cluster.sampleViewers(swarm.stream, message.count, exclude);
+        send(conn, { type: 'peers', peers });
         return;
       }
       case 'signal': {
         const { member, swarm } = joined(conn);
         if (message.to === member.peerId) throw new Refusal('invalidField', 'cannot signal yourself');
+        const relayed = { type: 'signal', from: member.peerId, data: message.data } as const;
+        // This process's own members first: the cluster routes only to other processes.
         const target = swarm.get(message.to);
-        if (target === undefined)
+        if (target !== undefined) target.send(relayed);
+        // 0 decodes (ids are u32s) but is never assigned: no process holds it.
+        else if (message.to < 1)
           throw new Refusal('unknownPeer', `peer ${message.to} is not in stream ${swarm.stream}`);
-        target.send({ type: 'signal', from: member.peerId, data: message.data });
+        else {
+          const routed = await cluster.deliver(swarm.stream, message.to, relayed);
+          if (routed !== 'delivered')
+            throw new Refusal(
+              'unknownPeer',
+              routed === 'unavailable'
+                ? `peer ${message.to} cannot be reached right now`
+                : `peer ${message.to} is not in stream ${swarm.stream}`,
+            );
+        }
         counters.signalsRelayed++;
         return;
       }
@@ -342,7 +781,6 @@ export async function createTracker(options: TrackerOptions): Promise<Tracker> {
   }
 
   async function onFrame(conn: Connection, data: RawData, isBinary: boolean): Promise<void> {
-    counters.framesIn++;
     if (isBinary) {
       badFrame(conn, 'malformed', 'binary frames are not accepted; send JSON text frames');
       return;
@@ -366,6 +804,163 @@ export async function createTracker(options: TrackerOptions): Promise<Tracker> {
     }
   }
 
+  /** Runs `task` after everything queued on this connection before it. */
+  function enqueue(conn: Connection, task: () => void | Promise<void>): void {
+    conn.queue = conn.queue.then(task).catch((e: unknown) => {
+      // A bug here must cost one frame, never the process or the other peers.
+      counters.handlerFaults++;
+      log('error', 'handler fault', { remote: conn.remote, error: e });
+    });
+  }
+
+  /**
+   * The message rate, checked as a frame arrives (before it is queued or parsed, so a flood costs
+   * little). False: the frame is dropped. The true source is exempt: it holds the broadcaster key,
+   * and its signalling grows with the swarm's churn.
+   */
+  function withinRate(conn: Connection): boolean {
+    const bucket = conn.bucket;
+    if (bucket === null || conn.member?.role === 'source' || bucket.take(now())) return true;
+    limitHits.messageRate++;
+    if (bucket.overflow > burst) {
+      // Kept sending beyond the rate for as long as a whole burst: not a hiccup, abuse or a bug.
+      log('warn', 'disconnecting a peer that keeps exceeding the message rate', {
+        remote: conn.remote,
+        peerId: conn.member?.peerId,
+        ratePerSecond,
+        burst,
+      });
+      disconnect(conn, 1008, 'message rate limit exceeded', 'rateLimited');
+    } else
+      // Answered in turn, after the frames before it.
+      enqueue(conn, () => {
+        sendError(
+          conn,
+          'rateLimited',
+          `more than ${ratePerSecond} frames per second (bursts of ${burst}); this frame was dropped`,
+        );
+      });
+    return false;
+  }
+
+  /** Whether a new WebSocket from `req` may become a session, or why not. Reads, never counts. */
+  function admission(req: IncomingMessage, key: string): Admission | null {
+    const pageOrigin = req.headers.origin;
+    // No Origin header: not a browser page (the true source, a tool), which the list cannot be about.
+    if (allowedOrigins !== null && pageOrigin !== undefined && !allowedOrigins.has(pageOrigin))
+      return {
+        code: 'originNotAllowed',
+        message: `pages of ${pageOrigin.slice(0, 200)} may not use this tracker`,
+        limit: null,
+        reason: 'originNotAllowed',
+        httpStatus: 403,
+      };
+    if (maxConnections > 0 && connections.size >= maxConnections)
+      return {
+        code: 'tooManyConnections',
+        message: `the tracker is full (${maxConnections} connections); try again later`,
+        limit: 'connections',
+        reason: 'tooManyConnections',
+        httpStatus: 503,
+      };
+    if (maxPerAddress > 0 && addressCounts.count(key) >= maxPerAddress)
+      return {
+        code: 'tooManyConnections',
+        message: `more than ${maxPerAddress} connections from one address`,
+        limit: 'connectionsPerAddress',
+        reason: 'tooManyConnections',
+        httpStatus: 503,
+      };
+    return null;
+  }
+
+  function countRefusal(refusal: Admission): void {
+    if (refusal.limit !== null) limitHits[refusal.limit]++;
+  }
+
+  function onConnection(socket: WebSocket, req: IncomingMessage): void {
+    const key = addressKey(req.socket.remoteAddress);
+    const conn: Connection = {
+      socket,
+      remote: `${req.socket.remoteAddress ?? '?'}:${req.socket.remotePort ?? 0}`,
+      addressKey: key,
+      admitted: false,
+      member: null,
+      badFrames: 0,
+      missedPongs: 0,
+      bucket: ratePerSecond > 0 ? new TokenBucket(ratePerSecond, burst, now()) : null,
+      closeReason: null,
+      queue: Promise.resolve(),
+    };
+    counters.connectionsTotal++;
+    socket.on('error', (e: Error & { code?: string }) => {
+      // ws closes the socket itself (1009 for an oversized frame, 1002 for a protocol error).
+      if (e.code === 'WS_ERR_UNSUPPORTED_MESSAGE_LENGTH') {
+        limitHits.frameSize++;
+        endedBecause(conn, 'frameTooLarge');
+      }
+      log('debug', 'websocket error', { remote: conn.remote, error: e });
+    });
+    socket.on('close', () => {
+      if (conn.admitted) {
+        connections.delete(conn);
+        addressCounts.remove(conn.addressKey);
+      } else refusing.delete(conn);
+      endedBecause(conn, 'client');
+      leave(conn);
+    });
+
+    const refusal = closing ? null : admission(req, key);
+    if (closing || refusal !== null) {
+      refusing.add(conn);
+      if (closing) {
+        sendError(conn, 'shuttingDown', 'the tracker is restarting; reconnect');
+        disconnect(conn, CLOSE_SERVICE_RESTART, 'service restart', 'shutdown');
+        return;
+      }
+      if (refusal !== null) {
+        countRefusal(refusal);
+        // Debug only: a flood of refusals must not become a flood of log lines (the counters show it).
+        log('debug', 'refused a connection', {
+          remote: conn.remote,
+          code: refusal.code,
+          limit: refusal.limit,
+        });
+        // An error frame, then 1008: a page cannot read the HTTP status of a refused upgrade.
+        sendError(conn, refusal.code, refusal.message);
+        disconnect(conn, 1008, refusal.code, refusal.reason);
+      }
+      return;
+    }
+    conn.admitted = true;
+    connections.add(conn);
+    addressCounts.tryAdd(key, 0);
+
+    socket.on('message', (data, isBinary) => {
+      counters.framesIn++;
+      // Frames still arriving after we closed (or refused) the connection are not answered.
+      if (conn.closeReason !== null || !withinRate(conn)) return;
+      enqueue(conn, () => onFrame(conn, data, isBinary));
+    });
+    socket.on('pong', () => {
+      conn.missedPongs = 0;
+    });
+  }
+
+  /** A refused upgrade as plain HTTP (a 404 path, a flood, shutdown): nothing kept, nothing to close. */
+  function rejectUpgrade(socket: Duplex, status: number, message: string): void {
+    const body = JSON.stringify({ error: message });
+    socket.on('error', () => undefined);
+    socket.end(
+      `HTTP/1.1 ${status} ${status === 404 ? 'Not Found' : status === 403 ? 'Forbidden' : 'Service Unavailable'}\r\n` +
+        'Connection: close\r\nContent-Type: application/json; charset=utf-8\r\n' +
+        `Content-Length: ${Buffer.byteLength(body)}\r\n\r\n${body}`,
+      () => {
+        socket.destroy();
+      },
+    );
+  }
+
   const server: Server = createServer((req, res) => {
     onRequest(req, res).catch((e: unknown) => {
       log('error', 'http handler fault', { url: req.url, error: e });
@@ -373,57 +968,48 @@ export async function createTracker(options: TrackerOptions): Promise<Tracker> {
       else res.destroy();
     });
   });
-  const wss = new WebSocketServer({ server, path: '/ws', maxPayload: WS_MAX_PAYLOAD_BYTES });
+  const wss = new WebSocketServer({
+    noServer: true,
+    clientTracking: false,
+    maxPayload: WS_MAX_PAYLOAD_BYTES,
+  });
   wss.on('error', (e) => {
     log('error', 'websocket server error', { error: e });
   });
-
-  wss.on('connection', (socket, req) => {
-    const conn: Connection = {
-      socket,
-      remote: `${req.socket.remoteAddress ?? '?'}:${req.socket.remotePort ?? 0}`,
-      member: null,
-      badFrames: 0,
-      missedPongs: 0,
-      queue: Promise.resolve(),
-    };
-    counters.connectionsTotal++;
-    connections.add(conn);
-    if (closing) {
-      socket.close(1001, 'tracker shutting down');
+  server.on('upgrade', (req: IncomingMessage, socket: Duplex, head: Buffer) => {
+    const path = (req.url ?? '/').split('?')[0];
+    if (path !== '/ws') {
+      rejectUpgrade(socket, 404, 'the rendezvous WebSocket is at /ws');
       return;
     }
-    socket.on('message', (data, isBinary) => {
-      conn.queue = conn.queue
-        .then(() => onFrame(conn, data, isBinary))
-        .catch((e: unknown) => {
-          // A bug here must cost one frame, never the process or the other peers.
-          counters.handlerFaults++;
-          log('error', 'handler fault', { remote: conn.remote, error: e });
-        });
-    });
-    socket.on('pong', () => {
-      conn.missedPongs = 0;
-    });
-    socket.on('error', (e) => {
-      // ws closes the socket itself (e.g. 1009 for an oversized frame); just record why.
-      log('debug', 'websocket error', { remote: conn.remote, error: e });
-    });
-    socket.on('close', () => {
-      connections.delete(conn);
-      leave(conn);
+    if (closing) {
+      errors.shuttingDown++;
+      rejectUpgrade(socket, 503, 'the tracker is restarting; reconnect');
+      return;
+    }
+    if (refusing.size >= MAX_REFUSING_SOCKETS) {
+      // A flood: refuse what we would refuse anyway without accepting it first.
+      const refusal = admission(req, addressKey(req.socket.remoteAddress));
+      if (refusal !== null) {
+        countRefusal(refusal);
+        errors[refusal.code]++;
+        rejectUpgrade(socket, refusal.httpStatus, refusal.message);
+        return;
+      }
+    }
+    wss.handleUpgrade(req, socket, head, (ws) => {
+      onConnection(ws, req);
     });
   });
 
   const heartbeat = setInterval(() => {
     for (const conn of connections) {
       if (conn.missedPongs >= 2) {
-        counters.heartbeatTerminations++;
         log('info', 'dropping a peer that missed two pongs', {
           remote: conn.remote,
           peerId: conn.member?.peerId,
         });
-        conn.socket.terminate();
+        terminate(conn, 'heartbeat');
         continue;
       }
       conn.missedPongs++;
@@ -464,24 +1050,74 @@ export async function createTracker(options: TrackerOptions): Promise<Tracker> {
   }
 
   function metrics(): TrackerMetrics {
-    return { ...counters, connections: connections.size, swarms: registry.size, errors: { ...errors } };
+    const members = { viewer: 0, source: 0 };
+    for (const swarm of registry.all()) {
+      members.viewer += swarm.viewerCount;
+      if (swarm.source !== null) members.source++;
+    }
+    const o = originStats();
+    return {
+      sessions: connections.size,
+      members,
+      swarms: registry.size,
+      ...counters,
+      errors: { ...errors },
+      limitHits: { ...limitHits },
+      resumes: { ...resumes },
+      disconnects: { ...disconnects },
+      originMediaBytes: {
+        source: originCarry.sourceBytes + o.sourceMediaBytes,
+        viewers: originCarry.viewerBytes + o.viewerMediaBytes,
+      },
+      originMediaRequests: {
+        source: originCarry.sourceRequests + o.sourceMediaRequests,
+        viewers: originCarry.viewerRequests + o.viewerMediaRequests,
+      },
+      residentMemoryBytes: process.memoryUsage.rss(),
+      uptimeS: (Date.now() - startedAtMs) / 1000,
+      startTimeS: Math.floor(startedAtMs / 1000),
+      cluster: cluster.stats(),
+    };
   }
 
   function originStats(): OriginStats {
     return origin?.snapshot() ?? emptyOriginStats();
   }
 
-  /** The read-only JSON views over HTTP (GET or HEAD), by exact path. */
+  function resetOriginStats(): void {
+    if (origin === null) return;
+    const o = origin.snapshot();
+    originCarry.sourceBytes += o.sourceMediaBytes;
+    originCarry.viewerBytes += o.viewerMediaBytes;
+    originCarry.sourceRequests += o.sourceMediaRequests;
+    originCarry.viewerRequests += o.viewerMediaRequests;
+    origin.reset();
+  }
+
+  /** `Authorization: Bearer <broadcaster key>`, compared as digests in constant time. */
+  function authorized(req: IncomingMessage): boolean {
+    const match = /^Bearer[ \t]+(\S+)[ \t]*$/i.exec(req.headers.authorization ?? '');
+    const presented = match?.[1];
+    return presented !== undefined && timingSafeEqual(sha256(presented), keyDigest);
+  }
+
+  /** The read-only JSON views over HTTP (GET or HEAD), by exact path; /debug/* ones need the key. */
   const JSON_VIEWS: Readonly<Record<string, (() => unknown) | undefined>> = {
-    '/healthz': () => ({
-      ok: true,
-      uptimeMs: Date.now() - startedAtMs,
-      connections: connections.size,
-      swarms: registry.size,
-      shuttingDown: closing,
-    }),
+    // Still ok while Redis is unreachable: this process goes on serving its own members.
+    '/healthz': () => {
+      const { backend, connected } = cluster.stats();
+      return {
+        ok: true,
+        uptimeMs: Date.now() - startedAtMs,
+        connections: connections.size,
+        swarms: registry.size,
+        shuttingDown: closing,
+        cluster: { backend, connected },
+      };
+    },
     '/debug/origin': originStats,
     '/debug/metrics': metrics,
+    // This process's members only (each process shows its own).
     '/debug/swarms': () =>
       [...registry.all()].map((s) => ({
         stream: s.stream,
@@ -500,25 +1136,51 @@ export async function createTracker(options: TrackerOptions): Promise<Tracker> {
     if (method === 'OPTIONS') {
       res.writeHead(204, {
         'Access-Control-Allow-Methods': 'GET, HEAD, POST, OPTIONS',
-        'Access-Control-Allow-Headers': 'Range, X-Chunkycast-Role',
+        'Access-Control-Allow-Headers': 'Range, X-Chunkycast-Role, Authorization',
         'Access-Control-Max-Age': '600',
       });
       res.end();
       return;
     }
     res.setHeader('Access-Control-Expose-Headers', 'Content-Length, Content-Range, Accept-Ranges');
+    const readOnly = method === 'GET' || method === 'HEAD';
 
-    if (rawPath === '/debug/origin/reset') {
-      if (method !== 'POST') {
-        methodNotAllowed(res, 'POST');
+    if (rawPath === '/debug' || rawPath.startsWith('/debug/')) {
+      if (!authorized(req)) {
+        counters.debugAuthFailures++;
+        log('debug', 'debug request without the broadcaster key', { url: rawPath });
+        res.setHeader('WWW-Authenticate', 'Bearer realm="chunkycast-tracker"');
+        json(res, 401, {
+          error: 'unauthorized',
+          message: '/debug/* needs the header "Authorization: Bearer <broadcaster key>"',
+        });
         return;
       }
-      origin?.reset();
-      log('debug', 'origin counters reset');
-      json(res, 200, { ok: true });
+      if (rawPath === '/debug/origin/reset') {
+        if (method !== 'POST') {
+          methodNotAllowed(res, 'POST');
+          return;
+        }
+        resetOriginStats();
+        log('debug', 'origin counters reset');
+        json(res, 200, { ok: true });
+        return;
+      }
+    }
+    if (rawPath === '/metrics') {
+      if (!readOnly) {
+        methodNotAllowed(res, 'GET, HEAD');
+        return;
+      }
+      const text = prometheus();
+      res.writeHead(200, {
+        'Content-Type': PROMETHEUS_CONTENT_TYPE,
+        'Content-Length': Buffer.byteLength(text),
+        'Cache-Control': 'no-store',
+      });
+      res.end(text);
       return;
     }
-    const readOnly = method === 'GET' || method === 'HEAD';
     // Read-only JSON views: one method check, one answer each.
     const view = JSON_VIEWS[rawPath];
     if (view !== undefined) {
@@ -555,7 +1217,7 @@ export async function createTracker(options: TrackerOptions): Promise<Tracker> {
       }
       return origin.serve(req, res, rawPath.slice('/live/'.length));
     }
-    if (staticDir !== null) {
+    if (staticDir !== null && !rawPath.startsWith('/debug/')) {
       if (!readOnly) {
         methodNotAllowed(res, 'GET, HEAD');
         return;
@@ -570,19 +1232,25 @@ export async function createTracker(options: TrackerOptions): Promise<Tracker> {
     sendStatus(res, 405);
   }
 
+  function prometheus(): string {
+    return renderPrometheus(metrics());
+  }
+
   // ───────────── lifecycle ─────────────
 
-  await new Promise<void>((resolve, reject) => {
-    const onError = (e: Error): void => {
-      clearInterval(heartbeat);
-      reject(e);
-    };
-    server.once('error', onError);
-    server.listen(options.port ?? 0, host, () => {
-      server.off('error', onError);
-      resolve();
+  try {
+    await new Promise<void>((resolve, reject) => {
+      server.once('error', reject);
+      server.listen(options.port ?? 0, host, () => {
+        server.off('error', reject);
+        resolve();
+      });
     });
-  });
+  } catch (e) {
+    clearInterval(heartbeat);
+    await cluster.close();
+    throw e;
+  }
   server.on('error', (e) => {
     log('error', 'http server error', { error: e });
   });
@@ -594,44 +1262,51 @@ export async function createTracker(options: TrackerOptions): Promise<Tracker> {
   async function close(): Promise<void> {
     closing = true;
     clearInterval(heartbeat);
+    log('info', 'tracker closing: WebSockets closed with 1012, HTTP finishing', {
+      sessions: connections.size,
+      graceMs: closeGraceMs,
+    });
+    // Stops listening; resolves once every connection (in-flight HTTP included) has ended.
     const serverClosed = new Promise<void>((resolve) => {
       server.close(() => {
         resolve();
       });
     });
-    server.closeIdleConnections();
-    const sockets = [...connections].map((c) => c.socket);
-    const allClosed = Promise.all(
-      sockets.map(
-        (socket) =>
+    const all = [...connections, ...refusing];
+    const socketsClosed = Promise.all(
+      all.map(
+        (conn) =>
           new Promise<void>((resolve) => {
-            if (socket.readyState === WebSocket.CLOSED) {
+            if (conn.socket.readyState === WebSocket.CLOSED) {
               resolve();
               return;
             }
-            socket.once('close', () => {
+            conn.socket.once('close', () => {
               resolve();
             });
-            socket.close(1001, 'tracker shutting down');
+            disconnect(conn, CLOSE_SERVICE_RESTART, 'service restart', 'shutdown');
           }),
       ),
     );
+    // Keep-alive HTTP connections become idle as their in-flight responses finish; close them then.
+    server.closeIdleConnections();
+    const idleSweep = setInterval(() => {
+      server.closeIdleConnections();
+    }, 50);
     let grace: NodeJS.Timeout | undefined;
-    const timedOut = new Promise<boolean>((resolve) => {
-      grace = setTimeout(() => {
-        resolve(true);
-      }, closeGraceMs);
+    const timedOut = new Promise<void>((resolve) => {
+      grace = setTimeout(resolve, closeGraceMs);
     });
-    const late = await Promise.race([allClosed.then(() => false), timedOut]);
+    await Promise.race([Promise.all([socketsClosed, serverClosed]), timedOut]);
     clearTimeout(grace);
-    if (late)
-      for (const socket of sockets) {
-        // A client that never answers the close handshake must not hold the shutdown.
-        socket.terminate();
-      }
-    wss.close();
+    clearInterval(idleSweep);
+    // Whatever has not finished within the grace period is cut off.
+    for (const conn of all) conn.socket.terminate();
     server.closeAllConnections();
+    wss.close();
     await serverClosed;
+    // Releases every member this process still holds, in one go.
+    await cluster.close();
     log('info', 'tracker closed', { url });
   }
 
@@ -640,9 +1315,11 @@ export async function createTracker(options: TrackerOptions): Promise<Tracker> {
     wsUrl: `ws://${urlHost}:${port}/ws`,
     port,
     originStats,
-    resetOriginStats: () => origin?.reset(),
+    resetOriginStats,
     metrics,
+    prometheus,
     debugSwarm,
+    sourceIdOf: (stream) => sourceIdFor(trackerSecret, stream),
     close: () => (closed ??= close()),
   };
 }

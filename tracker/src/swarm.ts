@@ -22,33 +22,9 @@ export interface Member {
   send(message: ServerMessage): void;
 }
 
-/**
- * Peer ids are u32 and never 0 (0 reads as "none" in too many places to risk). Drawn at random
- * rather than counted so ids leak nothing about join order or swarm size; the live set keeps them
- * unique, and with 2^32 ids a released one coming back soon is vanishingly unlikely.
- */
-export class PeerIdSpace {
-  private readonly live = new Set<PeerId>();
-
-  constructor(private readonly draw: () => number = () => randomInt(1, 0x1_0000_0000)) {}
-
-  allocate(): PeerId {
-    for (;;) {
-      const id = this.draw();
-      if (id !== 0 && !this.live.has(id)) {
-        this.live.add(id);
-        return id;
-      }
-    }
-  }
-
-  release(id: PeerId): void {
-    this.live.delete(id);
-  }
-
-  get size(): number {
-    return this.live.size;
-  }
+/** A random u32 peer id candidate; 0 is refused by the caller (it reads as "none" in too many places). */
+export function randomPeerId(): PeerId {
+  return randomInt(1, 0x1_0000_0000);
 }
 
 export class Swarm {
@@ -63,10 +39,30 @@ export class Swarm {
 
   constructor(
     readonly stream: string,
-    /** Reserved when the swarm is made, so viewers joining before the source already know it. */
+    /**
+     * Known when the swarm is made (derived from the stream and the tracker secret), so viewers
+     * joining before the source already know it, and a restarted tracker gives the same one.
+     */
     readonly sourceId: PeerId,
     readonly createdAtMs: number,
+    private readonly draw: () => number = randomPeerId,
   ) {}
+
+  /**
+   * A fresh viewer id: random rather than counted, so ids leak nothing about join order or swarm
+   * size; never 0, never the source id, never a current viewer's. Ids are unique within a swarm,
+   * which is all signalling needs (it never crosses swarms).
+   */
+  newViewerId(): PeerId {
+    for (;;) {
+      const id = this.draw();
+      if (id !== 0 && id !== this.sourceId && !this.viewers.has(id)) return id;
+    }
+  }
+
+  hasViewer(peerId: PeerId): boolean {
+    return this.viewers.has(peerId);
+  }
 
   get viewerCount(): number {
     return this.viewers.size;
@@ -76,10 +72,27 @@ export class Swarm {
     return this.source === null && this.viewers.size === 0;
   }
 
+  /** The caller makes sure the id is free (`newViewerId`, or `replace` for a taken one). */
   addViewer(member: Member): void {
     this.viewers.set(member.peerId, member);
     this.viewerIndex.set(member.peerId, this.viewerIds.length);
     this.viewerIds.push(member.peerId);
+  }
+
+  /**
+   * Puts `member` in the place of whoever holds its peer id (the source's or a viewer's), keeping
+   * the swarm's order and sample index; returns the member it displaced.
+   */
+  replace(member: Member): Member | undefined {
+    if (member.role === 'source') {
+      const old = this.source ?? undefined;
+      this.source = member;
+      return old;
+    }
+    const old = this.viewers.get(member.peerId);
+    if (old === undefined) this.addViewer(member);
+    else this.viewers.set(member.peerId, member);
+    return old;
   }
 
   /** Removes a viewer or the source; true if it was here. */
@@ -172,13 +185,15 @@ function randomIndex(maxExclusive: number): number {
   return randomInt(0, maxExclusive);
 }
 
-/** All swarms of one tracker and the process's peer-id space. */
+/** All swarms of one tracker. */
 export class SwarmRegistry {
   private readonly swarms = new Map<string, Swarm>();
 
   constructor(
-    readonly ids: PeerIdSpace = new PeerIdSpace(),
+    /** The source id of a stream (deterministic: see tickets.ts `sourceIdFor`). */
+    private readonly sourceIdOf: (stream: string) => PeerId,
     private readonly now: () => number = Date.now,
+    private readonly draw: () => number = randomPeerId,
   ) {}
 
   get(stream: string): Swarm | undefined {
@@ -188,23 +203,21 @@ export class SwarmRegistry {
   getOrCreate(stream: string): Swarm {
     let swarm = this.swarms.get(stream);
     if (swarm === undefined) {
-      swarm = new Swarm(stream, this.ids.allocate(), this.now());
+      swarm = new Swarm(stream, this.sourceIdOf(stream), this.now(), this.draw);
       this.swarms.set(stream, swarm);
     }
     return swarm;
   }
 
-  /** Removes a member; drops the swarm (and frees its source id) once nobody is left. */
+  /**
+   * Removes a member if it still holds its place (a member displaced by a resumed session no longer
+   * does); drops the swarm once nobody is left.
+   */
   leave(member: Member): void {
     const swarm = this.swarms.get(member.stream);
-    if (swarm === undefined) return;
+    if (swarm === undefined || swarm.get(member.peerId) !== member) return;
     swarm.remove(member.peerId);
-    // The source's id is the swarm's reservation, freed with the swarm, not when the source leaves.
-    if (member.role === 'viewer') this.ids.release(member.peerId);
-    if (swarm.isEmpty) {
-      this.swarms.delete(swarm.stream);
-      this.ids.release(swarm.sourceId);
-    }
+    if (swarm.isEmpty) this.swarms.delete(swarm.stream);
   }
 
   get size(): number {

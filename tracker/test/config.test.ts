@@ -37,6 +37,14 @@ describe('parseConfig', () => {
       sourcePlaylist: null,
       logLevel: 'info',
       broadcasterKeyGenerated: true,
+      maxMessagesPerSecond: 20,
+      maxConnectionsPerAddress: 256,
+      maxConnections: 100_000,
+      maxBadFrames: 100,
+      joinSecret: null,
+      allowedOrigins: null,
+      trackerSecret: null,
+      token: null,
     });
     expect(a.broadcasterKey.length).toBeGreaterThanOrEqual(32);
     expect(parseConfig([], {}).broadcasterKey).not.toBe(a.broadcasterKey);
@@ -107,6 +115,170 @@ describe('parseConfig', () => {
     expect(error(['--host', ' '])).toBe('--host must not be empty');
   });
 
+  it('reads the limits, secrets and allowed origins from flags and variables', () => {
+    const c = parseConfig(
+      [
+        '--max-messages-per-second',
+        '0',
+        '--max-connections=5000',
+        '--allowed-origins',
+        'https://Example.com, http://127.0.0.1:8080/,https://example.com',
+        '--join-secret',
+        'j'.repeat(16),
+      ],
+      {
+        CHUNKYCAST_MAX_CONNECTIONS_PER_ADDRESS: '8',
+        CHUNKYCAST_MAX_CONNECTIONS: '9',
+        CHUNKYCAST_MAX_BAD_FRAMES: '3',
+        CHUNKYCAST_TRACKER_SECRET: 't'.repeat(20),
+      },
+    );
+    expect(c).toMatchObject({
+      maxMessagesPerSecond: 0,
+      maxConnectionsPerAddress: 8,
+      maxConnections: 5000,
+      maxBadFrames: 3,
+      joinSecret: 'j'.repeat(16),
+      trackerSecret: 't'.repeat(20),
+      allowedOrigins: ['https://example.com', 'http://127.0.0.1:8080'],
+    });
+  });
+
+  it('names the limit, secret or origin at fault', () => {
+    expect(error(['--max-connections', '-1'])).toMatch(
+      /^--max-connections must be an integer in 0‥10000000, got "-1"/,
+    );
+    expect(error([], { CHUNKYCAST_MAX_MESSAGES_PER_SECOND: '2.5' })).toMatch(
+      /^CHUNKYCAST_MAX_MESSAGES_PER_SECOND must be an integer in 0‥100000/,
+    );
+    expect(error(['--max-bad-frames', 'lots'])).toMatch(/^--max-bad-frames must be an integer/);
+    expect(error(['--max-connections-per-address', '99999999'])).toMatch(
+      /^--max-connections-per-address must be/,
+    );
+    expect(error(['--join-secret', 'short'])).toMatch(/^--join-secret must be 16–1024 characters \(got 5\)/);
+    expect(error([], { CHUNKYCAST_TRACKER_SECRET: 'x' })).toMatch(
+      /^CHUNKYCAST_TRACKER_SECRET must be 16–1024/,
+    );
+    expect(error(['--allowed-origins', 'https://a.example/page'])).toBe(
+      '--allowed-origins: "https://a.example/page" is not a page origin (http(s)://host[:port], no path)',
+    );
+    expect(error(['--allowed-origins', 'a.example'])).toMatch(/"a.example" is not a page origin/);
+    expect(error(['--allowed-origins', 'ftp://a.example'])).toMatch(/is not a page origin/);
+    expect(error(['--allowed-origins', ' , '])).toBe('--allowed-origins must list at least one origin');
+  });
+
+  it('reads the Redis settings: REDIS_URL, CHUNKYCAST_REDIS_URL (preferred) or --redis-url', () => {
+    const shared = ['--broadcaster-key', 'shared-key', '--signing-key', '/k.pem'];
+    expect(parseConfig(shared, {})).toMatchObject({
+      redisUrl: null,
+      redisKeyPrefix: 'chunkycast:',
+      clusterHeartbeatMs: 5000,
+      clusterNodeTtlMs: 15000,
+      publicKey: null,
+    });
+    expect(parseConfig(shared, { REDIS_URL: 'redis://r1:6379' }).redisUrl).toBe('redis://r1:6379');
+    expect(
+      parseConfig(shared, { REDIS_URL: 'redis://r1', CHUNKYCAST_REDIS_URL: 'rediss://u:p@r2:6380/1' })
+        .redisUrl,
+    ).toBe('rediss://u:p@r2:6380/1');
+    const c = parseConfig(
+      [
+        ...shared,
+        '--redis-url',
+        'redis://r3',
+        '--redis-key-prefix',
+        'eu-1:',
+        '--cluster-heartbeat-ms',
+        '1000',
+      ],
+      { REDIS_URL: 'redis://r1', CHUNKYCAST_CLUSTER_NODE_TTL_MS: '4000' },
+    );
+    expect(c).toMatchObject({
+      redisUrl: 'redis://r3',
+      redisKeyPrefix: 'eu-1:',
+      clusterHeartbeatMs: 1000,
+      clusterNodeTtlMs: 4000,
+    });
+    // A process without the source needs only the public key (and a tracker secret will do for ids).
+    const publicKey = Buffer.alloc(32, 7).toString('base64');
+    expect(
+      parseConfig(['--public-key', publicKey, '--tracker-secret', 't'.repeat(16)], {
+        REDIS_URL: 'redis://r',
+      }),
+    ).toMatchObject({ publicKey, broadcasterKeyGenerated: true, redisUrl: 'redis://r' });
+    // A longer heartbeat stretches the default TTL to three beats.
+    expect(
+      parseConfig([...shared, '--redis-url', 'redis://r', '--cluster-heartbeat-ms', '10000'], {}),
+    ).toMatchObject({ clusterNodeTtlMs: 30000 });
+  });
+
+  it('refuses Redis settings that cannot work across processes, naming the flag or variable', () => {
+    const shared = ['--broadcaster-key', 'shared-key', '--signing-key', '/k.pem'];
+    expect(error(['--signing-key', '/k.pem'], { REDIS_URL: 'redis://r' })).toMatch(
+      /^REDIS_URL needs the same --broadcaster-key \(or --tracker-secret\) on every tracker process/,
+    );
+    expect(error(['--broadcaster-key', 'k'], { CHUNKYCAST_REDIS_URL: 'redis://r' })).toMatch(
+      /^CHUNKYCAST_REDIS_URL needs the broadcaster's public key on every tracker process/,
+    );
+    // The URL may hold a password: it is not repeated.
+    const bad = error([...shared, '--redis-url', 'http://user:hunter2@r']);
+    expect(bad).toMatch(/^--redis-url must be a redis:\/\//);
+    expect(bad).not.toContain('hunter2');
+    expect(error([...shared, '--redis-url', 'not a url'])).toMatch(/^--redis-url must be/);
+    expect(error([...shared, '--redis-key-prefix', 'x:'])).toBe(
+      '--redis-key-prefix is only used with --redis-url (or REDIS_URL)',
+    );
+    expect(error(shared, { CHUNKYCAST_CLUSTER_HEARTBEAT_MS: '100' })).toMatch(
+      /^CHUNKYCAST_CLUSTER_HEARTBEAT_MS is only used with --redis-url/,
+    );
+    const withRedis = [...shared, '--redis-url', 'redis://r'];
+    expect(error([...withRedis, '--redis-key-prefix', 'bad prefix'])).toMatch(
+      /^--redis-key-prefix must be at most 64 characters/,
+    );
+    expect(error([...withRedis, '--cluster-heartbeat-ms', '10'])).toBe(
+      '--cluster-heartbeat-ms must be at least 50',
+    );
+    expect(error([...withRedis, '--cluster-heartbeat-ms', '1000', '--cluster-node-ttl-ms', '1500'])).toMatch(
+      /^--cluster-node-ttl-ms must be at least twice the heartbeat \(2000 ms\)/,
+    );
+    expect(error(['--public-key', 'AAAA'])).toBe(
+      '--public-key must be a raw Ed25519 public key: 32 bytes in base64',
+    );
+    expect(
+      error([
+        '--public-key',
+        Buffer.alloc(32).toString('base64'),
+        '--source-stream',
+        's',
+        '--origin-dir',
+        '/o',
+      ]),
+    ).toMatch(/^--source-stream signs announcements, which needs the private key: --signing-key FILE/);
+  });
+
+  it('parses the token subcommand, which needs a stream and the join secret', () => {
+    const c = parseConfig(['token', '--stream', 'live', '--ttl-s', '60'], {
+      CHUNKYCAST_JOIN_SECRET: 's'.repeat(16),
+    });
+    expect(c.token).toEqual({ stream: 'live', ttlS: 60 });
+    expect(parseConfig(['token', '--stream=live', '--join-secret', 's'.repeat(16)], {}).token).toEqual({
+      stream: 'live',
+      ttlS: 3600,
+    });
+    expect(error(['token', '--stream', 'live'])).toBe(
+      'token needs the join secret: --join-secret SECRET or CHUNKYCAST_JOIN_SECRET',
+    );
+    expect(error(['token'], { CHUNKYCAST_JOIN_SECRET: 's'.repeat(16) })).toBe('token needs --stream ID');
+    expect(error(['token', '--stream', 'a/b'], { CHUNKYCAST_JOIN_SECRET: 's'.repeat(16) })).toMatch(
+      /^--stream must be 1–64/,
+    );
+    expect(
+      error(['token', '--stream', 'a', '--ttl-s', '0'], { CHUNKYCAST_JOIN_SECRET: 's'.repeat(16) }),
+    ).toBe('--ttl-s must be at least 1');
+    // The token flags belong to the subcommand only.
+    expect(error(['--stream', 'live'])).toBe('unknown option --stream');
+  });
+
   it('documents every flag and its variable', () => {
     for (const word of [
       '--host',
@@ -118,6 +290,32 @@ describe('parseConfig', () => {
       '--source-stream',
       '--source-playlist',
       '--log-level',
+      '--max-messages-per-second',
+      'CHUNKYCAST_MAX_MESSAGES_PER_SECOND',
+      '--max-connections-per-address',
+      'CHUNKYCAST_MAX_CONNECTIONS_PER_ADDRESS',
+      '--max-connections',
+      'CHUNKYCAST_MAX_CONNECTIONS',
+      '--max-bad-frames',
+      'CHUNKYCAST_MAX_BAD_FRAMES',
+      '--join-secret',
+      'CHUNKYCAST_JOIN_SECRET',
+      '--allowed-origins',
+      'CHUNKYCAST_ALLOWED_ORIGINS',
+      '--tracker-secret',
+      'CHUNKYCAST_TRACKER_SECRET',
+      '--public-key',
+      'CHUNKYCAST_PUBLIC_KEY',
+      '--redis-url',
+      'CHUNKYCAST_REDIS_URL or REDIS_URL',
+      '--redis-key-prefix',
+      'CHUNKYCAST_REDIS_KEY_PREFIX',
+      '--cluster-heartbeat-ms',
+      'CHUNKYCAST_CLUSTER_HEARTBEAT_MS',
+      '--cluster-node-ttl-ms',
+      'CHUNKYCAST_CLUSTER_NODE_TTL_MS',
+      'chunkycast-tracker token --stream',
+      '--ttl-s',
       'CHUNKYCAST_PORT',
     ])
       expect(USAGE).toContain(word);

@@ -1,57 +1,17 @@
 // The whole path of a segment in Node, on 127.0.0.1: a packager writes a live playlist, the tracker
 // serves it as the origin, the true source announces and deals each segment over 16 slices, and
 // viewers (the SDK's MeshSession over node-datachannel WebRTC) assemble and verify it.
-import { mkdtempSync, renameSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { WebSocket } from 'ws';
 import { MeshSession, bytesToBase64, type WebSocketLike } from '@chunkycast/sdk/core';
 import { createTracker, startTrueSource, type Tracker, type TrueSource } from '../src/index.js';
+import { FakePackager, SEGMENT_BYTES } from './fake-packager.js';
 
 const STREAM = 'live';
 const KEY = 'test-broadcaster-key';
-const SEGMENT_MS = 500;
-const SEGMENT_BYTES = 120_000;
-const LIST_SIZE = 8;
-
-/** A stand-in packager: writes a new segment every SEGMENT_MS and the playlist after it, as ffmpeg does. */
-class FakePackager {
-  readonly segments = new Map<number, Uint8Array>();
-  private next = 0;
-  private timer: ReturnType<typeof setInterval> | null = null;
-  constructor(private readonly dir: string) {}
-
-  start(): void {
-    this.write();
-    this.timer = setInterval(() => {
-      this.write();
-    }, SEGMENT_MS);
-  }
-
-  stop(): void {
-    if (this.timer !== null) clearInterval(this.timer);
-  }
-
-  private write(): void {
-    const seq = this.next++;
-    const bytes = new Uint8Array(SEGMENT_BYTES);
-    for (let i = 0; i < bytes.length; i++) bytes[i] = (i * 13 + seq * 101) & 0xff;
-    this.segments.set(seq, bytes);
-    writeFileSync(join(this.dir, `seg${seq}.ts`), bytes);
-    const first = Math.max(0, seq - LIST_SIZE + 1);
-    const lines = [
-      '#EXTM3U',
-      '#EXT-X-VERSION:3',
-      '#EXT-X-TARGETDURATION:1',
-      `#EXT-X-MEDIA-SEQUENCE:${first}`,
-    ];
-    for (let s = first; s <= seq; s++) lines.push(`#EXTINF:${SEGMENT_MS / 1000},`, `seg${s}.ts`);
-    writeFileSync(join(this.dir, 'live.m3u8.tmp'), `${lines.join('\n')}\n`);
-    // Rename is atomic: the tracker never serves half a playlist.
-    renameSync(join(this.dir, 'live.m3u8.tmp'), join(this.dir, 'live.m3u8'));
-  }
-}
 
 const nodeSocket = (url: string): WebSocketLike => new WebSocket(url) as unknown as WebSocketLike;
 const LOOPBACK_RTC = { iceServers: [], bindAddress: '127.0.0.1' };

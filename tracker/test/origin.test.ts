@@ -35,6 +35,9 @@ afterAll(async () => {
   await rm(root, { recursive: true, force: true });
 });
 
+const KEY = 'origin-test-key';
+const AUTH = { Authorization: `Bearer ${KEY}` };
+
 const trackers: Tracker[] = [];
 afterEach(async () => {
   await Promise.all(trackers.splice(0).map((t) => t.close()));
@@ -44,7 +47,7 @@ async function start(withDirs = true): Promise<Tracker> {
   const tracker = await createTracker({
     host: '127.0.0.1',
     port: 0,
-    broadcasterKey: 'k',
+    broadcasterKey: KEY,
     ...(withDirs ? { originDir, staticDir } : {}),
   });
   trackers.push(tracker);
@@ -79,7 +82,7 @@ function get(
 }
 
 async function stats(tracker: Tracker): Promise<OriginStats> {
-  const res = await fetch(`${tracker.url}/debug/origin`);
+  const res = await fetch(`${tracker.url}/debug/origin`, { headers: AUTH });
   return (await res.json()) as OriginStats;
 }
 
@@ -130,7 +133,7 @@ describe('origin', () => {
       notFound: 1,
     });
     expect(tracker.originStats()).toEqual(s);
-    const reset = await fetch(`${tracker.url}/debug/origin/reset`, { method: 'POST' });
+    const reset = await fetch(`${tracker.url}/debug/origin/reset`, { method: 'POST', headers: AUTH });
     expect(reset.status).toBe(200);
     const after = await stats(tracker);
     expect(after).toMatchObject({
@@ -140,7 +143,7 @@ describe('origin', () => {
       playlistRequests: 0,
       notFound: 0,
     });
-    expect((await fetch(`${tracker.url}/debug/origin/reset`)).status).toBe(405);
+    expect((await fetch(`${tracker.url}/debug/origin/reset`, { headers: AUTH })).status).toBe(405);
   });
 
   it('answers single ranges with 206 and unsatisfiable or malformed ones with 416', async () => {

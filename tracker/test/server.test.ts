@@ -3,144 +3,22 @@
  * for an event (a frame, a close) bounded by a timeout; "nothing arrived" is shown by a later round
  * trip on the same socket, which the tracker answers only after anything sent to it before.
  */
-import { afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { WebSocket, type RawData } from 'ws';
+import { beforeAll, describe, expect, it } from 'vitest';
 import {
   announcementSigningBytes,
-  decodeServerMessage,
   MAX_RECENT_ANNOUNCEMENTS,
   MAX_SDP_BYTES,
   MAX_TRACKER_FRAME_BYTES,
   type SegmentAnnouncement,
-  type ServerMessage,
   type SignedAnnouncement,
 } from '@chunkycast/wire';
 import {
-  createTracker,
   generateSigningKeys,
   type SigningKeys,
   type Tracker,
   type TrackerOptions,
 } from '@chunkycast/tracker';
-
-const KEY = 'broadcaster-secret';
-const WAIT_MS = 3_000;
-
-type Message<T extends ServerMessage['type']> = Extract<ServerMessage, { type: T }>;
-
-function rawText(data: RawData): string {
-  if (Array.isArray(data)) return Buffer.concat(data).toString('utf8');
-  if (data instanceof ArrayBuffer) return Buffer.from(data).toString('utf8');
-  return data.toString('utf8');
-}
-
-class Client {
-  private readonly inbox: ServerMessage[] = [];
-  private readonly waiters: (() => void)[] = [];
-  readonly closed: Promise<{ code: number; reason: string }>;
-
-  private constructor(readonly ws: WebSocket) {
-    ws.on('message', (data, isBinary) => {
-      expect(isBinary).toBe(false);
-      const decoded = decodeServerMessage(rawText(data));
-      if (!decoded.ok) throw new Error(`tracker sent an undecodable frame: ${decoded.error.message}`);
-      this.inbox.push(decoded.message);
-      for (const wake of this.waiters.splice(0)) wake();
-    });
-    this.closed = new Promise((resolve) => {
-      ws.on('close', (code, reason) => {
-        resolve({ code, reason: reason.toString() });
-        for (const wake of this.waiters.splice(0)) wake();
-      });
-    });
-  }
-
-  static async open(url: string, options?: { autoPong?: boolean }): Promise<Client> {
-    const ws = new WebSocket(url, options);
-    await new Promise<void>((resolve, reject) => {
-      ws.once('open', () => {
-        resolve();
-      });
-      ws.once('error', reject);
-    });
-    return new Client(ws);
-  }
-
-  send(frame: unknown): void {
-    this.ws.send(typeof frame === 'string' || Buffer.isBuffer(frame) ? frame : JSON.stringify(frame));
-  }
-
-  /** The next message of this type, skipping none: anything else first is a failure. */
-  async next<T extends ServerMessage['type']>(type: T): Promise<Message<T>> {
-    const message = await this.take();
-    if (message.type !== type) throw new Error(`expected ${type}, got ${JSON.stringify(message)}`);
-    return message as Message<T>;
-  }
-
-  async error(code: string): Promise<Message<'error'>> {
-    const e = await this.next('error');
-    expect(e.code).toBe(code);
-    expect(e.message.length).toBeGreaterThan(5);
-    return e;
-  }
-
-  async join(
-    stream: string,
-    role: 'viewer' | 'source' = 'viewer',
-    key?: string,
-  ): Promise<Message<'welcome'>> {
-    this.send({ type: 'join', stream, role, ...(key === undefined ? {} : { key }) });
-    return this.next('welcome');
-  }
-
-  async bootstrap(count = 64): Promise<number[]> {
-    this.send({ type: 'bootstrap', count });
-    return [...(await this.next('peers')).peers];
-  }
-
-  /** Messages that arrived and were not taken: after a round trip, proof that nothing else came. */
-  pending(): readonly ServerMessage[] {
-    return this.inbox;
-  }
-
-  private async take(): Promise<ServerMessage> {
-    const deadline = Date.now() + WAIT_MS;
-    for (;;) {
-      const message = this.inbox.shift();
-      if (message !== undefined) return message;
-      if (this.ws.readyState === WebSocket.CLOSED) throw new Error('socket closed while waiting');
-      const left = deadline - Date.now();
-      if (left <= 0) throw new Error('timed out waiting for a frame');
-      await new Promise<void>((resolve) => {
-        const timer = setTimeout(resolve, left);
-        this.waiters.push(() => {
-          clearTimeout(timer);
-          resolve();
-        });
-      });
-    }
-  }
-
-  close(): void {
-    this.ws.close();
-  }
-}
-
-async function within<T>(promise: Promise<T>, what: string): Promise<T> {
-  let timer: NodeJS.Timeout | undefined;
-  try {
-    return await Promise.race([
-      promise,
-      new Promise<never>((_, reject) => {
-        timer = setTimeout(() => {
-          reject(new Error(`timed out: ${what}`));
-        }, WAIT_MS);
-      }),
-    ]);
-  } finally {
-    clearTimeout(timer);
-  }
-}
+import { AUTH, cleanUpAfterEach, connect, KEY, start as startTracker, within, WAIT_MS } from './ws-client.js';
 
 let keys: SigningKeys;
 let otherKeys: SigningKeys;
@@ -148,29 +26,11 @@ beforeAll(async () => {
   keys = await generateSigningKeys();
   otherKeys = await generateSigningKeys();
 });
+cleanUpAfterEach();
 
-const open: { trackers: Tracker[]; clients: Client[] } = { trackers: [], clients: [] };
-afterEach(async () => {
-  for (const c of open.clients.splice(0)) c.ws.terminate();
-  await Promise.all(open.trackers.splice(0).map((t) => t.close()));
-});
-
+/** A tracker that checks announcements against `keys`. */
 async function start(options: Partial<TrackerOptions> = {}): Promise<Tracker> {
-  const tracker = await createTracker({
-    host: '127.0.0.1',
-    port: 0,
-    broadcasterKey: KEY,
-    publicKey: keys.publicKeyBase64,
-    ...options,
-  });
-  open.trackers.push(tracker);
-  return tracker;
-}
-
-async function connect(tracker: Tracker, options?: { autoPong?: boolean }): Promise<Client> {
-  const client = await Client.open(tracker.wsUrl, options);
-  open.clients.push(client);
-  return client;
+  return startTracker({ publicKey: keys.publicKeyBase64, ...options });
 }
 
 async function sign(a: SegmentAnnouncement, with_: SigningKeys = keys): Promise<SignedAnnouncement> {
@@ -291,7 +151,7 @@ describe('joining', () => {
     while (tracker.debugSwarm('x') !== null && Date.now() < deadline)
       await new Promise((r) => setImmediate(r));
     expect(tracker.debugSwarm('x')).toBeNull();
-    const res = await fetch(`${tracker.url}/debug/swarm/x`);
+    const res = await fetch(`${tracker.url}/debug/swarm/x`, { headers: AUTH });
     expect(res.status).toBe(404);
   });
 });
@@ -435,7 +295,7 @@ describe('reports and the debug view', () => {
     viewer.send({ type: 'report', report: { ...report, stalls: 0 } });
     viewer.send({ type: 'report', report });
     await viewer.bootstrap();
-    const res = await fetch(`${tracker.url}/debug/swarm/dbg`);
+    const res = await fetch(`${tracker.url}/debug/swarm/dbg`, { headers: AUTH });
     expect(res.status).toBe(200);
     const body = (await res.json()) as {
       stream: string;
@@ -452,7 +312,7 @@ describe('reports and the debug view', () => {
       [ws.peerId, 'source', null],
       [wv.peerId, 'viewer', report],
     ]);
-    expect((await fetch(`${tracker.url}/debug/swarm/..%2f`)).status).toBe(400);
+    expect((await fetch(`${tracker.url}/debug/swarm/..%2f`, { headers: AUTH })).status).toBe(400);
     const health = await fetch(`${tracker.url}/healthz`);
     expect(health.status).toBe(200);
     expect(await health.json()).toMatchObject({ ok: true, swarms: 1, connections: 2 });
@@ -505,7 +365,8 @@ describe('bad input', () => {
     for (let i = 0; i < 5; i++) culprit.send('nope');
     for (let i = 0; i < 5; i++) await culprit.error('malformed');
     expect((await within(culprit.closed, 'culprit closed')).code).toBe(1008);
-    expect(tracker.metrics().badFrameDisconnects).toBe(1);
+    expect(tracker.metrics().disconnects.badFrames).toBe(1);
+    expect(tracker.metrics().limitHits.badFrames).toBe(1);
     expect(await bystander.bootstrap()).toEqual([]);
   });
 
@@ -528,18 +389,19 @@ describe('keep-alive and shutdown', () => {
     const silent = await connect(tracker, { autoPong: false });
     await silent.join('hb');
     await within(silent.closed, 'silent socket terminated');
-    expect(tracker.metrics().heartbeatTerminations).toBe(1);
+    expect(tracker.metrics().disconnects.heartbeat).toBe(1);
     expect(await alive.bootstrap()).toEqual([]);
   });
 
-  it('closes every client with 1001 and stops listening', async () => {
+  it('closes every client with 1012 (service restart) and stops listening', async () => {
     const tracker = await start();
     const a = await connect(tracker);
     await a.join('bye');
     const b = await connect(tracker);
     await tracker.close();
-    expect((await within(a.closed, 'a closed')).code).toBe(1001);
-    expect((await within(b.closed, 'b closed')).code).toBe(1001);
+    expect(await within(a.closed, 'a closed')).toEqual({ code: 1012, reason: 'service restart' });
+    expect((await within(b.closed, 'b closed')).code).toBe(1012);
+    expect(tracker.metrics().disconnects.shutdown).toBe(2);
     await expect(fetch(`${tracker.url}/healthz`)).rejects.toThrow();
     await tracker.close(); // idempotent
   });

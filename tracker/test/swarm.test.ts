@@ -1,17 +1,34 @@
 import { describe, expect, it } from 'vitest';
-import { PeerIdSpace, Swarm, SwarmRegistry, type Member } from '@chunkycast/tracker';
+import { Swarm, SwarmRegistry, type Member } from '@chunkycast/tracker';
 
 function member(peerId: number, stream = 's', role: 'viewer' | 'source' = 'viewer'): Member {
   return { peerId, role, stream, joinedAtMs: 0, report: null, send: () => undefined };
 }
 
-describe('PeerIdSpace', () => {
-  it('skips 0 and ids in use, and reuses nothing live', () => {
-    const draws = [0, 7, 7, 0, 9, 7, 11];
-    const space = new PeerIdSpace(() => draws.shift() ?? 13);
-    expect([space.allocate(), space.allocate(), space.allocate()]).toEqual([7, 9, 11]);
-    space.release(9);
-    expect(space.size).toBe(2);
+describe('Swarm.newViewerId', () => {
+  it('skips 0, the source id and ids of current viewers', () => {
+    const draws = [0, 7, 9, 7, 0, 11, 5];
+    const swarm = new Swarm('s', 7, 0, () => draws.shift() ?? 13);
+    const first = swarm.newViewerId();
+    expect(first).toBe(9);
+    swarm.addViewer(member(first));
+    // 7 is the source's, 0 is never used, 9 is taken: 11 is next.
+    expect(swarm.newViewerId()).toBe(11);
+  });
+});
+
+describe('Swarm.replace', () => {
+  it('puts a member in the place of the holder of its id, keeping the sample index', () => {
+    const swarm = new Swarm('s', 1, 0);
+    for (const id of [2, 3, 4]) swarm.addViewer(member(id));
+    const heir = member(3);
+    expect(swarm.replace(heir)?.peerId).toBe(3);
+    expect(swarm.get(3)).toBe(heir);
+    expect(swarm.viewerCount).toBe(3);
+    expect(new Set(swarm.sampleViewers(64, null))).toEqual(new Set([2, 3, 4]));
+    const source = member(1, 's', 'source');
+    expect(swarm.replace(source)).toBeUndefined();
+    expect(swarm.source).toBe(source);
   });
 });
 
@@ -44,19 +61,32 @@ describe('Swarm.sampleViewers', () => {
 });
 
 describe('SwarmRegistry', () => {
-  it('reserves the source id with the swarm and frees it when the swarm empties', () => {
-    const registry = new SwarmRegistry();
+  it('gives each stream its derived source id and drops a swarm once it is empty', () => {
+    const registry = new SwarmRegistry((stream) => (stream === 's' ? 42 : 43));
     const swarm = registry.getOrCreate('s');
-    const viewer = member(registry.ids.allocate());
+    expect(swarm.sourceId).toBe(42);
+    expect(registry.getOrCreate('t').sourceId).toBe(43);
+    const viewer = member(swarm.newViewerId());
     swarm.addViewer(viewer);
     const source = member(swarm.sourceId, 's', 'source');
     swarm.source = source;
-    expect(registry.ids.size).toBe(2);
     registry.leave(source);
-    expect(registry.get('s')).toBe(swarm);
-    expect(registry.ids.size).toBe(2); // the source id stays reserved while viewers remain
+    expect(registry.get('s')).toBe(swarm); // viewers remain
     registry.leave(viewer);
     expect(registry.get('s')).toBeUndefined();
-    expect(registry.ids.size).toBe(0);
+    // A re-made swarm has the same source id: it is derived, not drawn.
+    expect(registry.getOrCreate('s').sourceId).toBe(42);
+  });
+
+  it('ignores the leave of a member that a resumed session displaced', () => {
+    const registry = new SwarmRegistry(() => 1);
+    const swarm = registry.getOrCreate('s');
+    const old = member(5);
+    swarm.addViewer(old);
+    const heir = member(5);
+    swarm.replace(heir);
+    registry.leave(old);
+    expect(swarm.get(5)).toBe(heir);
+    expect(registry.get('s')).toBe(swarm);
   });
 });

@@ -71,7 +71,7 @@ const FLAGS: Readonly<Record<string, Flag>> = {
     name: 'whileDisconnected',
     env: 'CHUNKYCAST_SOURCE_WHILE_DISCONNECTED',
     arg: 'MODE',
-    help: 'hold|feed: segments cut while the tracker is away (default hold)',
+    help: 'feed|hold: segments cut while the tracker is away are published at once and announced over the mesh (feed, default) or kept until it is back (hold)',
   },
   '--log-level': {
     name: 'logLevel',
@@ -133,7 +133,7 @@ function parseSourceConfig(
       stream: '',
       broadcasterKey: '',
       signingKeyFile: '',
-      whileDisconnected: 'hold',
+      whileDisconnected: 'feed',
       logLevel: 'info',
     };
   const required = (name: Flag['name'], flag: string): { value: string; origin: string } => {
@@ -181,7 +181,7 @@ function parseSourceConfig(
     stream: stream.value,
     broadcasterKey: key.value,
     signingKeyFile,
-    whileDisconnected: modeRaw?.value === 'feed' ? 'feed' : 'hold',
+    whileDisconnected: modeRaw?.value === 'hold' ? 'hold' : 'feed',
     logLevel: levelRaw !== undefined && isLogLevel(levelRaw.value) ? levelRaw.value : 'info',
   };
 }

@@ -42,15 +42,18 @@ const SLICES = 16;
 export const MAX_SEGMENTS_HELD_WHILE_DISCONNECTED = 3;
 
 /**
- * What the source does with a new segment while its tracker is away (a tracker restart):
- * - 'feed': publish the packets at once over the existing links and queue the announcement (the
- *   tracker client sends queued announcements first thing after the next welcome). A viewer holds
- *   a packet whose segment is not announced for at most 1.5 s (MeshNode's HOLD_MAX_MS), so a
- *   segment cut more than ~1.5 s before the viewer has the announcement is lost to the mesh and
- *   comes from the origin.
+ * What the source does with a new segment while its tracker is away (a tracker restart). Every
+ * announcement goes to the tracker and, over the mesh, to every peer the source has a link with
+ * (its slice sources), which verify it and pass it on (the SDK's AnnouncementRelay).
+ * - 'feed' (default): carry on as usual. The announcement goes over the mesh at once, ahead of the
+ *   packets, so viewers verify and play the segment from the mesh during the outage; the tracker's
+ *   copy is queued by the tracker client and sent first thing after the next welcome (for viewers
+ *   that join later and for the tracker's last-16 list).
  * - 'hold': keep the segment (announcement and packets, at most MAX_SEGMENTS_HELD_WHILE_DISCONNECTED)
  *   and, right after the next welcome, announce it and publish its packets, as for a fresh
- *   segment: it reaches the mesh late by the outage but with its announcement ahead of it.
+ *   segment: it reaches the mesh late by the outage. Only for a mesh of viewers that do not pass
+ *   announcements on (an SDK older than the `Announcement` peer message): there 'feed' would send
+ *   packets that nobody can verify until the tracker is back.
  */
 export type WhileDisconnected = 'feed' | 'hold';
 
@@ -74,7 +77,7 @@ export interface TrueSourceOptions {
    * otherwise, environment.md).
    */
   readonly rtcConfig?: Record<string, unknown>;
-  /** Segments cut while the tracker is away (default 'hold'; see WhileDisconnected). */
+  /** Segments cut while the tracker is away (default 'feed'; see WhileDisconnected). */
   readonly whileDisconnected?: WhileDisconnected;
   /** Reconnection after a lost tracker (default the SDK's policy). */
   readonly reconnect?: Partial<ReconnectPolicy>;
@@ -94,6 +97,10 @@ export interface TrueSourceStats {
   readonly lastSequence: number | null;
   /** The tracker connection: state, reconnects, time without a tracker, dropped signalling. */
   readonly tracker: TrackerClientStats;
+  /** Segments cut while the tracker was away and published at once, announced over the mesh ('feed' mode). */
+  readonly segmentsFedWhileDisconnected: number;
+  /** Announcement messages sent to peers over the mesh (one per linked peer per segment). */
+  readonly announcementsSentToPeers: number;
   /** Segments cut while the tracker was away and published after it came back ('hold' mode). */
   readonly segmentsHeldWhileDisconnected: number;
   /** Segments cut while the tracker was away and given up (beyond the hold bound): origin only. */
@@ -123,7 +130,7 @@ export async function startTrueSource(options: TrueSourceOptions): Promise<TrueS
     (trackerHost === '127.0.0.1' || trackerHost === 'localhost'
       ? { iceServers: [], bindAddress: '127.0.0.1' }
       : { iceServers: [] });
-  const whileDisconnected = options.whileDisconnected ?? 'hold';
+  const whileDisconnected = options.whileDisconnected ?? 'feed';
   const tracker = new TrackerClient({
     url: options.trackerUrl,
     stream,
@@ -158,15 +165,20 @@ export async function startTrueSource(options: TrueSourceOptions): Promise<TrueS
   };
   let current = createNode(welcome.peerId, welcome.sourceId);
   let retiredUploadBytes = 0;
+  let retiredAnnouncementsSent = 0;
   let nodeRebuilds = 0;
   /** Segments cut while the tracker was away ('hold' mode), oldest first. */
   let held: { announcement: SignedAnnouncement; packets: Uint8Array[] }[] = [];
   let segmentsHeld = 0;
+  let segmentsFed = 0;
   let segmentsDropped = 0;
 
   const sendSegment = (announcement: SignedAnnouncement, packets: readonly Uint8Array[]): void => {
-    // Announce first: viewers can then verify the segment the moment its last packet arrives.
+    // Announce first: viewers can then verify the segment the moment its last packet arrives. To
+    // the tracker (queued by the client while it is away) and over the mesh to every linked peer
+    // (the slice sources pass it on), on the same ordered channels as the packets, ahead of them.
     tracker.send({ type: 'announce', announcement });
+    current.broadcastAnnouncement(announcement);
     for (const packet of packets) current.publish(packet);
   };
 
@@ -179,6 +191,7 @@ export async function startTrueSource(options: TrueSourceOptions): Promise<TrueS
       });
       const old = current;
       retiredUploadBytes += old.counters.uploadBytes;
+      retiredAnnouncementsSent += old.counters.announcementsSent;
       nodeRebuilds++;
       current = createNode(peerId, sourceId);
       void old.stop(false);
@@ -283,7 +296,16 @@ export async function startTrueSource(options: TrueSourceOptions): Promise<TrueS
         segmentsDropped++;
       }
       log('info', 'true source: tracker away; segment held', { sequence, held: held.length });
-    } else sendSegment(signed, packets);
+    } else {
+      sendSegment(signed, packets);
+      if (!tracker.connected) {
+        segmentsFed++;
+        log('info', 'true source: tracker away; segment announced over the mesh', {
+          sequence,
+          peers: current.openPeers,
+        });
+      }
+    }
     segmentsPublished++;
     bytesPublished += bytes.length;
     log('debug', 'segment published', { sequence, bytes: bytes.length, packets: plan.packets });
@@ -352,6 +374,8 @@ export async function startTrueSource(options: TrueSourceOptions): Promise<TrueS
       sliceSources: current.engine.currentSliceSources(),
       lastSequence,
       tracker: tracker.stats(),
+      segmentsFedWhileDisconnected: segmentsFed,
+      announcementsSentToPeers: retiredAnnouncementsSent + current.counters.announcementsSent,
       segmentsHeldWhileDisconnected: segmentsHeld,
       segmentsDroppedWhileDisconnected: segmentsDropped,
       nodeRebuilds,

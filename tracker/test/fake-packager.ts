@@ -1,0 +1,44 @@
+/** A stand-in packager for the live tests: writes a segment every SEGMENT_MS and the playlist after it, as ffmpeg does. */
+import { renameSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+
+export const SEGMENT_MS = 500;
+export const SEGMENT_BYTES = 120_000;
+const LIST_SIZE = 8;
+
+export class FakePackager {
+  readonly segments = new Map<number, Uint8Array>();
+  private next = 0;
+  private timer: ReturnType<typeof setInterval> | null = null;
+  constructor(private readonly dir: string) {}
+
+  start(): void {
+    this.write();
+    this.timer = setInterval(() => {
+      this.write();
+    }, SEGMENT_MS);
+  }
+
+  stop(): void {
+    if (this.timer !== null) clearInterval(this.timer);
+  }
+
+  private write(): void {
+    const seq = this.next++;
+    const bytes = new Uint8Array(SEGMENT_BYTES);
+    for (let i = 0; i < bytes.length; i++) bytes[i] = (i * 13 + seq * 101) & 0xff;
+    this.segments.set(seq, bytes);
+    writeFileSync(join(this.dir, `seg${seq}.ts`), bytes);
+    const first = Math.max(0, seq - LIST_SIZE + 1);
+    const lines = [
+      '#EXTM3U',
+      '#EXT-X-VERSION:3',
+      '#EXT-X-TARGETDURATION:1',
+      `#EXT-X-MEDIA-SEQUENCE:${first}`,
+    ];
+    for (let s = first; s <= seq; s++) lines.push(`#EXTINF:${SEGMENT_MS / 1000},`, `seg${s}.ts`);
+    writeFileSync(join(this.dir, 'live.m3u8.tmp'), `${lines.join('\n')}\n`);
+    // Rename is atomic: the tracker never serves half a playlist.
+    renameSync(join(this.dir, 'live.m3u8.tmp'), join(this.dir, 'live.m3u8'));
+  }
+}
