@@ -4,7 +4,9 @@
 // viewers play. After ~20 s of steady play the rendezvous tracker gets SIGTERM and is started again
 // on the same port with the same keys ~0.7 s after it exited. Every viewer and the source must be
 // welcomed again within 5 s of the close, keep their peer ids, and no viewer may stall; the WebRTC
-// links keep carrying media while the tracker is away, and the mesh keeps its share afterwards.
+// links keep carrying media while the tracker is away — the source keeps publishing and its signed
+// announcements travel over the mesh (viewers verify and pass them on), so every viewer must take
+// media bytes from the mesh before its own first rejoin — and the mesh keeps its share afterwards.
 // Run by e2e/run.mjs inside a loopback-only network namespace.
 import { spawn } from 'node:child_process';
 import { generateKeyPairSync, randomBytes } from 'node:crypto';
@@ -245,7 +247,7 @@ describe('tracker restart mid-stream', () => {
 
     // ── the restart ──
     // Timed so that ffmpeg finishes a segment ~0.5 s into the outage: one segment is cut while the
-    // tracker is away, the case that needs the source's hold (or queue) of its announcement.
+    // tracker is away, and its announcement can reach the viewers only over the mesh.
     const known = stream.segments.size;
     await waitFor('a new segment from ffmpeg', () => stream.segments.size > known, {
       timeoutMs: 6000,
@@ -292,6 +294,12 @@ describe('tracker restart mid-stream', () => {
       const down = sampler.samples
         .map((x) => x.snaps[i])
         .filter((s) => s.stats?.trackerState !== 'connected');
+      // From the close until this viewer's first rejoin (its reconnect count still the one at the
+      // close): it had no tracker, so every announcement it used came over the mesh.
+      const beforeRejoin = sampler.samples
+        .map((x) => x.snaps[i])
+        .filter((s) => (s.stats?.trackerReconnects ?? 0) === k.trackerReconnects);
+      const lastBeforeRejoin = beforeRejoin.at(-1)?.stats ?? k;
       const meshWhileDown = Math.max(0, ...down.map((s) => s.stats?.bytesFromMesh ?? 0)) - k.bytesFromMesh;
       return {
         viewer: v.label,
@@ -301,6 +309,10 @@ describe('tracker restart mid-stream', () => {
         samplesDown: down.length,
         minPeersWhileDown: down.length === 0 ? null : Math.min(...down.map((s) => s.stats?.peers ?? 0)),
         meshBytesWhileDown: meshWhileDown,
+        samplesBeforeRejoin: beforeRejoin.length,
+        meshBytesBeforeRejoin: lastBeforeRejoin.bytesFromMesh - k.bytesFromMesh,
+        peerAnnouncementsBeforeRejoin:
+          (lastBeforeRejoin.announcementsFromPeers ?? 0) - (k.announcementsFromPeers ?? 0),
         meshBytesKillToRejoin1s: a.bytesFromMesh - k.bytesFromMesh,
         originBytesKillToRejoin1s: a.bytesFromOrigin - k.bytesFromOrigin,
         originSegmentsKillToRejoin1s: a.segmentsFromOrigin - k.segmentsFromOrigin,
@@ -319,6 +331,9 @@ describe('tracker restart mid-stream', () => {
       peerId: `${sourceRunning?.peerId}→${back[0]?.peerId}`,
       closeCode: lost[0]?.code ?? null,
       segmentsHeld: source.find('true source: tracker away; segment held').length,
+      segmentsFedOverMesh: source
+        .find('true source: tracker away; segment announced over the mesh')
+        .map((r) => `${r.sequence}→${r.peers}p`),
       heldPublishedAfter: source.find(
         'true source: published the segments held while the tracker was away',
       )[0]?.segments,
@@ -337,17 +352,24 @@ describe('tracker restart mid-stream', () => {
       if (f.stalls !== 0) problems.push(`${f.viewer}: ${f.stalls} stall(s) by the rejoin`);
       if (f.minPeersWhileDown !== null && f.minPeersWhileDown < 1)
         problems.push(`${f.viewer}: lost every WebRTC link while the tracker was down`);
+      // The point of announcements over the mesh: media kept flowing before this viewer had a
+      // tracker again (the segment cut ~0.5 s into the outage, verified with the mesh's copy).
+      if (!(f.meshBytesBeforeRejoin > 0))
+        problems.push(
+          `${f.viewer}: no mesh bytes from the close to its first rejoin (${f.samplesBeforeRejoin} samples)`,
+        );
       // The links that survived (same ids, no rebuild) carried media across the outage: the segment
       // cut while the tracker was away, released with its announcement after the rejoin.
       if (!(f.meshBytesKillToRejoin1s > 0))
         problems.push(`${f.viewer}: no media over the mesh from the close to 1 s after the rejoin`);
     }
-    // Media bytes that a viewer could verify while its tracker was away: only packets of segments
-    // announced before the close (announcements travel through the tracker alone), so usually 0.
+    // Media bytes each viewer verified while its tracker was away: announcements reach it over the
+    // mesh (the source sends each to its slice sources, which pass it on), so they keep flowing.
     const meshDown = figures.reduce((sum, f) => sum + f.meshBytesWhileDown, 0);
+    const meshBeforeRejoin = figures.reduce((sum, f) => sum + f.meshBytesBeforeRejoin, 0);
     const meshKillToRejoin = figures.reduce((sum, f) => sum + f.meshBytesKillToRejoin1s, 0);
     log(
-      `mesh bytes while the tracker was down (Σ viewers): ${meshDown}; from the close to 1 s after the last rejoin: ${meshKillToRejoin}`,
+      `mesh bytes while the tracker was down (Σ viewers): ${meshDown}; from the close to each viewer's first rejoin: ${meshBeforeRejoin}; from the close to 1 s after the last rejoin: ${meshKillToRejoin}`,
     );
 
     // ── after the restart ──

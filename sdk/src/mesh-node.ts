@@ -21,6 +21,7 @@ import {
   type RepairRequestMessage,
   type PeerId,
   type SignalData,
+  type SignedAnnouncement,
 } from '@chunkycast/wire';
 
 /**
@@ -38,7 +39,8 @@ export const CHANNEL_HIGH_WATER_BYTES = 1024 * 1024;
  */
 export const MAX_QUEUED_BYTES = 4 * 1024 * 1024;
 /**
- * A peer that sends this many packets failing their announced hash is cut off. More than one, as
+ * A peer that sends this many packets failing their announced hash (or announcements failing their
+ * signature; both count) is cut off. More than one, as
  * a rule against ever blaming a peer for one unlucky packet; few, because every forged packet costs
  * its receivers an origin request.
  */
@@ -97,6 +99,11 @@ export interface MeshNodeOptions {
   readonly inspectData?: (slice: number, seq: number, payload: Uint8Array) => DataVerdict;
   /** Repair messages between neighbours are the host's (it holds the segments); they go here. */
   readonly onRepair?: (from: PeerId, message: RepairMessage) => void;
+  /**
+   * A signed segment announcement a neighbour passed on (its shape is checked, its signature is not:
+   * the host verifies it, and calls `reportForgedAnnouncement` for a bad one).
+   */
+  readonly onAnnouncement?: (from: PeerId, announcement: SignedAnnouncement) => void;
   /** Fault injection for tests: corrupt the payload of every data packet this node forwards. */
   readonly corruptForwardedData?: boolean;
   /**
@@ -121,6 +128,10 @@ export interface MeshNodeCounters {
   badMessages: number;
   /** Data packets that failed their announced hash (dropped, never forwarded). */
   forgedPackets: number;
+  /** Announcements from neighbours whose signature failed (reported by the host). */
+  forgedAnnouncements: number;
+  /** Announcement messages written to neighbours (one per neighbour per announcement). */
+  announcementsSent: number;
   /** Data packets held for their announcement and dropped when it did not come in time. */
   heldPacketsDropped: number;
   /** Payload bytes of repair packets sent to neighbours. */
@@ -156,15 +167,24 @@ function corrupted(payload: Uint8Array): Uint8Array {
   return out;
 }
 
+interface QueuedMessage {
+  readonly bytes: Uint8Array;
+  /** Data may be dropped when the queue is full; control never is. */
+  readonly isData: boolean;
+  /** Announcements go ahead of everything queued but earlier announcements (see `enqueue`). */
+  readonly ahead: boolean;
+}
+
 interface Link {
   readonly peer: SimplePeer;
   readonly initiator: boolean;
   open: boolean;
   /** Set when we close it on purpose: its close event must not report the peer unreachable. */
   closingByUs: boolean;
-  queue: { bytes: Uint8Array; isData: boolean }[];
+  queue: QueuedMessage[];
   queuedBytes: number;
   badMessages: number;
+  /** Forged packets and forged announcements from this peer (MAX_FORGED_PACKETS cuts it off). */
   forgedPackets: number;
   /** The connection's id in every signal of it, both ways: random from the dialling side. */
   readonly pairId: number;
@@ -192,6 +212,8 @@ export class MeshNode {
     droppedForBackpressure: 0,
     badMessages: 0,
     forgedPackets: 0,
+    forgedAnnouncements: 0,
+    announcementsSent: 0,
     heldPacketsDropped: 0,
     repairUploadBytes: 0,
     injectedLosses: 0,
@@ -326,6 +348,43 @@ export class MeshNode {
     if (link !== undefined) this.forged(peer, link);
   }
 
+  /**
+   * Sends a signed announcement to one neighbour over an open link (never dials). It goes as
+   * control, ahead of queued data: it is what lets the neighbour check the packets behind it.
+   */
+  sendAnnouncement(to: PeerId, announcement: SignedAnnouncement): boolean {
+    return this.broadcastEncoded(encode({ type: MessageType.Announcement, announcement }), [to]) === 1;
+  }
+
+  /**
+   * Sends a signed announcement to every neighbour with an open link but `except` (one peer or
+   * several: those that told us); returns to how many. Encoded once for all of them.
+   */
+  broadcastAnnouncement(announcement: SignedAnnouncement, except?: PeerId | readonly PeerId[]): number {
+    const skip = except === undefined ? [] : typeof except === 'number' ? [except] : except;
+    const to = this.openPeerIds().filter((p) => !skip.includes(p));
+    if (to.length === 0) return 0;
+    return this.broadcastEncoded(encode({ type: MessageType.Announcement, announcement }), to);
+  }
+
+  /** The host found an announcement from `peer` whose signature fails: it counts like a forged packet. */
+  reportForgedAnnouncement(peer: PeerId): void {
+    this.counters.forgedAnnouncements++;
+    const link = this.links.get(peer);
+    if (link !== undefined) this.strike(peer, link, 'forged announcement');
+  }
+
+  private broadcastEncoded(bytes: Uint8Array, to: readonly PeerId[]): number {
+    let sent = 0;
+    for (const peerId of to) {
+      const link = this.links.get(peerId);
+      if (link?.open !== true || this.blocked.has(peerId)) continue;
+      if (this.enqueue(peerId, link, bytes, false, true)) sent++;
+    }
+    this.counters.announcementsSent += sent;
+    return sent;
+  }
+
   /** Leave: gracefully (children are told and served a little longer) or at once. */
   async stop(graceful: boolean): Promise<void> {
     if (this.stopped) return;
@@ -423,8 +482,12 @@ export class MeshNode {
     if (this.enqueue(to, link, bytes, isData) && isData) this.counters.uploadBytes += message.payload.length;
   }
 
-  /** Sends now, or queues behind the channel's backpressure; false if a data message was dropped. */
-  private enqueue(to: PeerId, link: Link, bytes: Uint8Array, isData: boolean): boolean {
+  /**
+   * Sends now, or queues behind the channel's backpressure; false if a data message was dropped.
+   * `ahead` (announcements) queues before everything but earlier announcements: the engine's
+   * control messages keep their order among themselves, and an announcement is independent of them.
+   */
+  private enqueue(to: PeerId, link: Link, bytes: Uint8Array, isData: boolean, ahead = false): boolean {
     if (link.open && link.queue.length === 0 && link.peer.bufferSize < CHANNEL_HIGH_WATER_BYTES) {
       this.transmit(to, link, bytes);
       return true;
@@ -433,7 +496,12 @@ export class MeshNode {
       this.counters.droppedForBackpressure++;
       return false;
     }
-    link.queue.push({ bytes, isData });
+    const item: QueuedMessage = { bytes, isData, ahead };
+    if (ahead) {
+      let at = 0;
+      while (at < link.queue.length && link.queue[at]?.ahead === true) at++;
+      link.queue.splice(at, 0, item);
+    } else link.queue.push(item);
     link.queuedBytes += bytes.length;
     if (link.open) this.ensureFlushing();
     return true;
@@ -579,6 +647,11 @@ export class MeshNode {
       this.options.onRepair?.(peerId, message);
       return;
     }
+    if (message.type === MessageType.Announcement) {
+      // The host's, like repair: it holds the segment store and the broadcaster's key.
+      this.options.onAnnouncement?.(peerId, message.announcement);
+      return;
+    }
     if (message.type === MessageType.Data && this.options.inspectData !== undefined) {
       const verdict = this.options.inspectData(message.slice, message.seq, message.payload);
       if (verdict === 'reject') {
@@ -596,9 +669,14 @@ export class MeshNode {
   /** A packet failed its announced hash: drop it, and cut off a peer that keeps sending such. */
   private forged(peerId: PeerId, link: Link): void {
     this.counters.forgedPackets++;
+    this.strike(peerId, link, 'forged packet');
+  }
+
+  /** One forgery from `peerId`: MAX_FORGED_PACKETS of them (packets and announcements) cut it off. */
+  private strike(peerId: PeerId, link: Link, what: string): void {
     link.forgedPackets++;
-    this.log('warn', 'forged packet from peer dropped', { peer: peerId, forged: link.forgedPackets });
-    if (link.forgedPackets >= MAX_FORGED_PACKETS) this.cutOff(peerId, 'forged packets');
+    this.log('warn', `${what} from peer dropped`, { peer: peerId, forged: link.forgedPackets });
+    if (link.forgedPackets >= MAX_FORGED_PACKETS) this.cutOff(peerId, 'forged packets or announcements');
   }
 
   /**

@@ -22,6 +22,13 @@ export const INCOMPLETE_GIVE_UP_MS = 2500;
 
 export type SegmentVerdict = 'complete' | 'waiting' | 'failed';
 
+/**
+ * What `offer` did with an announcement: `added` (verified and placed), `known` (this sequence was
+ * announced already; the first one stays), `badSignature` (forged or corrupt: ignored and counted),
+ * `refused` (another stream, or outside the window of kept segments).
+ */
+export type AnnounceOutcome = 'added' | 'known' | 'badSignature' | 'refused';
+
 interface Entry {
   announcement: SignedAnnouncement | null;
   /** Local time the announcement arrived (ms, host clock). */
@@ -91,8 +98,28 @@ export class SegmentStore {
   }
 
   async announce(a: SignedAnnouncement): Promise<boolean> {
-    if (a.stream !== this.options.stream) return false;
-    if (a.packets < 1) return false;
+    const outcome = await this.offer(a);
+    return outcome === 'added' || outcome === 'known';
+  }
+
+  /** Whether announcements are signature-checked (a broadcaster key was given). */
+  get verifiesSignatures(): boolean {
+    return this.options.publicKey !== null;
+  }
+
+  /** The newest announced sequence, or -1 before any. */
+  get newestAnnouncedSequence(): number {
+    return this.newestAnnounced;
+  }
+
+  /**
+   * Verifies an announcement's signature and places it, telling why not when it does not. A bad
+   * signature from the tracker is a verification failure (counted, `onProblem`); one from a peer
+   * (`from: 'peer'`) is that peer's forgery, which the caller counts and holds against it.
+   */
+  async offer(a: SignedAnnouncement, from: 'tracker' | 'peer' = 'tracker'): Promise<AnnounceOutcome> {
+    if (a.stream !== this.options.stream) return 'refused';
+    if (a.packets < 1) return 'refused';
     if (this.options.publicKey !== null) {
       let valid = false;
       try {
@@ -106,14 +133,15 @@ export class SegmentStore {
         valid = false;
       }
       if (!valid) {
+        if (from === 'peer') return 'badSignature';
         this.counters.badSignatures++;
         this.options.onProblem?.(`announcement of segment ${a.sequence} has a bad signature: ignored`);
-        return false;
+        return 'badSignature';
       }
     }
     const entry = this.entry(a.sequence, a.packets, true);
-    if (entry === null) return false;
-    if (entry.announcement !== null) return true;
+    if (entry === null) return 'refused';
+    if (entry.announcement !== null) return 'known';
     if (entry.count !== a.packets) {
       // Packets arrived claiming another count: they cannot be this segment's; start over.
       entry.count = a.packets;
@@ -125,7 +153,7 @@ export class SegmentStore {
     this.newestAnnounced = Math.max(this.newestAnnounced, a.sequence);
     this.prune();
     this.tryComplete(a.sequence, entry);
-    return true;
+    return 'added';
   }
 
   /** A media packet from the mesh. Returns false if it was refused or a duplicate. */

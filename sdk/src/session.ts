@@ -17,6 +17,7 @@ import {
   type PeerReport,
   type ServerMessage,
 } from '@chunkycast/wire';
+import { AnnouncementRelay } from './announcements.js';
 import { MeshNode, type DataVerdict, type LogFn, type RepairMessage } from './mesh-node.js';
 import { sha256 } from './sha256.js';
 import { SegmentStore, bytesToHex, importPublicKey } from './segments.js';
@@ -139,6 +140,8 @@ export class MeshSession extends EventTarget implements SegmentProvider {
   private tracker: TrackerClient | null = null;
   private node: MeshNode | null = null;
   private store: SegmentStore | null = null;
+  /** Announcements neighbours pass on: verified, placed and passed on once (see AnnouncementRelay). */
+  private relay: AnnouncementRelay | null = null;
   private closed = false;
   private readonly timers: ReturnType<typeof setInterval>[] = [];
   private peerId: number | null = null;
@@ -251,6 +254,20 @@ export class MeshSession extends EventTarget implements SegmentProvider {
     });
     await store.seed(welcome.announcements);
     this.store = store;
+    this.relay = new AnnouncementRelay({
+      stream: this.options.stream,
+      store,
+      now: () => performance.now(),
+      forward: (announcement, except) => {
+        this.node?.broadcastAnnouncement(announcement, except);
+      },
+      reportForged: (peer) => {
+        this.node?.reportForgedAnnouncement(peer);
+      },
+      added: () => {
+        this.node?.recheckHeld();
+      },
+    });
     this.random = createRandom((crypto.getRandomValues(new Uint32Array(1))[0] ?? 1) ^ 0x5eed_5eed);
     // Read through a method: close() may have run while we awaited the key and the seed.
     if (this.isClosed()) {
@@ -324,6 +341,9 @@ export class MeshSession extends EventTarget implements SegmentProvider {
       inspectData: (_slice, _seq, payload) => inspectPacket(store, payload),
       onRepair: (from, message) => {
         if (this.node === node) this.onRepair(from, message);
+      },
+      onAnnouncement: (from, announcement) => {
+        if (this.node === node) void this.relay?.fromPeer(from, announcement);
       },
       ...(this.options.faultInjection?.corruptForwardedData === true ? { corruptForwardedData: true } : {}),
       ...(this.options.faultInjection?.dropReceivedDataFraction === undefined
@@ -457,7 +477,10 @@ export class MeshSession extends EventTarget implements SegmentProvider {
     const missing = store.missingIndexes(sequence);
     const announcement = store.announcement(sequence);
     if (missing === null || missing.length === 0 || announcement === null) return false;
-    const chosen = shuffleInPlace(node.openPeerIds(), this.random).slice(0, REPAIR_HELPERS);
+    // Never the true source: it keeps no segments to serve (it answers nothing), so asking it would
+    // only waste the request and the wait until the origin fill.
+    const helpers = node.openPeerIds().filter((id) => id !== this.sourceId);
+    const chosen = shuffleInPlace(helpers, this.random).slice(0, REPAIR_HELPERS);
     let asked = false;
     for (const [k, helper] of chosen.entries()) {
       const share = missing.filter((_, n) => n % chosen.length === k);
@@ -667,6 +690,11 @@ export class MeshSession extends EventTarget implements SegmentProvider {
       verificationFailures:
         (this.store?.counters.hashMismatches ?? 0) + (this.store?.counters.badSignatures ?? 0),
       forgedPackets: this.retired.forgedPackets + (node?.counters.forgedPackets ?? 0),
+      announcementsFromPeers: this.relay?.counters.accepted ?? 0,
+      announcementsForwarded: this.relay?.counters.forwarded ?? 0,
+      forgedAnnouncements: this.relay?.counters.forged ?? 0,
+      peerAnnouncementsRateLimited: this.relay?.counters.rateLimited ?? 0,
+      peerAnnouncementsRefused: this.relay?.counters.refused ?? 0,
       injectedLosses: this.retired.injectedLosses + (node?.counters.injectedLosses ?? 0),
       bytesFromRepair: this.store?.counters.bytesRepaired ?? 0,
       repairRequests: this.repairRequests,

@@ -96,6 +96,19 @@ export interface MeshStats {
   readonly verificationFailures: number;
   /** Packets that failed their announced per-packet hash on arrival (dropped, never forwarded). */
   readonly forgedPackets: number;
+  /**
+   * Signed announcements that first reached this viewer from a neighbour rather than the tracker
+   * (verified and placed; they keep the mesh going while the tracker is away).
+   */
+  readonly announcementsFromPeers: number;
+  /** Announcements this viewer passed on to its neighbours (each at most once). */
+  readonly announcementsForwarded: number;
+  /** Announcements from neighbours with a bad signature (dropped, not passed on; they count toward cutting the sender off). */
+  readonly forgedAnnouncements: number;
+  /** Announcements from neighbours dropped unverified: beyond that neighbour's rate budget. */
+  readonly peerAnnouncementsRateLimited: number;
+  /** Announcements from neighbours refused: another stream, too far from the live edge, or no broadcaster key to verify with. */
+  readonly peerAnnouncementsRefused: number;
   /** Media messages thrown away by fault injection (`dropReceivedDataFraction`); 0 in production. */
   readonly injectedLosses: number;
   /** Peers this viewer cut off (forged packets or undecodable messages). */

@@ -19,6 +19,7 @@ import {
   type TreeRole,
   type WalkPurpose,
 } from './messages.js';
+import { MAX_ANNOUNCEMENT_TEXT_BYTES, announcementText, validateAnnouncement } from './tracker.js';
 
 /** Why a byte string is not a message. Each kind is a distinct, testable reason. */
 export type DecodeErrorKind =
@@ -117,6 +118,8 @@ export function encodedSize(message: Message): number {
       return HEADER_BYTES + 4 + 4 + message.payload.byteLength;
     case MessageType.RepairNak:
       return HEADER_BYTES + 4 + 1;
+    case MessageType.Announcement:
+      return HEADER_BYTES + 4 + announcementText(message.announcement).length;
     default: {
       const unknown: { readonly type: unknown } = message;
       throw new EncodeError(`unknown message type ${String(unknown.type)}`);
@@ -191,6 +194,13 @@ class Writer {
   raw(value: Uint8Array): void {
     this.bytes.set(value, this.offset);
     this.offset += value.byteLength;
+  }
+  /** Text of ASCII characters only (the caller made it so), one byte each. */
+  ascii(text: string): void {
+    const b = this.bytes;
+    let o = this.offset;
+    for (let i = 0; i < text.length; i++) b[o++] = text.charCodeAt(i);
+    this.offset = o;
   }
 }
 
@@ -400,6 +410,17 @@ export function encode(message: Message, allocate: (size: number) => Uint8Array 
       w.u32(message.requestId, 'requestId');
       w.enumValue(message.reason, ENUM_LIMITS.repairNakReason, 'reason');
       break;
+    case MessageType.Announcement: {
+      // The same checks as the decoder's, so whatever we send a peer accepts.
+      const checked = validateAnnouncement(message.announcement);
+      if (!checked.ok) throw new EncodeError(`announcement: ${checked.error.message}`);
+      const text = announcementText(message.announcement);
+      if (text.length > MAX_ANNOUNCEMENT_TEXT_BYTES)
+        throw new EncodeError(`announcement of ${text.length} bytes exceeds ${MAX_ANNOUNCEMENT_TEXT_BYTES}`);
+      w.u32(text.length, 'announcement length');
+      w.ascii(text);
+      break;
+    }
   }
   return w.bytes;
 }
@@ -481,6 +502,22 @@ class Reader {
     const out = this.bytes.slice(this.offset, this.offset + length);
     this.offset += length;
     return out;
+  }
+  /** `length` bytes as text; every byte must be ASCII (announcementText escapes everything else). */
+  ascii(length: number, field: string): string {
+    this.need(length, field);
+    const start = this.offset;
+    const chunks: string[] = [];
+    // In chunks: String.fromCharCode takes its arguments on the stack.
+    for (let from = start; from < start + length; from += 8192) {
+      const chunk = this.bytes.subarray(from, Math.min(start + length, from + 8192));
+      const nonAscii = chunk.findIndex((b) => b >= 0x80);
+      if (nonAscii >= 0)
+        throw new DecodeFailure('invalidValue', `${field} has a byte outside ASCII`, from + nonAscii);
+      chunks.push(String.fromCharCode(...chunk));
+    }
+    this.offset = start + length;
+    return chunks.join('');
   }
   get remaining(): number {
     return this.bytes.length - this.offset;
@@ -725,6 +762,30 @@ function decodeBody(r: Reader, type: number): Message {
         requestId: r.u32('requestId'),
         reason: r.enumValue('reason', ENUM_LIMITS.repairNakReason) as RepairNakReason,
       };
+    case MessageType.Announcement: {
+      const length = r.u32('announcement length');
+      if (length > MAX_ANNOUNCEMENT_TEXT_BYTES)
+        throw new DecodeFailure(
+          'limitExceeded',
+          `announcement of ${length} bytes exceeds ${MAX_ANNOUNCEMENT_TEXT_BYTES}`,
+          r.offset - 4,
+        );
+      const start = r.offset;
+      const text = r.ascii(length, 'announcement');
+      let parsed: unknown;
+      try {
+        parsed = JSON.parse(text);
+      } catch {
+        throw new DecodeFailure('invalidValue', 'announcement is not JSON', start);
+      }
+      // Exactly the tracker frames' checks (one validator for both ways in).
+      const checked = validateAnnouncement(parsed);
+      if (!checked.ok)
+        throw new DecodeFailure('invalidValue', `announcement: ${checked.error.message}`, start);
+      if (announcementText(checked.message) !== text)
+        throw new DecodeFailure('invalidValue', 'announcement is not in canonical form', start);
+      return { type, announcement: checked.message };
+    }
     default:
       throw new DecodeFailure('unknownType', `unknown message type ${type}`, 1);
   }

@@ -1,4 +1,5 @@
 import type { Bloom128 } from './bloom.js';
+import type { SignedAnnouncement } from './tracker.js';
 
 /**
  * Every message two Chunkycast peers exchange. The engine produces and consumes these typed
@@ -57,6 +58,7 @@ export const MessageType = {
   RepairRequest: 21,
   RepairData: 22,
   RepairNak: 23,
+  Announcement: 24,
 } as const;
 export type MessageType = (typeof MessageType)[keyof typeof MessageType];
 
@@ -343,6 +345,17 @@ export interface RepairNakMessage {
   readonly reason: RepairNakReason;
 }
 
+/**
+ * A signed segment announcement passed on over the mesh (host-level, like repair): the tracker's
+ * WebSocket is not the only way in, so packets keep being verifiable, and flowing, while the
+ * tracker is away. The announcement is checked exactly as in a tracker frame (`validateAnnouncement`)
+ * and travels as its canonical text (`announcementText`); its signature is the receiver's to verify.
+ */
+export interface AnnouncementMessage {
+  readonly type: typeof MessageType.Announcement;
+  readonly announcement: SignedAnnouncement;
+}
+
 export type Message =
   | DataMessage
   | ProbeMessage
@@ -366,7 +379,8 @@ export type Message =
   | SliceSourceAssignMessage
   | RepairRequestMessage
   | RepairDataMessage
-  | RepairNakMessage;
+  | RepairNakMessage
+  | AnnouncementMessage;
 
 /** Messages that negotiate a parent change (what the thesis counts as "switch messages", L5872–5884). */
 export function isSwitchMessage(type: MessageType): boolean {
@@ -405,4 +419,5 @@ export const MESSAGE_TYPE_NAMES: Readonly<Record<MessageType, string>> = {
   21: 'repairRequest',
   22: 'repairData',
   23: 'repairNak',
+  24: 'announcement',
 };

@@ -6,7 +6,7 @@ import type { PeerId } from './messages.js';
  * it is; it is still only ever parsed here, bounded and validated, into typed messages.
  */
 
-/** Largest frame either side accepts: an SDP offer with a data channel is ~0.5–3 KB. */
+/** Largest frame a tracker accepts from a peer: an SDP offer with a data channel is ~0.5–3 KB. */
 export const MAX_TRACKER_FRAME_BYTES = 64 * 1024;
 /** Largest SDP relayed: generous for data-channel SDP (a few KB) yet bounds what one peer can make the tracker copy. */
 export const MAX_SDP_BYTES = 16 * 1024;
@@ -27,6 +27,13 @@ export const PACKET_HASH_HEX = 32;
  * packets of 16 KiB cover a 16 MiB segment (a 2 s segment at 60 Mbit/s).
  */
 export const MAX_ANNOUNCED_PACKETS = 1024;
+/**
+ * Largest frame a peer accepts from the tracker: a `welcome` carries up to MAX_RECENT_ANNOUNCEMENTS
+ * announcements of up to MAX_ANNOUNCED_PACKETS packet hashes each (32 KiB of hex apiece), so it can
+ * be far larger than anything a peer sends; still bounded (≈ 0.6 MB).
+ */
+export const MAX_SERVER_FRAME_CHARS =
+  MAX_RECENT_ANNOUNCEMENTS * (MAX_ANNOUNCED_PACKETS * PACKET_HASH_HEX + 4096) + 4096;
 
 export type PeerRole = 'viewer' | 'source';
 
@@ -209,9 +216,9 @@ type Json = Record<string, unknown>;
  * Frames are text; a host refuses binary frames before calling a decoder (as 'malformed'). The size
  * check counts UTF-16 units, at most 3 UTF-8 bytes each; what matters, not parsing megabytes, holds.
  */
-function parseFrame(text: string): Json {
-  if (text.length > MAX_TRACKER_FRAME_BYTES)
-    throw new Invalid('tooLarge', `frame of ${text.length} characters exceeds ${MAX_TRACKER_FRAME_BYTES}`);
+function parseFrame(text: string, maxChars: number): Json {
+  if (text.length > maxChars)
+    throw new Invalid('tooLarge', `frame of ${text.length} characters exceeds ${maxChars}`);
   let value: unknown;
   try {
     value = JSON.parse(text);
@@ -220,6 +227,17 @@ function parseFrame(text: string): Json {
   }
   if (!isObject(value)) throw new Invalid('malformed', 'frame is not a JSON object');
   return value;
+}
+
+/**
+ * The offending `type` for an error message, cut to 64 characters: the answer must stay within the
+ * limits the other side decodes (1024-character messages), whatever length the sender chose.
+ */
+function describeType(type: unknown): string {
+  if (typeof type !== 'string') return typeof type;
+  return type.length > 64
+    ? `${JSON.stringify(type.slice(0, 64))}… (${type.length} characters)`
+    : JSON.stringify(type);
 }
 
 function isObject(v: unknown): v is Json {
@@ -301,6 +319,52 @@ function announcement(o: Json): SignedAnnouncement {
   };
 }
 
+/**
+ * Checks an untrusted value as a signed announcement with exactly the checks a tracker frame's
+ * `announce` gets (field types, lengths, patterns, MAX_ANNOUNCED_PACKETS, one packet hash per
+ * packet), whichever way it came: a tracker frame or a peer message (`Announcement`). The signature
+ * is only checked for shape here (wire has no crypto): verifying it is the receiver's job.
+ */
+export function validateAnnouncement(value: unknown): TrackerDecodeResult<SignedAnnouncement> {
+  try {
+    if (!isObject(value)) throw new Invalid('invalidField', 'an announcement is not an object');
+    return { ok: true, message: announcement(value) };
+  } catch (e) {
+    if (e instanceof Invalid) return { ok: false, error: { code: e.code, message: e.message } };
+    return { ok: false, error: { code: 'malformed', message: `decoder fault: ${String(e)}` } };
+  }
+}
+
+/**
+ * Longest `announcementText` of a valid announcement, with room to spare: 1024 packet hashes are
+ * 32,768 characters, a 1024-unit URI escaped at worst 6,144, every other field and the keys < 600.
+ */
+export const MAX_ANNOUNCEMENT_TEXT_BYTES = MAX_TRACKER_FRAME_BYTES;
+
+/** Every character JSON.stringify leaves outside ASCII (lone surrogates it escapes itself). */
+const NON_ASCII = /[\u0080-\uffff]/g;
+
+/**
+ * The canonical text of a signed announcement outside a tracker frame (the peer message
+ * `Announcement`): its ten fields in a fixed order as JSON, and every character outside ASCII
+ * escaped as \uXXXX, so that one character is one byte and the text is its own UTF-8 encoding.
+ * A decoder accepts a text only if it is exactly this for what it parsed (one encoding per value).
+ */
+export function announcementText(a: SignedAnnouncement): string {
+  return JSON.stringify({
+    stream: a.stream,
+    sequence: a.sequence,
+    uri: a.uri,
+    bytes: a.bytes,
+    packets: a.packets,
+    sha256: a.sha256,
+    packetHashes: a.packetHashes,
+    durationMs: a.durationMs,
+    publishedAtMs: a.publishedAtMs,
+    signature: a.signature,
+  }).replace(NON_ASCII, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`);
+}
+
 const MAX_REPORT_SLICES = 64;
 const MAX_REPORT_CHILDREN = 256;
 
@@ -331,9 +395,9 @@ function report(o: Json): PeerReport {
   };
 }
 
-function decodeWith<T>(frame: string, read: (o: Json) => T): TrackerDecodeResult<T> {
+function decodeWith<T>(frame: string, maxChars: number, read: (o: Json) => T): TrackerDecodeResult<T> {
   try {
-    return { ok: true, message: read(parseFrame(frame)) };
+    return { ok: true, message: read(parseFrame(frame, maxChars)) };
   } catch (e) {
     if (e instanceof Invalid) return { ok: false, error: { code: e.code, message: e.message } };
     return { ok: false, error: { code: 'malformed', message: `decoder fault: ${String(e)}` } };
@@ -342,7 +406,7 @@ function decodeWith<T>(frame: string, read: (o: Json) => T): TrackerDecodeResult
 
 /** Parses and validates a frame from a peer (tracker side). */
 export function decodeClientMessage(frame: string): TrackerDecodeResult<ClientMessage> {
-  return decodeWith(frame, (o): ClientMessage => {
+  return decodeWith(frame, MAX_TRACKER_FRAME_BYTES, (o): ClientMessage => {
     switch (o.type) {
       case 'join': {
         const role = o.role;
@@ -369,10 +433,7 @@ export function decodeClientMessage(frame: string): TrackerDecodeResult<ClientMe
       case 'leave':
         return { type: 'leave' };
       default:
-        throw new Invalid(
-          'unknownType',
-          `unknown message type ${typeof o.type === 'string' ? JSON.stringify(o.type) : typeof o.type}`,
-        );
+        throw new Invalid('unknownType', `unknown message type ${describeType(o.type)}`);
     }
   });
 }
@@ -398,7 +459,7 @@ export const TRACKER_ERROR_CODES: readonly TrackerErrorCode[] = [
 
 /** Parses and validates a frame from the tracker (peer side): a tracker is network input too. */
 export function decodeServerMessage(frame: string): TrackerDecodeResult<ServerMessage> {
-  return decodeWith(frame, (o): ServerMessage => {
+  return decodeWith(frame, MAX_SERVER_FRAME_CHARS, (o): ServerMessage => {
     switch (o.type) {
       case 'welcome': {
         const list = o.announcements;
@@ -445,10 +506,7 @@ export function decodeServerMessage(frame: string): TrackerDecodeResult<ServerMe
         return { type: 'error', code: code as TrackerErrorCode, message: str(o, 'message', 1024) };
       }
       default:
-        throw new Invalid(
-          'unknownType',
-          `unknown message type ${typeof o.type === 'string' ? JSON.stringify(o.type) : typeof o.type}`,
-        );
+        throw new Invalid('unknownType', `unknown message type ${describeType(o.type)}`);
     }
   });
 }

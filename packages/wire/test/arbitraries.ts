@@ -7,7 +7,9 @@ import {
   ForcedReason,
   LinkDirection,
   LinkOp,
+  MAX_ANNOUNCED_PACKETS,
   MAX_REPAIR_PACKETS,
+  MAX_URI_LENGTH,
   MAX_REPORT_CANDIDATES,
   MAX_SLICES,
   MessageType,
@@ -23,6 +25,7 @@ import {
   type LoadCandidate,
   type LoadReportMessage,
   type Message,
+  type SignedAnnouncement,
   type SwitchReplyMessage,
 } from '@chunkycast/wire';
 
@@ -85,6 +88,35 @@ const switchReplyVerdict = (): fc.Arbitrary<Pick<SwitchReplyMessage, 'accepted' 
       rejectReason: fc.constantFrom(
         ...Object.values(RejectReason).filter((r): r is Exclude<RejectReason, 0> => r !== RejectReason.None),
       ),
+    }),
+  );
+
+const hexOfBytes = (bytes: number): fc.Arbitrary<string> =>
+  fc.uint8Array({ minLength: bytes, maxLength: bytes }).map((b) => Buffer.from(b).toString('hex'));
+
+/**
+ * A signed announcement the tracker frames' validator accepts (the signature is random base64: wire
+ * does not verify it). URIs mix ASCII with any code point, lone surrogates included, which the
+ * canonical text escapes. `maxPackets` keeps the fuzzers' encodings short.
+ */
+export const signedAnnouncement = (maxPackets = 64, maxUriLength = 64): fc.Arbitrary<SignedAnnouncement> =>
+  fc.integer({ min: 1, max: Math.min(maxPackets, MAX_ANNOUNCED_PACKETS) }).chain((packets) =>
+    record({
+      stream: fc.stringMatching(/^[A-Za-z0-9._-]{1,64}$/),
+      sequence: u32(),
+      uri: fc
+        .oneof(
+          fc.string({ unit: 'binary-ascii', maxLength: Math.min(maxUriLength, MAX_URI_LENGTH) }),
+          fc.string({ unit: 'binary', maxLength: Math.min(maxUriLength, MAX_URI_LENGTH) }),
+        )
+        .filter((uri) => uri.length <= MAX_URI_LENGTH),
+      bytes: fc.integer({ min: 0, max: 64 * 1024 * 1024 }),
+      packets: fc.constant(packets),
+      sha256: hexOfBytes(32),
+      packetHashes: hexOfBytes(16 * packets),
+      durationMs: fc.integer({ min: 0, max: 3_600_000 }),
+      publishedAtMs: fc.integer({ min: 0, max: Number.MAX_SAFE_INTEGER }),
+      signature: fc.uint8Array({ minLength: 1, maxLength: 96 }).map((b) => Buffer.from(b).toString('base64')),
     }),
   );
 
@@ -238,6 +270,11 @@ export function makeMessageArbitraries(options: MessageArbitraryOptions = {}): {
       type: fc.constant(MessageType.RepairNak),
       requestId: u32(),
       reason: enumOf(RepairNakReason),
+    }),
+    Announcement: record({
+      type: fc.constant(MessageType.Announcement),
+      // Small payload limits (the fuzzers') get small announcements: one packet, short URIs.
+      announcement: signedAnnouncement(Math.max(1, Math.floor(maxPayloadBytes / 64)), maxPayloadBytes),
     }),
   };
 }

@@ -13,6 +13,8 @@ import {
   MAX_CANDIDATE_BYTES,
   MAX_KEY_LENGTH,
   MAX_RECENT_ANNOUNCEMENTS,
+  MAX_ANNOUNCED_PACKETS,
+  MAX_SERVER_FRAME_CHARS,
   MAX_SDP_BYTES,
   MAX_TRACKER_FRAME_BYTES,
   utf8,
@@ -140,7 +142,9 @@ describe('decoder errors', () => {
     const e = clientError(big);
     expect(e.code).toBe('tooLarge');
     expect(e.message).toContain(String(MAX_TRACKER_FRAME_BYTES));
-    expect(failure(decodeServerMessage(big)).code).toBe('tooLarge');
+    // The tracker's frames may be larger (a welcome carries announcements), yet bounded too.
+    const bigger = `{"type":"leave","pad":"${'x'.repeat(MAX_SERVER_FRAME_CHARS)}"}`;
+    expect(failure(decodeServerMessage(bigger)).code).toBe('tooLarge');
   });
 
   it('unknownType: a missing, non-string or unknown type', () => {
@@ -374,5 +378,41 @@ describe('per-packet hashes in announcements', () => {
     }
     const tooMany = decodeClientMessage(frame('0f'.repeat(16 * 1025), 1025));
     expect(tooMany.ok).toBe(false);
+  });
+});
+
+describe('error messages stay decodable', () => {
+  it('cuts a long unknown type so the answer fits the peer-side limits', () => {
+    const e = clientError({ type: 'a'.repeat(2000) });
+    expect(e.code).toBe('unknownType');
+    expect(e.message.length).toBeLessThan(200);
+    expect(e.message).toContain('2000 characters');
+    const answer = decodeServerMessage(JSON.stringify({ type: 'error', code: e.code, message: e.message }));
+    expect(answer.ok).toBe(true);
+  });
+});
+
+describe('a welcome at its largest', () => {
+  it('decodes with the most announcements of the most packets, and a larger frame is refused', () => {
+    const biggest: SignedAnnouncement = {
+      ...announcement,
+      packets: MAX_ANNOUNCED_PACKETS,
+      packetHashes: 'ab'.repeat(16 * MAX_ANNOUNCED_PACKETS),
+      uri: 'u'.repeat(1024),
+    };
+    const welcome = {
+      type: 'welcome',
+      peerId: 1,
+      sourceId: 2,
+      stream: 's',
+      publicKey: null,
+      announcements: Array.from({ length: MAX_RECENT_ANNOUNCEMENTS }, () => biggest),
+      resume: null,
+      resumed: false,
+    };
+    const frame = JSON.stringify(welcome);
+    expect(frame.length).toBeGreaterThan(MAX_TRACKER_FRAME_BYTES);
+    expect(decodeServerMessage(frame).ok).toBe(true);
+    expect(failure(decodeServerMessage(frame + ' '.repeat(MAX_SERVER_FRAME_CHARS))).code).toBe('tooLarge');
   });
 });

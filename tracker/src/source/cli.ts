@@ -71,7 +71,7 @@ const FLAGS: Readonly<Record<string, Flag>> = {
     name: 'whileDisconnected',
     env: 'CHUNKYCAST_SOURCE_WHILE_DISCONNECTED',
     arg: 'MODE',
-    help: 'feed|hold: segments cut while the tracker is away are published at once and announced over the mesh (feed, default) or kept until it is back (hold)',
+    help: 'feed|hold: feed (default) announces every segment over the mesh too, so segments cut while the tracker is away are published at once; hold (for viewers older than mesh announcements) keeps them until it is back',
   },
   '--log-level': {
     name: 'logLevel',

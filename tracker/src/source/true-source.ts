@@ -42,18 +42,18 @@ const SLICES = 16;
 export const MAX_SEGMENTS_HELD_WHILE_DISCONNECTED = 3;
 
 /**
- * What the source does with a new segment while its tracker is away (a tracker restart). Every
- * announcement goes to the tracker and, over the mesh, to every peer the source has a link with
- * (its slice sources), which verify it and pass it on (the SDK's AnnouncementRelay).
- * - 'feed' (default): carry on as usual. The announcement goes over the mesh at once, ahead of the
- *   packets, so viewers verify and play the segment from the mesh during the outage; the tracker's
- *   copy is queued by the tracker client and sent first thing after the next welcome (for viewers
- *   that join later and for the tracker's last-16 list).
- * - 'hold': keep the segment (announcement and packets, at most MAX_SEGMENTS_HELD_WHILE_DISCONNECTED)
- *   and, right after the next welcome, announce it and publish its packets, as for a fresh
- *   segment: it reaches the mesh late by the outage. Only for a mesh of viewers that do not pass
- *   announcements on (an SDK older than the `Announcement` peer message): there 'feed' would send
- *   packets that nobody can verify until the tracker is back.
+ * What the source does with a new segment while its tracker is away (a tracker restart).
+ * - 'feed' (default): carry on as usual. Every announcement goes to the tracker and, over the mesh,
+ *   to every peer the source has a link with (its slice sources), ahead of the packets; viewers
+ *   verify it and pass it on (the SDK's AnnouncementRelay), so during an outage they verify and
+ *   play the segment from the mesh. The tracker's copy is queued by the tracker client and sent
+ *   first thing after the next welcome (for viewers that join later and the tracker's last 16).
+ * - 'hold': the behaviour from before announcements travelled over the mesh, for a swarm of viewers
+ *   whose SDK predates the `Announcement` peer message (they would count it as undecodable and cut
+ *   the source off after three): announcements go to the tracker only, and a segment cut while it is
+ *   away is kept (announcement and packets, at most MAX_SEGMENTS_HELD_WHILE_DISCONNECTED) and, right
+ *   after the next welcome, announced and published as a fresh one: it reaches the mesh late by the
+ *   outage.
  */
 export type WhileDisconnected = 'feed' | 'hold';
 
@@ -175,10 +175,11 @@ export async function startTrueSource(options: TrueSourceOptions): Promise<TrueS
 
   const sendSegment = (announcement: SignedAnnouncement, packets: readonly Uint8Array[]): void => {
     // Announce first: viewers can then verify the segment the moment its last packet arrives. To
-    // the tracker (queued by the client while it is away) and over the mesh to every linked peer
-    // (the slice sources pass it on), on the same ordered channels as the packets, ahead of them.
+    // the tracker (queued by the client while it is away) and, but for the legacy 'hold' mode, over
+    // the mesh to every linked peer (the slice sources pass it on), on the same ordered channels
+    // as the packets, ahead of them.
     tracker.send({ type: 'announce', announcement });
-    current.broadcastAnnouncement(announcement);
+    if (whileDisconnected === 'feed') current.broadcastAnnouncement(announcement);
     for (const packet of packets) current.publish(packet);
   };
 
