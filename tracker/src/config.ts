@@ -86,6 +86,44 @@ const MAX_SECRET_LENGTH = 1024;
 export const DEFAULT_TOKEN_TTL_S = 3600;
 const MAX_TOKEN_TTL_S = 366 * 24 * 3600;
 
+/**
+ * Reads `--flag value`, `--flag=value` and `--help`/`-h` from argv into `raw` (a flag given on the
+ * command line overrides its environment variable), for both command-line tools of this package.
+ * Returns whether help was asked for; throws `fail(message)` for an unknown flag, a stray argument
+ * or a flag without its value.
+ */
+export function readFlagArgs<Name extends string>(
+  argv: readonly string[],
+  lookup: (flag: string) => { readonly name: Name; readonly arg: string } | undefined,
+  raw: Map<Name, { value: string; origin: string }>,
+  fail: (message: string) => Error,
+): boolean {
+  let help = false;
+  for (let i = 0; i < argv.length; i++) {
+    const token = argv[i] ?? '';
+    if (token === '--help' || token === '-h') {
+      help = true;
+      continue;
+    }
+    const eq = token.indexOf('=');
+    const flag = token.startsWith('--') && eq > 0 ? token.slice(0, eq) : token;
+    const spec = lookup(flag);
+    if (spec === undefined)
+      throw fail(
+        token.startsWith('-') ? `unknown option ${flag}` : `unexpected argument ${JSON.stringify(token)}`,
+      );
+    let value: string | undefined;
+    if (flag !== token) value = token.slice(eq + 1);
+    else {
+      value = argv[i + 1];
+      if (value === undefined || value.startsWith('--')) throw fail(`${flag} needs a value (${spec.arg})`);
+      i++;
+    }
+    raw.set(spec.name, { value, origin: flag });
+  }
+  return help;
+}
+
 export class ConfigError extends Error {
   override readonly name = 'ConfigError';
 }
@@ -286,30 +324,12 @@ export function parseConfig(
       }
     }
   const tokenCommand = argv[0] === 'token';
-  let help = false;
-  for (let i = tokenCommand ? 1 : 0; i < argv.length; i++) {
-    const token = argv[i] ?? '';
-    if (token === '--help' || token === '-h') {
-      help = true;
-      continue;
-    }
-    const eq = token.indexOf('=');
-    const flag = token.startsWith('--') && eq > 0 ? token.slice(0, eq) : token;
-    const spec = FLAGS[flag] ?? (tokenCommand ? TOKEN_FLAGS[flag] : undefined);
-    if (spec === undefined)
-      throw new ConfigError(
-        token.startsWith('-') ? `unknown option ${flag}` : `unexpected argument ${JSON.stringify(token)}`,
-      );
-    let value: string | undefined;
-    if (flag !== token) value = token.slice(eq + 1);
-    else {
-      value = argv[i + 1];
-      if (value === undefined || value.startsWith('--'))
-        throw new ConfigError(`${flag} needs a value (${spec.arg})`);
-      i++;
-    }
-    raw.set(spec.name, { value, origin: flag });
-  }
+  const help = readFlagArgs(
+    argv.slice(tokenCommand ? 1 : 0),
+    (flag) => FLAGS[flag] ?? (tokenCommand ? TOKEN_FLAGS[flag] : undefined),
+    raw,
+    (message) => new ConfigError(message),
+  );
 
   const get = (name: RawName): { value: string; origin: string } | undefined => raw.get(name);
   const text = (name: RawName): string | null => get(name)?.value ?? null;

@@ -9,6 +9,7 @@
  */
 import { MeshError } from '@chunkycast/sdk/core';
 import { MAX_KEY_LENGTH, STREAM_ID_PATTERN } from '@chunkycast/wire';
+import { readFlagArgs } from '../config.js';
 import { KeyError, loadSigningKeys, type SigningKeys } from '../keys.js';
 import { createLogger, isLogLevel, LOG_LEVELS, type LogLevel } from '../log.js';
 import { SourceRunner, SOURCE_RETRY_MS } from './runner.js';
@@ -101,30 +102,12 @@ function parseSourceConfig(
     const value = env[spec.env];
     if (value !== undefined && value !== '') raw.set(spec.name, { value, origin: spec.env });
   }
-  let help = false;
-  for (let i = 0; i < argv.length; i++) {
-    const token = argv[i] ?? '';
-    if (token === '--help' || token === '-h') {
-      help = true;
-      continue;
-    }
-    const eq = token.indexOf('=');
-    const flag = token.startsWith('--') && eq > 0 ? token.slice(0, eq) : token;
-    const spec = FLAGS[flag];
-    if (spec === undefined)
-      throw new UsageError(
-        token.startsWith('-') ? `unknown option ${flag}` : `unexpected argument ${JSON.stringify(token)}`,
-      );
-    let value: string | undefined;
-    if (flag !== token) value = token.slice(eq + 1);
-    else {
-      value = argv[i + 1];
-      if (value === undefined || value.startsWith('--'))
-        throw new UsageError(`${flag} needs a value (${spec.arg})`);
-      i++;
-    }
-    raw.set(spec.name, { value, origin: flag });
-  }
+  const help = readFlagArgs(
+    argv,
+    (flag) => FLAGS[flag],
+    raw,
+    (message) => new UsageError(message),
+  );
   if (help)
     return {
       help,
