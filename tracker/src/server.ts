@@ -116,6 +116,8 @@ export interface TrackerOptions {
 }
 
 export const DEFAULT_HEARTBEAT_MS = 15_000;
+/** At most this many ticks per heartbeat round (see the heartbeat timer in createTracker). */
+const HEARTBEAT_SLICES = 50;
 export const DEFAULT_MAX_BAD_FRAMES = 100;
 export const DEFAULT_MAX_MESSAGES_PER_SECOND = 20;
 /** Bursts of this many seconds' worth of the message rate pass (20/s → 100 frames at once). */
@@ -1002,8 +1004,22 @@ export async function createTracker(options: TrackerOptions): Promise<Tracker> {
     });
   });
 
+  // Each connection is pinged once per heartbeatMs, but not all in one go: pinging 20,000 sockets
+  // (and reading their 20,000 pongs) in one loop blocked the event loop for 280–610 ms and made it the
+  // p99 of signal relays (npm run bench:tracker, docs/results/tracker-bench). The round is cut into
+  // up to HEARTBEAT_SLICES ticks of at least ~100 ms, each pinging its share of the connections.
+  const heartbeatSlices = Math.max(1, Math.min(HEARTBEAT_SLICES, Math.floor(heartbeatMs / 100)));
+  let heartbeatRound: Connection[] = [];
+  let heartbeatNext = 0;
   const heartbeat = setInterval(() => {
-    for (const conn of connections) {
+    if (heartbeatNext >= heartbeatRound.length) {
+      heartbeatRound = [...connections];
+      heartbeatNext = 0;
+    }
+    const share = Math.ceil(heartbeatRound.length / heartbeatSlices);
+    for (let k = 0; k < share && heartbeatNext < heartbeatRound.length; k++) {
+      const conn = heartbeatRound[heartbeatNext++];
+      if (conn === undefined || !connections.has(conn)) continue;
       if (conn.missedPongs >= 2) {
         log('info', 'dropping a peer that missed two pongs', {
           remote: conn.remote,
@@ -1015,7 +1031,7 @@ export async function createTracker(options: TrackerOptions): Promise<Tracker> {
       conn.missedPongs++;
       if (conn.socket.readyState === WebSocket.OPEN) conn.socket.ping();
     }
-  }, heartbeatMs);
+  }, heartbeatMs / heartbeatSlices);
   // The server's sockets keep the process alive; the timer alone need not.
   heartbeat.unref();
 

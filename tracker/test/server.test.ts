@@ -393,6 +393,18 @@ describe('keep-alive and shutdown', () => {
     expect(await alive.bootstrap()).toEqual([]);
   });
 
+  it('pings in slices over the round, yet still drops only the silent among many sockets', async () => {
+    // 400 ms rounds cut into 4 ticks of 100 ms: each tick pings a quarter of the 12 sockets.
+    const tracker = await start({ heartbeatMs: 400 });
+    const alive = await Promise.all(Array.from({ length: 11 }, () => connect(tracker)));
+    for (const client of alive) await client.join('hb-sliced');
+    const silent = await connect(tracker, { autoPong: false });
+    await silent.join('hb-sliced');
+    await within(silent.closed, 'silent socket terminated');
+    expect(tracker.metrics().disconnects.heartbeat).toBe(1);
+    for (const client of alive) expect((await client.bootstrap()).length).toBe(10);
+  });
+
   it('closes every client with 1012 (service restart) and stops listening', async () => {
     const tracker = await start();
     const a = await connect(tracker);
