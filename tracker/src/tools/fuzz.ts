@@ -30,6 +30,7 @@ import {
 } from '@chunkycast/wire';
 import { DEFAULT_MAX_BAD_FRAMES } from '../server.js';
 import {
+  CLOSE_REPLACED,
   CLOSE_TOO_MANY_BAD_FRAMES,
   FRAME_CLASSES,
   FrameGenerator,
@@ -136,6 +137,8 @@ export interface TrackerFuzzResult {
   readonly badFramesCutByUs: number;
   /** Viewer joins with the connection's own resume ticket that got their old peer id back. */
   readonly resumesHonoured: number;
+  /** Connections the tracker closed (4000) because a join with their resume ticket took their id. */
+  readonly replacedByResume: number;
   /** Server-initiated closes, by close code. */
   readonly disconnectsByCode: Record<string, number>;
   /** Closes with a code nothing sent had called for (not counted as mismatches; see report). */
@@ -389,6 +392,7 @@ class Stats {
   badFramesAnsweredByDisconnect = 0;
   badFramesCutByUs = 0;
   resumesHonoured = 0;
+  replacedByResume = 0;
   readonly disconnectsByCode: Record<string, number> = {};
   readonly unexpectedDisconnectsByCode: Record<string, number> = {};
   reconnects = 0;
@@ -867,7 +871,12 @@ class Session {
     }
     bump(stats.disconnectsByCode, code);
     const head = this.queue[0];
-    if (head?.kind === 'close') {
+    if (code === CLOSE_REPLACED) {
+      // Replaced by a join that presented this connection's resume ticket: a legitimate end, not
+      // an answer to a frame (the fuzzer's workers keep and re-send real tickets, sometimes while
+      // their previous socket is still registered at the tracker).
+      stats.replacedByResume++;
+    } else if (head?.kind === 'close') {
       this.queue.shift();
       if (head.code !== code)
         this.mismatch('wrongCloseCode', head.sent, `close ${head.code}`, `close ${code}`);
@@ -1110,6 +1119,7 @@ export async function runTrackerFuzz(
       badFramesAnsweredByDisconnect: stats.badFramesAnsweredByDisconnect,
       badFramesCutByUs: stats.badFramesCutByUs,
       resumesHonoured: stats.resumesHonoured,
+      replacedByResume: stats.replacedByResume,
       disconnectsByCode: stats.disconnectsByCode,
       unexpectedDisconnectsByCode: stats.unexpectedDisconnectsByCode,
       reconnects: stats.reconnects,
@@ -1202,6 +1212,7 @@ export function fuzzReportMarkdown(result: TrackerFuzzResult, command: string): 
     `| bad frames answered by an unasked-for disconnect | ${result.badFramesAnsweredByDisconnect} |`,
     `| bad frames not awaited (the fuzzer cut its own connection) | ${result.badFramesCutByUs} |`,
     `| rejoins with the connection's own resume ticket given their id back | ${result.resumesHonoured} |`,
+    `| connections replaced (4000) by a join with their resume ticket | ${result.replacedByResume} |`,
     `| **mismatches** | **${result.mismatches}** |`,
     `| tracker crashed | ${result.trackerCrashed ? `yes (${JSON.stringify(result.trackerExit)})` : 'no'} |`,
     `| tracker shut down cleanly on SIGTERM afterwards | ${result.trackerStoppedCleanly ? 'yes' : 'no'} |`,
