@@ -29,6 +29,7 @@ import {
   startTracker,
   steadinessProblems,
   stopProcess,
+  forEachLine,
   tieToParent,
   viewerUrl,
   waitFor,
@@ -107,29 +108,20 @@ function startSource({ trackerWsUrl, playlistUrl }) {
   tieToParent(proc);
   const records = [];
   const lines = [];
-  let buffer = '';
   const keep = (line) => {
     lines.push(line);
     if (lines.length > 300) lines.shift();
   };
-  proc.stdout.setEncoding('utf8');
-  proc.stdout.on('data', (chunk) => {
-    buffer += chunk;
-    let nl;
-    while ((nl = buffer.indexOf('\n')) >= 0) {
-      const line = buffer.slice(0, nl);
-      buffer = buffer.slice(nl + 1);
-      if (line.trim() === '') continue;
-      keep(line);
-      try {
-        const record = JSON.parse(line);
-        if (record.level !== 'debug') {
-          records.push({ ...record, receivedAt: Date.now() });
-          if (records.length > 500) records.shift();
-        }
-      } catch {
-        // not JSON: kept as a line
+  forEachLine(proc.stdout, (line) => {
+    keep(line);
+    try {
+      const record = JSON.parse(line);
+      if (record.level !== 'debug') {
+        records.push({ ...record, receivedAt: Date.now() });
+        if (records.length > 500) records.shift();
       }
+    } catch {
+      // not JSON: kept as a line
     }
   });
   proc.stderr.setEncoding('utf8');

@@ -126,6 +126,21 @@ function isIsolatedCapable() {
  * Kills `child` if this process dies without stopping it (even by SIGKILL): a shell waits on a
  * pipe from us and, when the pipe closes, kills the child. Returns a function that disarms it.
  */
+/** Calls `onLine` with each non-blank line a child's output stream writes (JSON log lines, mostly). */
+export function forEachLine(readable, onLine) {
+  let buffer = '';
+  readable.setEncoding('utf8');
+  readable.on('data', (chunk) => {
+    buffer += chunk;
+    let nl;
+    while ((nl = buffer.indexOf('\n')) >= 0) {
+      const line = buffer.slice(0, nl);
+      buffer = buffer.slice(nl + 1);
+      if (line.trim() !== '') onLine(line);
+    }
+  });
+}
+
 export function tieToParent(child) {
   if (child.pid === undefined) return () => undefined;
   const guard = spawn('sh', ['-c', `read _; kill -KILL ${child.pid} 2>/dev/null`], {
@@ -308,28 +323,19 @@ export async function startTracker({
   /** @type {(line: object) => void} */
   let onRecord = () => undefined;
   const records = [];
-  let buffer = '';
-  proc.stdout.setEncoding('utf8');
-  proc.stdout.on('data', (chunk) => {
-    buffer += chunk;
-    let nl;
-    while ((nl = buffer.indexOf('\n')) >= 0) {
-      const line = buffer.slice(0, nl);
-      buffer = buffer.slice(nl + 1);
-      if (line.trim() === '') continue;
-      logs.push(line);
-      if (echo === true) process.stderr.write(`tracker: ${line}\n`);
-      try {
-        const record = JSON.parse(line);
-        if (typeof echo === 'function' && echo(record)) process.stderr.write(`tracker: ${line}\n`);
-        if (record.level === 'warn' || record.level === 'error') {
-          records.push(record);
-          if (records.length > 200) records.shift();
-        }
-        onRecord(record);
-      } catch {
-        // not JSON: kept in the ring as is
+  forEachLine(proc.stdout, (line) => {
+    logs.push(line);
+    if (echo === true) process.stderr.write(`tracker: ${line}\n`);
+    try {
+      const record = JSON.parse(line);
+      if (typeof echo === 'function' && echo(record)) process.stderr.write(`tracker: ${line}\n`);
+      if (record.level === 'warn' || record.level === 'error') {
+        records.push(record);
+        if (records.length > 200) records.shift();
       }
+      onRecord(record);
+    } catch {
+      // not JSON: kept in the ring as is
     }
   });
   proc.stderr.setEncoding('utf8');

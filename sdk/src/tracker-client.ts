@@ -7,6 +7,7 @@ import {
   type PeerRole,
   type ServerMessage,
   type TrackerErrorCode,
+  CLOSE_REPLACED,
 } from '@chunkycast/wire';
 import { MeshError, type TrackerConnectionState } from './types.js';
 
@@ -23,12 +24,8 @@ export interface WebSocketLike {
 export type WebSocketFactory = (url: string) => WebSocketLike;
 
 const OPEN = 1;
-/**
- * The tracker's close code for "another connection resumed your identity" (tracker/src/server.ts).
- * Only our current socket matters: getting it means someone else holds our ticket, and taking the
- * id back would make the two of us evict each other in turn, so we come back as a new peer.
- */
-export const CLOSE_REPLACED = 4000;
+/** Re-exported for hosts that watch close codes; its meaning is in wire. */
+export { CLOSE_REPLACED };
 
 /** Time and timers, injectable so tests drive reconnection by hand instead of sleeping. */
 export interface TrackerClock {

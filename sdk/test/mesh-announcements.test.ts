@@ -25,27 +25,13 @@ import {
   type SignalData,
 } from '@chunkycast/wire';
 import { FakeClock } from './tracker-fakes.js';
+import { until } from './until.js';
 
 const LOOPBACK_RTC = { iceServers: [], bindAddress: '127.0.0.1' };
 const STREAM = 'live';
 const SOURCE_ID = 1;
 const SEGMENT_BYTES = 16 * 700;
 const SEGMENT_EVERY_MS = 400;
-
-function until(check: () => boolean, timeoutMs: number, what: string): Promise<void> {
-  const started = Date.now();
-  return new Promise((resolve, reject) => {
-    const timer = setInterval(() => {
-      if (check()) {
-        clearInterval(timer);
-        resolve();
-      } else if (Date.now() - started > timeoutMs) {
-        clearInterval(timer);
-        reject(new Error(`timed out after ${timeoutMs} ms waiting for ${what}`));
-      }
-    }, 25);
-  });
-}
 
 /** A rendezvous stand-in: joins, bootstrap and signalling only. Announcements stop here. */
 class Hub {

@@ -3,6 +3,7 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { LIVE_PROTOCOL, MeshNode, type MeshNodeOptions } from '@chunkycast/sdk/core';
 import type { PeerId, SignalData } from '@chunkycast/wire';
+import { until } from './until.js';
 
 const LOOPBACK_RTC = { iceServers: [], bindAddress: '127.0.0.1' };
 const SOURCE_ID = 1000;
@@ -10,21 +11,6 @@ const SOURCE_ID = 1000;
 interface Member {
   node: MeshNode;
   received: Map<string, Uint8Array>;
-}
-
-function until(check: () => boolean, timeoutMs: number, what: string): Promise<void> {
-  const started = Date.now();
-  return new Promise((resolve, reject) => {
-    const timer = setInterval(() => {
-      if (check()) {
-        clearInterval(timer);
-        resolve();
-      } else if (Date.now() - started > timeoutMs) {
-        clearInterval(timer);
-        reject(new Error(`timed out after ${timeoutMs} ms waiting for ${what}`));
-      }
-    }, 25);
-  });
 }
 
 function swarm(

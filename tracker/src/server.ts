@@ -26,6 +26,7 @@ import {
   type SignedAnnouncement,
   TRACKER_ERROR_CODES,
   type TrackerErrorCode,
+  CLOSE_REPLACED,
 } from '@chunkycast/wire';
 import { silentLogger, type Logger } from './log.js';
 import { importPublicKey } from './keys.js';
@@ -153,8 +154,7 @@ const MAX_PENDING_SIGNALS = 16;
  * a second per stream, so this is only reached by a flood through the store, which is then cut.
  */
 const MAX_QUEUED_REMOTE_ANNOUNCEMENTS = 1024;
-/** Close code a displaced connection gets (4000–4999 are the application's). */
-export const CLOSE_REPLACED = 4000;
+export { CLOSE_REPLACED };
 /** "Service restart": clients reconnect (and resume) at once. */
 export const CLOSE_SERVICE_RESTART = 1012;
 

@@ -17,6 +17,12 @@ export const MAX_BOOTSTRAP_PEERS = 64;
 export const MAX_URI_LENGTH = 1024;
 export const MAX_RECENT_ANNOUNCEMENTS = 16;
 export const MAX_KEY_LENGTH = 256;
+/**
+ * The tracker's WebSocket close code for a connection whose peer id another connection took over
+ * with its resume ticket (4000–4999 are the application's). A peer that gets it must not take the
+ * id back with the same ticket (the two would evict each other in turn): it rejoins as a new peer.
+ */
+export const CLOSE_REPLACED = 4000;
 /** Join tokens and resume tickets are short opaque strings (base64url payload + "." + HMAC). */
 export const MAX_TICKET_LENGTH = 512;
 const TICKET_PATTERN = /^[A-Za-z0-9_.-]+$/;

@@ -30,8 +30,6 @@ const TRACKER_UNDECODED_LIMIT_BYTES = 3 * MAX_TRACKER_FRAME_BYTES;
 export const CLOSE_INVALID_UTF8 = 1007;
 export const CLOSE_TOO_MANY_BAD_FRAMES = 1008;
 export const CLOSE_TOO_BIG = 1009;
-/** The tracker's close of a connection whose peer id a join with its resume ticket took over. */
-export const CLOSE_REPLACED = 4000;
 
 /** What the tracker must do with one frame. */
 export type Verdict =

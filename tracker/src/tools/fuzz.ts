@@ -27,10 +27,10 @@ import {
   type ClientMessage,
   type SegmentAnnouncement,
   type TrackerErrorCode,
+  CLOSE_REPLACED,
 } from '@chunkycast/wire';
 import { DEFAULT_MAX_BAD_FRAMES } from '../server.js';
 import {
-  CLOSE_REPLACED,
   CLOSE_TOO_MANY_BAD_FRAMES,
   FRAME_CLASSES,
   FrameGenerator,
