@@ -104,6 +104,41 @@ export interface ProtocolConfig {
   readonly maxViolationsPerPeer: number;
   /** Bootstrap peers asked of the rendezvous server when joining. */
   readonly bootstrapPeers: number;
+  /**
+   * Repair from neighbours (not in Chunkyspread, which has none; after Bullet's recovery from peers
+   * and CREW's several helpers, shared/briefs/bullet-and-bullet-prime.md). Helpers one round of
+   * missing packets is split across; 0 turns repair off. 3: a helper that is itself missing the
+   * packet, busy or gone costs one NAK or timeout, not the round.
+   */
+  readonly repairHelpers: number;
+  /**
+   * A packet counts as missing this long after it was expected (its slice's measured lag behind
+   * the playout clock). Arrival jitter between tree paths is tens of ms on the thesis network; a
+   * hand-off shifts a slice's lag by up to a few hundred ms, so 300 ms asks rarely for a packet
+   * that is merely late, and still leaves most of a 5 s buffer for the repair.
+   */
+  readonly repairGraceMs: number;
+  /** A repair request unanswered this long (or 2·RTT + 100 ms if shorter) goes to another helper. */
+  readonly repairTimeoutMs: number;
+  /**
+   * Last resort: a packet still missing this close to its playback deadline is fetched from the
+   * origin (HTTP Range in the browser). One origin round trip at the thesis's 650 ms maximum
+   * latency plus a repair's worth of margin.
+   */
+  readonly originLeadMs: number;
+  /**
+   * A helper's repair upload is capped at this fraction of its TL (in slice-equivalents of packet
+   * rate, at least one slice); requests beyond it get BUSY. Repair is a fraction of a stream's loss;
+   * half of TL keeps the total under ML = 1.5·TL (L3632–3634) while serving bursts of requests
+   * after a failure (a quarter left 1 in 3 requests BUSY at 5% loss in a 300-member run).
+   */
+  readonly repairUploadShare: number;
+  /** A helper whose transport to the requester holds more than this unsent replies BUSY (browser: bufferedAmount). */
+  readonly repairBacklogLimitBytes: number;
+  /** Repair packets in flight to one helper at most (requester-side window). */
+  readonly repairWindowPackets: number;
+  /** How often missing packets are looked for and requests sent. */
+  readonly repairScanMs: number;
 }
 
 export const DEFAULT_PROTOCOL: ProtocolConfig = Object.freeze({
@@ -134,6 +169,14 @@ export const DEFAULT_PROTOCOL: ProtocolConfig = Object.freeze({
   rejectBackoffMs: 5000,
   maxViolationsPerPeer: 20,
   bootstrapPeers: 4,
+  repairHelpers: 3,
+  repairGraceMs: 300,
+  repairTimeoutMs: 1500,
+  originLeadMs: 1500,
+  repairUploadShare: 0.5,
+  repairBacklogLimitBytes: 256 * 1024,
+  repairWindowPackets: 32,
+  repairScanMs: 100,
 });
 
 export type Role = 'member' | 'source';
@@ -261,6 +304,14 @@ export function resolveConfig(init: EngineInit): ResolvedConfig {
   checkNumber('offsetAdvertStepMs', protocol.offsetAdvertStepMs, 0, 10_000);
   checkInteger('maxViolationsPerPeer', protocol.maxViolationsPerPeer, 1, 1_000_000);
   checkInteger('bootstrapPeers', protocol.bootstrapPeers, 1, 64);
+  checkInteger('repairHelpers', protocol.repairHelpers, 0, 16);
+  checkInteger('repairGraceMs', protocol.repairGraceMs, 0, 60_000);
+  checkInteger('repairTimeoutMs', protocol.repairTimeoutMs, 1, 60_000);
+  checkInteger('originLeadMs', protocol.originLeadMs, 0, 60_000);
+  checkNumber('repairUploadShare', protocol.repairUploadShare, 0, 10);
+  checkInteger('repairBacklogLimitBytes', protocol.repairBacklogLimitBytes, 0, 1 << 30);
+  checkInteger('repairWindowPackets', protocol.repairWindowPackets, 1, 4096);
+  checkInteger('repairScanMs', protocol.repairScanMs, 1, 60_000);
 
   const targetLoad = init.role === 'source' ? protocol.slices : init.targetLoadSlices;
   checkInteger('targetLoadSlices', targetLoad, 0, 0xfff0);

@@ -32,9 +32,10 @@ import {
 import { resolveConfig, type EngineInit, type ResolvedConfig } from './config.js';
 import { bloomMaskFor } from './mask.js';
 import { shuffleInPlace, type Random } from './random.js';
+import { Repairer } from './repair.js';
 import { PeerState, SliceState, type PendingKind } from './state.js';
 import { Swaplinks } from './swaplinks.js';
-import type { Action, EngineEvent, Input, SwitchKind } from './types.js';
+import type { Action, DeliveryPath, EngineEvent, Input, SwitchKind } from './types.js';
 
 /** Blocks of arrival times kept for the relative-offset measurement. */
 const OFFSET_BLOCKS = 8;
@@ -80,6 +81,9 @@ const CARRIES_SLICE: readonly boolean[] = (() => {
     MessageType.ForcedParentRequest,
     MessageType.TreeLeave,
     MessageType.SliceSourceAssign,
+    MessageType.PacketRepairRequest,
+    MessageType.PacketRepairData,
+    MessageType.PacketRepairNak,
   ])
     table[type] = true;
   return table;
@@ -164,6 +168,8 @@ export class Engine {
   private readonly sliceConfirmed: boolean[] = [];
   /** Receive-only members that declined to root a slice (ML = 0). */
   private readonly declinedRoots = new Set<PeerId>();
+  /** Deadline-aware repair from neighbours and the origin (members only, once a playout clock is set). */
+  readonly repair: Repairer;
 
   constructor(init: EngineInit, random: Random) {
     this.config = resolveConfig(init);
@@ -203,6 +209,26 @@ export class Engine {
       this.config.protocol.walkLength,
       this.config.protocol.walkTimeoutMs,
     );
+    this.repair = new Repairer({
+      protocol: this.config.protocol,
+      id: this.config.id,
+      sourceId: this.config.sourceId,
+      targetLoad: this.config.targetLoad,
+      random: this.random.fork(0x4e9a),
+      slice: (s) => this.slice(s),
+      peer: (id) => this.peers.get(id),
+      neighbours: () => this.swaplinks.neighbours(),
+      maskOf: (peer) => bloomMaskFor(peer),
+      send: (to, message) => {
+        this.send(to, message);
+      },
+      accept: (s, seq, hops, from, payload, via, missingSinceMs) => {
+        this.acceptPacket(s, seq, hops, from, payload, via, missingSinceMs);
+      },
+      fetchOrigin: (slice, seqs) => {
+        this.actions.push({ kind: 'fetchOrigin', slice, seqs });
+      },
+    });
   }
 
   // ───────────────────────────── public API ─────────────────────────────
@@ -220,12 +246,23 @@ export class Engine {
     return this.load;
   }
 
+  /**
+   * Load as others see it and as admission counts it: tree streams plus the repair upload in
+   * slice-equivalents (issue 4: "repair upload is capped and counted in the load"). Shedding
+   * children still looks at tree streams only: repair is bursty and already capped.
+   */
+  private get effectiveLoad(): number {
+    return this.load + (this.config.role === 'member' ? this.repair.loadSlices(this.now) : 0);
+  }
+
   /** The earliest time this engine wants a `timer` input; Infinity when it needs none. */
   nextDeadline(): number {
     if (this.stopped) return Infinity;
     let deadline = this.nextTickAt;
     if (this.quittingUntil < deadline) deadline = this.quittingUntil;
     if (this.floodDeadline < deadline) deadline = this.floodDeadline;
+    const repairAt = this.repair.nextDeadline();
+    if (repairAt < deadline) deadline = repairAt;
     return deadline;
   }
 
@@ -266,6 +303,29 @@ export class Engine {
       case 'peerUnreachable':
         if (this.config.role === 'source') this.sourcePeerUnreachable(input.peer);
         else if (this.peers.has(input.peer)) this.peerFailed(input.peer, 'failed');
+        break;
+      case 'playout':
+        if (this.config.role === 'member')
+          this.repair.setPlayout(now, {
+            zeroAtMs: input.zeroAtMs,
+            packetIntervalMs: input.packetIntervalMs,
+            fromMs: input.fromMs,
+            ...(input.originRttMs !== undefined ? { originRttMs: input.originRttMs } : {}),
+          });
+        break;
+      case 'originPacket':
+        if (
+          this.config.role === 'member' &&
+          Number.isInteger(input.slice) &&
+          input.slice >= 0 &&
+          input.slice < this.config.protocol.slices &&
+          Number.isInteger(input.seq) &&
+          input.seq >= 0
+        )
+          this.repair.onOriginPacket(now, input.slice, input.seq, input.payload);
+        break;
+      case 'transportBacklog':
+        this.repair.setBacklog(input.peer, input.bytes);
         break;
     }
     this.runTimers();
@@ -381,6 +441,7 @@ export class Engine {
         else if (st.floodDecideAt < this.floodDeadline) this.floodDeadline = st.floodDecideAt;
       }
     }
+    if (this.config.role === 'member' && this.quittingUntil === Infinity) this.repair.tick(this.now);
     if (this.now >= this.nextTickAt) {
       const interval = this.config.protocol.decisionIntervalMs;
       this.nextTickAt += interval;
@@ -488,7 +549,18 @@ export class Engine {
       case MessageType.RepairRequest:
       case MessageType.RepairData:
       case MessageType.RepairNak:
-        // Repair between neighbours is the host's business (the host holds the segments).
+        // Segment repair between neighbours is the host's business (the host holds the segments).
+        return;
+      case MessageType.PacketRepairRequest:
+        // Only neighbours and tree relations may ask: a stranger cannot spend our upload.
+        if (this.swaplinks.isNeighbour(from) || this.peers.has(from))
+          this.repair.onRepairRequest(this.now, from, message);
+        return;
+      case MessageType.PacketRepairData:
+        this.repair.onRepairData(this.now, from, message);
+        return;
+      case MessageType.PacketRepairNak:
+        this.repair.onRepairNak(this.now, from, message);
         return;
     }
   }
@@ -556,6 +628,7 @@ export class Engine {
       st.hops = msg.hops;
     }
     st.lastDataAt = this.now;
+    this.repair.onTreePacket(this.now, s, msg.seq);
     if (st.highestSeq >= 0 && msg.seq <= st.highestSeq - st.ringSize) {
       this.counters.latePackets++;
       return;
@@ -587,8 +660,29 @@ export class Engine {
       hops: msg.hops,
       from,
       payload: msg.payload,
+      via: 'tree',
+      missingSinceMs: null,
     });
     this.forward(st, s, msg.seq, msg.bloom, msg.hops, msg.payload);
+  }
+
+  /**
+   * A packet that came around the tree (repair or origin), already remembered in the ring: to the
+   * application, and on down our subtree, which is missing it too.
+   */
+  private acceptPacket(
+    s: number,
+    seq: number,
+    hops: number,
+    from: PeerId,
+    payload: Uint8Array,
+    via: DeliveryPath,
+    missingSinceMs: number,
+  ): void {
+    const st = this.slice(s);
+    this.counters.packetsDelivered++;
+    this.actions.push({ kind: 'deliver', slice: s, seq, hops, from, payload, via, missingSinceMs });
+    this.forward(st, s, seq, st.filter, st.hops, payload);
   }
 
   private forward(
@@ -742,7 +836,7 @@ export class Engine {
     return {
       type: MessageType.Advert,
       full,
-      load: Math.min(0xffff, this.load),
+      load: Math.min(0xffff, this.effectiveLoad),
       targetLoad: this.config.targetLoad,
       lowerLatencyThreshold: this.config.lowerLatencyThreshold,
       upperLatencyThreshold: this.config.upperLatencyThreshold,
@@ -846,6 +940,7 @@ export class Engine {
   private peerFailed(peerId: PeerId, reason: 'failed' | 'quit' | 'cutOff'): void {
     this.instructedUntil.delete(peerId);
     this.reports = this.reports.filter((r) => r.child !== peerId);
+    this.repair.forgetPeer(peerId);
     this.emit({ type: 'neighbourDown', peer: peerId, reason });
     // Trees first (so no hand-off is attempted with a dead parent), then links.
     for (let s = 0; s < this.sliceStates.length; s++) {
@@ -1020,7 +1115,7 @@ export class Engine {
     // during a flood that is what lets a tree grow faster than one request round trip per level.
     const existing = st.children.get(from);
     if (existing === undefined || existing.untilSeq !== Infinity) {
-      if (this.load + 1 > this.config.maxLoad) {
+      if (this.effectiveLoad + 1 > this.config.maxLoad) {
         this.reject(from, s, msg.fromSeq, RejectReason.OverMaxLoad);
         return;
       }
@@ -1089,7 +1184,7 @@ export class Engine {
       this.reject(from, s, msg.handoffSeq, RejectReason.Loop);
       return;
     }
-    if (this.load + 1 > this.config.maxLoad) {
+    if (this.effectiveLoad + 1 > this.config.maxLoad) {
       this.reject(from, s, msg.handoffSeq, RejectReason.OverMaxLoad);
       return;
     }

@@ -4,3 +4,4 @@ export * from './mask.js';
 export * from './types.js';
 export { Engine, type EngineCounters } from './engine.js';
 export { Swaplinks, type SwaplinksHost } from './swaplinks.js';
+export { Repairer, type RepairCounters, type RepairHost } from './repair.js';

@@ -53,6 +53,18 @@ export class PeerState {
     );
   }
 
+  /** Bits this peer's advertised filter for `slice` shares with `filter` (common ancestry). */
+  sharedFilterBits(slice: number, filter: Bloom128): number {
+    const f = this.sliceFilters;
+    const o = slice * 4;
+    return (
+      bitCount((f[o] ?? 0) & filter[0]) +
+      bitCount((f[o + 1] ?? 0) & filter[1]) +
+      bitCount((f[o + 2] ?? 0) & filter[2]) +
+      bitCount((f[o + 3] ?? 0) & filter[3])
+    );
+  }
+
   setFilter(slice: number, filter: Bloom128): void {
     const o = slice * 4;
     this.sliceFilters[o] = filter[0];
@@ -181,4 +193,11 @@ export class SliceState {
     const slot = seq % this.ringSeq.length;
     return this.ringSeq[slot] === (seq | 0) ? this.ringPayload[slot] : undefined;
   }
+}
+
+function bitCount(x: number): number {
+  let v = x >>> 0;
+  v -= (v >>> 1) & 0x55555555;
+  v = (v & 0x33333333) + ((v >>> 2) & 0x33333333);
+  return (((v + (v >>> 4)) & 0x0f0f0f0f) * 0x01010101) >>> 24;
 }

@@ -21,7 +21,36 @@ export type Input =
    * the thesis's static scenario does with its offline Swaplinks trace, L3587–3596). Repeats are
    * multi-links.
    */
-  | { readonly kind: 'installLinks'; readonly out: readonly PeerId[]; readonly in: readonly PeerId[] };
+  | { readonly kind: 'installLinks'; readonly out: readonly PeerId[]; readonly in: readonly PeerId[] }
+  /**
+   * The application's playback clock, which turns packets into deadlines: packet `seq` of `slice`
+   * plays at `zeroAtMs + (seq + slice / M) · packetIntervalMs` (host time), and nothing before
+   * `fromMs` is needed. Until a host gives one, the engine repairs nothing. Again to move it.
+   */
+  | {
+      readonly kind: 'playout';
+      readonly zeroAtMs: number;
+      readonly packetIntervalMs: number;
+      readonly fromMs: number;
+      /**
+       * Measured round trip of an origin fetch, if the host knows it: the last resort is then left
+       * until 1.5 × this + 200 ms before the deadline (capped by `originLeadMs`), which leaves the
+       * mesh more time. Without it, `originLeadMs`.
+       */
+      readonly originRttMs?: number;
+    }
+  /** A packet the host fetched from the origin after a `fetchOrigin` action. */
+  | {
+      readonly kind: 'originPacket';
+      readonly slice: number;
+      readonly seq: number;
+      readonly payload: Uint8Array;
+    }
+  /** Bytes queued but unsent on the transport to `peer` (a data channel's bufferedAmount). */
+  | { readonly kind: 'transportBacklog'; readonly peer: PeerId; readonly bytes: number };
+
+/** How a packet reached this node. */
+export type DeliveryPath = 'tree' | 'repair' | 'origin';
 
 export type SwitchKind = 'load' | 'latency' | 'forced';
 
@@ -67,7 +96,12 @@ export type Action =
       readonly hops: number;
       readonly from: PeerId;
       readonly payload: Uint8Array;
+      readonly via: DeliveryPath;
+      /** When the engine first counted it missing (repair and origin), else null. */
+      readonly missingSinceMs: number | null;
     }
+  /** Last resort: fetch these packets of `slice` from the origin and hand them back as `originPacket`. */
+  | { readonly kind: 'fetchOrigin'; readonly slice: number; readonly seqs: readonly number[] }
   | { readonly kind: 'requestBootstrap'; readonly count: number }
   /** The host may close its transport to this peer. */
   | { readonly kind: 'disconnect'; readonly peer: PeerId }

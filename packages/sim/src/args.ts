@@ -18,7 +18,13 @@ Options:
   --stream-kbps K        stream rate, sets data packet sizes on uplinks (default ${DEFAULT_RUN.streamKbps})
   --uplink-headroom H    uplink capacity = H × ML × slice rate; 0 = unlimited, the thesis's model
                          (default ${DEFAULT_RUN.uplinkHeadroom})
-  --data-loss F          probability a data packet is lost on a link (default 0)
+  --data-loss F          long-run fraction of data packets lost on a link (default 0)
+  --loss-model M         gilbert (Gilbert–Elliott bursts, default) or bernoulli (independent)
+  --loss-burst N         mean burst length in packets for gilbert (default ${DEFAULT_RUN.lossBurstPackets})
+  --loss-at W            all (every link, default) or sources (only the trees' first hops: the true
+                         source's links and each slice source's)
+  --buffer-ms MS         playback buffer behind the slowest first packet (default ${DEFAULT_RUN.playbackBufferMs});
+                         a packet later than its play time is a missed deadline
   --graceful F           fraction of churn departures that quit gracefully (default 0)
   --set NAME=VALUE       override a protocol constant (repeatable), e.g. --set latencySwitchMarginMs=80
                          names: ${Object.keys(DEFAULT_PROTOCOL).join(', ')}
@@ -95,6 +101,30 @@ export function parseArgs(
         options.dataLoss = parseNumber(flag, take());
         if (options.dataLoss < 0 || options.dataLoss >= 1)
           throw new UsageError('--data-loss must be in [0, 1)');
+        break;
+      case '--loss-model': {
+        const model = take();
+        if (model !== 'gilbert' && model !== 'bernoulli')
+          throw new UsageError(`--loss-model must be gilbert or bernoulli, got "${model}"`);
+        options.lossModel = model;
+        break;
+      }
+      case '--loss-burst':
+        options.lossBurstPackets = parseNumber(flag, take());
+        if (options.lossBurstPackets < 1 || options.lossBurstPackets > 1000)
+          throw new UsageError('--loss-burst must be in [1, 1000]');
+        break;
+      case '--loss-at': {
+        const where = take();
+        if (where !== 'all' && where !== 'sources')
+          throw new UsageError(`--loss-at must be all or sources, got "${where}"`);
+        options.lossAt = where;
+        break;
+      }
+      case '--buffer-ms':
+        options.playbackBufferMs = parseNumber(flag, take());
+        if (options.playbackBufferMs < 0 || options.playbackBufferMs > 60_000)
+          throw new UsageError('--buffer-ms must be in [0, 60000]');
         break;
       case '--graceful':
         options.gracefulLeaveFraction = parseNumber(flag, take());

@@ -1,5 +1,12 @@
 import { DEFAULT_PROTOCOL } from '@chunkycast/engine';
-import { NOT_RECEIVED, type MemberRecord, type SimResult } from './simulation.js';
+import {
+  NOT_RECEIVED,
+  VIA_ORIGIN,
+  VIA_REPAIR,
+  VIA_TREE,
+  type MemberRecord,
+  type SimResult,
+} from './simulation.js';
 import { percentile } from './stats.js';
 
 /** The run's figures, in the shape other tools read (`summary.json`); keep field names stable. */
@@ -67,6 +74,52 @@ export interface Summary {
     p90SecondsPerSlice5sBuffer: number;
     undisruptedSliceFraction5sBuffer: number;
   };
+  /**
+   * Every packet a playing member needed (play time from its start of playback to its departure or
+   * the run's end), by how it first arrived; `missed` = not there by its play time. The playout
+   * delay is fixed per member: its slowest first packet's delay plus `bufferMs`.
+   */
+  playback: {
+    bufferMs: number;
+    packets: number;
+    tree: number;
+    repair: number;
+    origin: number;
+    parity: number;
+    missed: number;
+    /** Of the missed: never arrived at all (the rest came too late). */
+    missedNeverArrived: number;
+    onTimeFraction: number;
+    /** Members with at least one missed packet. */
+    membersWithMisses: number;
+    members: number;
+  };
+  repair: {
+    packetsMissing: number;
+    requestsSent: number;
+    packetsRequested: number;
+    packetsReceived: number;
+    naksNotHeld: number;
+    naksBusy: number;
+    naksPending: number;
+    timeouts: number;
+    packetsServed: number;
+    refusedBusy: number;
+    unsolicitedDropped: number;
+    expired: number;
+    /** Missing → arrival, ms, over repaired packets (and over origin fetches). */
+    latencyMs: { p50: number; p90: number; p99: number; max: number; count: number };
+    originLatencyMs: { p50: number; p90: number; p99: number; max: number; count: number };
+    /** Copies received of packets already held (tree duplicates, late repairs and origin copies) ÷ unique. */
+    duplicateFraction: number;
+  };
+  origin: {
+    requests: number;
+    packets: number;
+    bytes: number;
+    /** Origin bytes ÷ (packets needed × packet size): the share of the stream × audience. */
+    shareOfAudienceBytes: number;
+  };
   loops: { detected: number };
   health: {
     decodeErrors: number;
@@ -89,6 +142,8 @@ export interface Distributions {
   recoveryFromFailureSeconds: number[];
   disruption0s: number[];
   disruption5s: number[];
+  repairLatencyMs: number[];
+  originLatencyMs: number[];
 }
 
 /** Max without spreading (arrays here can exceed the engine's argument limit). */
@@ -128,9 +183,79 @@ function seqAtOrAfter(times: Float64Array, emitted: number, t: number): number {
 }
 
 function delayOf(m: MemberRecord, slice: number, seq: number): number {
-  const base = m.firstSeq[slice] ?? -1;
-  if (base < 0 || seq < base) return NOT_RECEIVED;
-  return m.delays[slice]?.[seq - base] ?? NOT_RECEIVED;
+  if (seq < m.baseSeq) return NOT_RECEIVED;
+  return m.delays[slice]?.[seq - m.baseSeq] ?? NOT_RECEIVED;
+}
+
+function viaOf(m: MemberRecord, slice: number, seq: number): number {
+  if (seq < m.baseSeq) return 0;
+  return m.via[slice]?.[seq - m.baseSeq] ?? 0;
+}
+
+function latencySummary(values: number[]): {
+  p50: number;
+  p90: number;
+  p99: number;
+  max: number;
+  count: number;
+} {
+  return {
+    p50: round(p(values, 50), 1),
+    p90: round(p(values, 90), 1),
+    p99: round(p(values, 99), 1),
+    max: round(maxOf(values, 0), 1),
+    count: values.length,
+  };
+}
+
+/** How each needed packet reached each playing member, against its play time (see Summary.playback). */
+function playbackBreakdown(result: SimResult, end: number): Summary['playback'] {
+  const out: Summary['playback'] = {
+    bufferMs: result.playbackBufferMs,
+    packets: 0,
+    tree: 0,
+    repair: 0,
+    origin: 0,
+    parity: 0,
+    missed: 0,
+    missedNeverArrived: 0,
+    onTimeFraction: 1,
+    membersWithMisses: 0,
+    members: 0,
+  };
+  for (const m of result.members) {
+    const delay = m.playoutDelayMs;
+    if (Number.isNaN(delay)) continue;
+    const until = Math.min(m.leftAt, end);
+    if (until <= m.playFromMs) continue;
+    out.members++;
+    let missedHere = 0;
+    for (let s = 0; s < result.slices; s++) {
+      const times = result.emitTimes[s];
+      if (times === undefined) continue;
+      const emitted = result.emittedPerSlice[s] ?? 0;
+      const a = seqAtOrAfter(times, emitted, m.playFromMs - delay);
+      const b = seqAtOrAfter(times, emitted, until - delay);
+      for (let k = a; k < b; k++) {
+        out.packets++;
+        const d = delayOf(m, s, k);
+        // Delays are logged in whole ms: allow the rounding.
+        if (d === NOT_RECEIVED || d > delay + 1) {
+          missedHere++;
+          if (d === NOT_RECEIVED) out.missedNeverArrived++;
+          continue;
+        }
+        const v = viaOf(m, s, k);
+        if (v === VIA_TREE) out.tree++;
+        else if (v === VIA_REPAIR) out.repair++;
+        else if (v === VIA_ORIGIN) out.origin++;
+      }
+    }
+    out.missed += missedHere;
+    if (missedHere > 0) out.membersWithMisses++;
+  }
+  out.onTimeFraction = round(1 - out.missed / Math.max(1, out.packets), 6);
+  return out;
 }
 
 /** Shortest overlay latency from the true source to every member (Dijkstra over the final neighbour graph). */
@@ -285,11 +410,42 @@ export function summarize(
   let duplicates = 0;
   let uniqueDelivered = 0;
   let loops = 0;
+  let repairDuplicates = 0;
+  const repairTotals = {
+    packetsMissing: 0,
+    requestsSent: 0,
+    packetsRequested: 0,
+    packetsReceived: 0,
+    naksNotHeld: 0,
+    naksBusy: 0,
+    naksPending: 0,
+    timeouts: 0,
+    packetsServed: 0,
+    refusedBusy: 0,
+    unsolicitedDropped: 0,
+    expired: 0,
+  };
   let stray = 0;
   let late = 0;
   const switches = { load: 0, latency: 0, forced: 0 };
   let rejections = 0;
   for (const m of result.members) {
+    const r = m.finalRepair;
+    if (r !== null) {
+      repairDuplicates += r.duplicatesRepaired + r.repairPacketsUnsolicited;
+      repairTotals.packetsMissing += r.packetsMissing;
+      repairTotals.requestsSent += r.repairRequestsSent;
+      repairTotals.packetsRequested += r.repairPacketsRequested;
+      repairTotals.packetsReceived += r.repairPacketsReceived;
+      repairTotals.naksNotHeld += r.repairNaksNotHeld;
+      repairTotals.naksBusy += r.repairNaksBusy;
+      repairTotals.naksPending += r.repairNaksPending;
+      repairTotals.timeouts += r.repairTimeouts;
+      repairTotals.packetsServed += r.repairPacketsServed;
+      repairTotals.refusedBusy += r.repairPacketsRefusedBusy;
+      repairTotals.unsolicitedDropped += r.repairPacketsUnsolicited;
+      repairTotals.expired += r.packetsExpired;
+    }
     const c = m.finalCounters;
     if (c !== null) {
       duplicates += c.duplicatePackets;
@@ -438,6 +594,9 @@ export function summarize(
   const overrides: Record<string, number> = {};
   for (const [k, v] of Object.entries(o.protocol)) if (typeof v === 'number') overrides[k] = v;
 
+  const playback = playbackBreakdown(result, end);
+  const repairLatency = [...result.repairLatencyMs];
+  const originLatency = [...result.originLatencyMs];
   const summary: Summary = {
     scenario,
     nodes,
@@ -508,6 +667,19 @@ export function summarize(
         disruption5.filter((x) => x === 0).length / Math.max(1, disruption5.length),
       ),
     },
+    playback,
+    repair: {
+      ...repairTotals,
+      latencyMs: latencySummary(repairLatency),
+      originLatencyMs: latencySummary(originLatency),
+      duplicateFraction: round((duplicates + repairDuplicates) / Math.max(1, uniqueDelivered), 6),
+    },
+    origin: {
+      requests: result.originRequests,
+      packets: result.originPackets,
+      bytes: result.originBytes,
+      shareOfAudienceBytes: round(result.originBytes / Math.max(1, playback.packets * result.packetBytes), 6),
+    },
     loops: { detected: loops },
     health: {
       decodeErrors: result.decodeErrors,
@@ -530,6 +702,8 @@ export function summarize(
       recoveryFromFailureSeconds: recoveryFromFailure,
       disruption0s: disruption0,
       disruption5s: disruption5,
+      repairLatencyMs: repairLatency,
+      originLatencyMs: originLatency,
     },
   };
 }

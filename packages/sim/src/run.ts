@@ -14,6 +14,10 @@ export interface RunOptions {
   streamKbps: number;
   uplinkHeadroom: number;
   dataLoss: number;
+  lossModel: 'gilbert' | 'bernoulli';
+  lossBurstPackets: number;
+  lossAt: 'all' | 'sources';
+  playbackBufferMs: number;
   gracefulLeaveFraction: number;
   protocol: Partial<ProtocolConfig>;
   onProgress?: (progress: SimProgress) => void;
@@ -28,6 +32,10 @@ export const DEFAULT_RUN: Omit<RunOptions, 'scenario'> = {
   streamKbps: 1024,
   uplinkHeadroom: 1.1,
   dataLoss: 0,
+  lossModel: 'gilbert',
+  lossBurstPackets: 4,
+  lossAt: 'all',
+  playbackBufferMs: 5000,
   gracefulLeaveFraction: 0,
   protocol: {},
 };
@@ -66,6 +74,10 @@ export function runScenario(options: RunOptions): RunOutput {
     streamKbps: options.streamKbps,
     uplinkHeadroom: options.uplinkHeadroom,
     dataLoss: options.dataLoss,
+    lossModel: options.lossModel,
+    lossBurstPackets: options.lossBurstPackets,
+    lossAt: options.lossAt,
+    playbackBufferMs: options.playbackBufferMs,
     gracefulLeaveFraction: options.gracefulLeaveFraction,
     targetLoadMin: 4,
     targetLoadMax: 28,

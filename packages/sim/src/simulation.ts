@@ -11,9 +11,11 @@ import {
   type EngineEvent,
   type ProtocolConfig,
   type Random,
+  type RepairCounters,
 } from '@chunkycast/engine';
 import { MessageType, SlabAllocator, decode, encode, isSwitchMessage, type Message } from '@chunkycast/wire';
 import { createLatencyModel, type LatencyModel } from './latency.js';
+import { BernoulliLinks, GilbertElliottLinks, type LinkLossModel } from './loss.js';
 import { EventQueue } from './queue.js';
 import type { ScenarioPlan } from './scenarios.js';
 
@@ -32,8 +34,21 @@ export interface SimOptions {
    * the thesis's model, which computed travel times from latency alone (L3596–3602).
    */
   readonly uplinkHeadroom: number;
-  /** Probability that a data packet is lost on a link (control is reliable, as the thesis's TCP, L3581–3583). */
+  /** Long-run fraction of data packets lost on a link (control is reliable, as the thesis's TCP, L3581–3583). */
   readonly dataLoss: number;
+  /** Independent loss per packet, or Gilbert–Elliott bursts of mean `lossBurstPackets` (default). */
+  readonly lossModel?: 'bernoulli' | 'gilbert';
+  readonly lossBurstPackets?: number;
+  /**
+   * Which links lose: every member-to-member link, or only the first hops of the trees (the true
+   * source's links and the links out of each slice source), where a loss hits a whole tree.
+   */
+  readonly lossAt?: 'all' | 'sources';
+  /**
+   * Playback buffer: a member starts playing this long after all its slices have arrived, at a
+   * fixed delay (its slowest first packet's delay plus this); a packet later than that is missed.
+   */
+  readonly playbackBufferMs?: number;
   /** Fraction of churn departures that are graceful quits (the rest fail abruptly). */
   readonly gracefulLeaveFraction: number;
   /** TL range in slices, uniform (L3618–3630: 4–28). */
@@ -62,6 +77,15 @@ const EV_LEAVE = 4;
 const EV_BOOTSTRAP = 5;
 const EV_SAMPLE = 6;
 const EV_BURST = 7;
+const EV_ORIGIN = 8;
+
+/** How a packet reached a member, as recorded per packet (0 = never). */
+export const VIA_NONE = 0;
+export const VIA_TREE = 1;
+export const VIA_REPAIR = 2;
+export const VIA_ORIGIN = 3;
+/** Request and response headers charged per origin range fetch (HTTP/1.1 with a Range header). */
+export const ORIGIN_REQUEST_OVERHEAD_BYTES = 400;
 
 interface SimEvent {
   readonly kind: number;
@@ -73,6 +97,8 @@ interface SimEvent {
 }
 
 const SOURCE_ID = 0;
+/** Packets logged before a member's first one (see newMember). */
+const REPAIR_LOOKBACK_PACKETS = 4;
 const RENDEZVOUS_ID = 0xffff_fff0;
 /** A packet stuck this long in a sender's uplink queue is dropped (tail drop). */
 const MAX_UPLINK_QUEUE_MS = 2000;
@@ -94,14 +120,25 @@ export class MemberRecord {
   timerAt = Infinity;
   timerGen = 0;
   uplinkFreeAt = 0;
-  /** Per slice: first sequence number logged, and each packet's delay (ms) or NOT_RECEIVED. */
+  /** Per slice: first sequence number received (−1: none yet). */
   readonly firstSeq: Int32Array;
+  /** Sequence number of index 0 in `delays` and `via` (the stream's position when the member came). */
+  readonly baseSeq: number;
+  /** Per slice, per packet from baseSeq: its delay (ms) or NOT_RECEIVED, and how it came (VIA_*). */
   readonly delays: Uint16Array[];
+  readonly via: Uint8Array[];
+  /** First-packet delay per slice (ms), for the playout delay. */
+  readonly firstDelay: Float64Array;
+  /** Fixed playout delay behind the source (ms), once all slices have arrived; NaN before. */
+  playoutDelayMs = Number.NaN;
+  /** Playback starts here (completeAt + buffer). */
+  playFromMs = Infinity;
   readonly measureSum: Float64Array;
   readonly measureCount: Uint32Array;
   readonly hops: Uint8Array;
   switchMsgsThisSecond = 0;
   finalCounters: EngineCounters | null = null;
+  finalRepair: RepairCounters | null = null;
   controlBytesSent = 0;
   finalLoad = 0;
 
@@ -116,10 +153,14 @@ export class MemberRecord {
     slices: number,
     capacitySeqs: number,
     streamStartMs: number,
+    baseSeq: number,
   ) {
     this.startupFrom = Math.max(joinedAt, streamStartMs);
     this.firstSeq = new Int32Array(slices).fill(-1);
+    this.baseSeq = baseSeq;
     this.delays = Array.from({ length: slices }, () => new Uint16Array(capacitySeqs).fill(NOT_RECEIVED));
+    this.via = Array.from({ length: slices }, () => new Uint8Array(capacitySeqs));
+    this.firstDelay = new Float64Array(slices).fill(Number.NaN);
     this.measureSum = new Float64Array(slices);
     this.measureCount = new Uint32Array(slices);
     this.hops = new Uint8Array(slices);
@@ -162,6 +203,19 @@ export interface SimResult {
   readonly sliceSourceChanges: number;
   readonly packetIntervalMs: number;
   readonly slices: number;
+  /** Data packets lost by the link loss model (repair replies included), and all it decided. */
+  readonly lossDecisions: number;
+  /** Origin fetches: requests, packets and bytes (payload at the nominal packet size + headers). */
+  readonly originRequests: number;
+  readonly originPackets: number;
+  readonly originBytes: number;
+  /** Repair replies sent, and the bytes they cost. */
+  readonly repairPacketsSent: number;
+  /** Time from "missing" to arrival, ms, for every packet delivered by repair / by the origin. */
+  readonly repairLatencyMs: readonly number[];
+  readonly originLatencyMs: readonly number[];
+  readonly packetBytes: number;
+  readonly playbackBufferMs: number;
 }
 
 function quantile(sorted: number[], p: number): number {
@@ -208,6 +262,16 @@ export class Simulation {
   private decodeErrors = 0;
   private protocolViolations = 0;
   private sliceSourceChanges = 0;
+  private readonly loss: LinkLossModel | null;
+  /** Current slice source of each slice (for losses placed at the trees' first hops). */
+  private readonly sliceSourceIds: number[];
+  private originRequests = 0;
+  private originPackets = 0;
+  private originBytes = 0;
+  private repairPacketsSent = 0;
+  private readonly repairLatencyMs: number[] = [];
+  private readonly originLatencyMs: number[] = [];
+  private readonly playbackBufferMs: number;
   private readonly protocol: Partial<ProtocolConfig>;
   private joinsScheduled = 0;
 
@@ -228,6 +292,18 @@ export class Simulation {
     const seqs = Math.ceil((plan.durationMs / 1000) * options.packetsPerSlicePerSecond) + 4;
     this.capacitySeqs = seqs;
     this.emitTimes = Array.from({ length: this.slices }, () => new Float64Array(seqs).fill(Number.NaN));
+    this.sliceSourceIds = new Array<number>(this.slices).fill(-1);
+    this.playbackBufferMs = options.playbackBufferMs ?? 5000;
+    const lossRandom = this.random.fork(0x1055);
+    this.loss =
+      options.dataLoss <= 0
+        ? null
+        : (options.lossModel ?? 'gilbert') === 'bernoulli'
+          ? new BernoulliLinks(options.dataLoss, lossRandom)
+          : new GilbertElliottLinks(
+              { meanLoss: options.dataLoss, meanBurstPackets: options.lossBurstPackets ?? 4 },
+              lossRandom,
+            );
   }
 
   run(): SimResult {
@@ -291,6 +367,15 @@ export class Simulation {
       sliceSourceChanges: this.sliceSourceChanges,
       packetIntervalMs: this.packetIntervalMs,
       slices: this.slices,
+      lossDecisions: this.loss?.packets ?? 0,
+      originRequests: this.originRequests,
+      originPackets: this.originPackets,
+      originBytes: this.originBytes,
+      repairPacketsSent: this.repairPacketsSent,
+      repairLatencyMs: this.repairLatencyMs,
+      originLatencyMs: this.originLatencyMs,
+      packetBytes: this.packetBytes,
+      playbackBufferMs: this.playbackBufferMs,
     };
   }
 
@@ -377,9 +462,17 @@ export class Simulation {
     );
     const cfg = engine.config;
     const uplinkBytesPerMs = Math.max(cfg.maxLoad, 1) * this.sliceBytesPerMs * this.options.uplinkHeadroom;
+    // Logged from a little before the stream's position at the join: repair may bring packets
+    // older than the first one the tree delivers.
+    const baseSeq = Math.max(
+      0,
+      Math.floor((now - this.options.plan.streamStartMs) / this.packetIntervalMs) - REPAIR_LOOKBACK_PACKETS,
+    );
     const remainingSeqs = Math.min(
       this.capacitySeqs,
-      Math.ceil(((this.options.plan.durationMs - now) / 1000) * this.options.packetsPerSlicePerSecond) + 8,
+      Math.ceil(((this.options.plan.durationMs - now) / 1000) * this.options.packetsPerSlicePerSecond) +
+        8 +
+        REPAIR_LOOKBACK_PACKETS,
     );
     const m = new MemberRecord(
       id,
@@ -392,6 +485,7 @@ export class Simulation {
       this.slices,
       remainingSeqs,
       this.options.plan.streamStartMs,
+      baseSeq,
     );
     m.engine = engine;
     m.alive = true;
@@ -507,6 +601,7 @@ export class Simulation {
     const engine = m.engine;
     if (engine !== null) {
       m.finalCounters = { ...engine.counters };
+      m.finalRepair = { ...engine.repair.counters };
       m.finalLoad = engine.currentLoad;
     }
     if (!removeFromSwarm) {
@@ -570,6 +665,9 @@ export class Simulation {
       case EV_BURST:
         this.burst(now);
         return;
+      case EV_ORIGIN:
+        this.originArrived(ev, now);
+        return;
     }
   }
 
@@ -594,6 +692,11 @@ export class Simulation {
     const m = this.byId[ev.node];
     const engine = m?.engine;
     if (m === undefined || engine === null || engine === undefined || !m.alive) return;
+    if (decoded.message.type === MessageType.PacketRepairRequest && this.options.uplinkHeadroom > 0) {
+      // The helper's transport backlog, as a browser reads a data channel's bufferedAmount.
+      const bytes = Math.max(0, m.uplinkFreeAt - now) * m.uplinkBytesPerMs;
+      this.apply(m, engine.handle(now, { kind: 'transportBacklog', peer: ev.from, bytes }), now);
+    }
     this.apply(m, engine.handle(now, { kind: 'message', from: ev.from, message: decoded.message }), now);
   }
 
@@ -694,7 +797,17 @@ export class Simulation {
           this.transmit(m, fromId, action.to, action.message, now);
           break;
         case 'deliver':
-          if (m !== null) this.recordDelivery(m, action.slice, action.seq, action.hops, now);
+          if (m !== null) {
+            this.recordDelivery(m, action.slice, action.seq, action.hops, now, action.via);
+            if (action.missingSinceMs !== null && action.via !== 'tree') {
+              (action.via === 'repair' ? this.repairLatencyMs : this.originLatencyMs).push(
+                now - action.missingSinceMs,
+              );
+            }
+          }
+          break;
+        case 'fetchOrigin':
+          if (m !== null) this.fetchOrigin(m, action.slice, action.seqs, now);
           break;
         case 'requestBootstrap':
           this.answerBootstrap(fromId, action.count, now);
@@ -742,6 +855,10 @@ export class Simulation {
         return;
       case 'sliceSource':
         if (m === null && event.assigned) this.sliceSourceChanges++;
+        if (m !== null) {
+          if (event.assigned) this.sliceSourceIds[event.slice] = m.id;
+          else if (this.sliceSourceIds[event.slice] === m.id) this.sliceSourceIds[event.slice] = -1;
+        }
         return;
       case 'stopped':
         if (m !== null) this.retire(m, now, true);
@@ -766,7 +883,9 @@ export class Simulation {
 
   private transmit(m: MemberRecord | null, from: number, to: number, message: Message, now: number): void {
     const bytes = encode(message, this.slab.allocate);
-    const isData = message.type === MessageType.Data;
+    const isRepairData = message.type === MessageType.PacketRepairData;
+    const isData = message.type === MessageType.Data || isRepairData;
+    if (isRepairData) this.repairPacketsSent++;
     if (!isData) {
       this.controlBytesByType.set(
         message.type,
@@ -799,7 +918,7 @@ export class Simulation {
       if (m === null) this.sourceUplinkFreeAt = departure;
       else m.uplinkFreeAt = departure;
     }
-    if (isData && this.options.dataLoss > 0 && this.random.nextFloat() < this.options.dataLoss) {
+    if (isData && this.loss !== null && this.linkLoses(from, to, message)) {
       this.dataPacketsLost++;
       return;
     }
@@ -807,20 +926,67 @@ export class Simulation {
     this.queue.push(arrival, this.ev(EV_DELIVER, to, from, bytes));
   }
 
-  private recordDelivery(m: MemberRecord, slice: number, seq: number, hops: number, now: number): void {
+  /** Loss on this link for this packet, where the run places it. */
+  private linkLoses(from: number, to: number, message: Message): boolean {
+    const loss = this.loss;
+    if (loss === null) return false;
+    if ((this.options.lossAt ?? 'all') === 'sources') {
+      const slice = (message as { readonly slice: number }).slice;
+      if (from !== SOURCE_ID && this.sliceSourceIds[slice] !== from) return false;
+    }
+    return loss.lost(from, to);
+  }
+
+  /**
+   * The origin (an HTTP server beside the true source) answers a byte-range request after a round
+   * trip between the member and the source's location; its bytes are what the mesh failed to save.
+   */
+  private fetchOrigin(m: MemberRecord, slice: number, seqs: readonly number[], now: number): void {
+    if (seqs.length === 0) return;
+    this.originRequests++;
+    this.originPackets += seqs.length;
+    this.originBytes += seqs.length * this.packetBytes + ORIGIN_REQUEST_OVERHEAD_BYTES;
+    const rtt = 2 * this.latency.latencyMs(m.id, SOURCE_ID);
+    this.queue.push(Math.ceil(now + rtt), this.ev(EV_ORIGIN, m.id, slice, null, [...seqs]));
+  }
+
+  private originArrived(ev: SimEvent, now: number): void {
+    const m = this.byId[ev.node];
+    const engine = m?.engine;
+    if (m === undefined || engine === null || engine === undefined || !m.alive) return;
+    for (const seq of ev.peers ?? [])
+      this.apply(
+        m,
+        engine.handle(now, { kind: 'originPacket', slice: ev.from, seq, payload: this.emptyPayload }),
+        now,
+      );
+  }
+
+  private recordDelivery(
+    m: MemberRecord,
+    slice: number,
+    seq: number,
+    hops: number,
+    now: number,
+    via: 'tree' | 'repair' | 'origin',
+  ): void {
     const emitted = this.emitTimes[slice]?.[seq];
     if (emitted === undefined || Number.isNaN(emitted)) return;
     const delay = now - emitted;
     let first = false;
     if (m.firstSeq[slice] === -1) {
       m.firstSeq[slice] = seq;
+      m.firstDelay[slice] = delay;
       first = true;
     }
-    const base = m.firstSeq[slice] ?? 0;
     const log = m.delays[slice];
-    const idx = seq - base;
-    if (log !== undefined && idx >= 0 && idx < log.length)
+    const idx = seq - m.baseSeq;
+    if (log !== undefined && idx >= 0 && idx < log.length) {
       log[idx] = Math.min(MAX_DELAY, Math.max(0, Math.round(delay)));
+      const viaLog = m.via[slice];
+      if (viaLog !== undefined)
+        viaLog[idx] = via === 'tree' ? VIA_TREE : via === 'repair' ? VIA_REPAIR : VIA_ORIGIN;
+    }
     m.hops[slice] = hops;
     if (now >= this.options.plan.measureFromMs) {
       m.measureSum[slice] = (m.measureSum[slice] ?? 0) + delay;
@@ -829,8 +995,36 @@ export class Simulation {
     if (first) {
       // First packet on this slice.
       m.slicesSeen++;
-      if (m.slicesSeen === this.slices) m.completeAt = now;
+      if (m.slicesSeen === this.slices) {
+        m.completeAt = now;
+        this.startPlayback(m, now);
+      }
     }
+  }
+
+  /**
+   * All slices flow: the member's player starts `playbackBufferMs` from now at a fixed delay behind
+   * the source (its slowest first packet's plus the buffer), and its engine learns the deadlines.
+   */
+  private startPlayback(m: MemberRecord, now: number): void {
+    let slowest = 0;
+    for (const d of m.firstDelay) if (d > slowest) slowest = d;
+    m.playoutDelayMs = slowest + this.playbackBufferMs;
+    m.playFromMs = now + this.playbackBufferMs;
+    const engine = m.engine;
+    if (engine === null) return;
+    this.apply(
+      m,
+      engine.handle(now, {
+        kind: 'playout',
+        zeroAtMs: this.options.plan.streamStartMs + m.playoutDelayMs,
+        packetIntervalMs: this.packetIntervalMs,
+        fromMs: m.playFromMs,
+        // A browser measures its origin fetches; here the model's round trip to the source's site.
+        originRttMs: 2 * this.latency.latencyMs(m.id, SOURCE_ID),
+      }),
+      now,
+    );
   }
 }
 

@@ -66,7 +66,7 @@ const ENUM_LIMITS = {
   walkPurpose: 3,
   linkOp: 1,
   linkDirection: 1,
-  repairNakReason: 1,
+  repairNakReason: 2,
 } as const;
 
 /** Encoded size of `message` in bytes, header included. */
@@ -120,6 +120,12 @@ export function encodedSize(message: Message): number {
       return HEADER_BYTES + 4 + 1;
     case MessageType.Announcement:
       return HEADER_BYTES + 4 + announcementText(message.announcement).length;
+    case MessageType.PacketRepairRequest:
+      return HEADER_BYTES + 1 + 4 + 4 + 4;
+    case MessageType.PacketRepairData:
+      return HEADER_BYTES + 1 + 4 + 4 + 1 + 4 + message.payload.byteLength;
+    case MessageType.PacketRepairNak:
+      return HEADER_BYTES + 1 + 4 + 4 + 4 + 1;
     default: {
       const unknown: { readonly type: unknown } = message;
       throw new EncodeError(`unknown message type ${String(unknown.type)}`);
@@ -234,7 +240,7 @@ export class SlabAllocator {
 /**
  * Encode one message. Throws `EncodeError` only for values our own code should never produce
  * (out-of-range integers or enum codes, too many entries, an oversized payload, an echo hold time
- * without an echo).
+ * without an echo, an empty packet-repair bitmap).
  */
 export function encode(message: Message, allocate: (size: number) => Uint8Array = newBuffer): Uint8Array {
   const size = encodedSize(message);
@@ -421,6 +427,37 @@ export function encode(message: Message, allocate: (size: number) => Uint8Array 
       w.ascii(text);
       break;
     }
+    case MessageType.PacketRepairRequest:
+      // An empty bitmap asks for nothing; the decoder refuses it, so never send one.
+      if (message.wanted === 0)
+        throw new EncodeError('a packet repair request must want at least one packet');
+      w.slice(message.slice);
+      w.u32(message.requestId, 'requestId');
+      w.u32(message.baseSeq, 'baseSeq');
+      w.u32(message.wanted, 'wanted');
+      break;
+    case MessageType.PacketRepairData:
+      // The message-size check alone would allow more (this header is smaller than Data's), but
+      // the decoder's readPayload refuses anything over MAX_PAYLOAD_BYTES.
+      if (message.payload.byteLength > MAX_PAYLOAD_BYTES)
+        throw new EncodeError(`payload of ${message.payload.byteLength} bytes exceeds ${MAX_PAYLOAD_BYTES}`);
+      w.slice(message.slice);
+      w.u32(message.requestId, 'requestId');
+      w.u32(message.seq, 'seq');
+      w.u8(message.hops, 'hops');
+      w.u32(message.payload.byteLength, 'payload length');
+      w.raw(message.payload);
+      break;
+    case MessageType.PacketRepairNak:
+      // A NAK that refuses nothing says nothing; the decoder refuses it.
+      if (message.unserved === 0)
+        throw new EncodeError('a packet repair NAK must refuse at least one packet');
+      w.slice(message.slice);
+      w.u32(message.requestId, 'requestId');
+      w.u32(message.baseSeq, 'baseSeq');
+      w.u32(message.unserved, 'unserved');
+      w.enumValue(message.reason, ENUM_LIMITS.repairNakReason, 'reason');
+      break;
   }
   return w.bytes;
 }
@@ -573,6 +610,13 @@ function readPayload(r: Reader): Uint8Array {
       r.offset - 4,
     );
   return r.bytesCopy(length, 'payload');
+}
+
+/** A u32 packet bitmap (bit i = `baseSeq + i`) naming at least one packet: zero is not canonical. */
+function nonZeroBitmap(r: Reader, field: string): number {
+  const bitmap = r.u32(field);
+  if (bitmap === 0) throw new DecodeFailure('invalidValue', `${field} names no packet`, r.offset - 4);
+  return bitmap;
 }
 
 function decodeBody(r: Reader, type: number): Message {
@@ -785,6 +829,28 @@ function decodeBody(r: Reader, type: number): Message {
       if (announcementText(checked.message) !== text)
         throw new DecodeFailure('invalidValue', 'announcement is not in canonical form', start);
       return { type, announcement: checked.message };
+    }
+    case MessageType.PacketRepairRequest: {
+      const slice = r.slice();
+      const requestId = r.u32('requestId');
+      const baseSeq = r.u32('baseSeq');
+      const wanted = nonZeroBitmap(r, 'wanted');
+      return { type, slice, requestId, baseSeq, wanted };
+    }
+    case MessageType.PacketRepairData: {
+      const slice = r.slice();
+      const requestId = r.u32('requestId');
+      const seq = r.u32('seq');
+      const hops = r.u8('hops');
+      return { type, slice, requestId, seq, hops, payload: readPayload(r) };
+    }
+    case MessageType.PacketRepairNak: {
+      const slice = r.slice();
+      const requestId = r.u32('requestId');
+      const baseSeq = r.u32('baseSeq');
+      const unserved = nonZeroBitmap(r, 'unserved');
+      const reason = r.enumValue('reason', ENUM_LIMITS.repairNakReason) as RepairNakReason;
+      return { type, slice, requestId, baseSeq, unserved, reason };
     }
     default:
       throw new DecodeFailure('unknownType', `unknown message type ${type}`, 1);

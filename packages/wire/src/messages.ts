@@ -59,6 +59,9 @@ export const MessageType = {
   RepairData: 22,
   RepairNak: 23,
   Announcement: 24,
+  PacketRepairRequest: 25,
+  PacketRepairData: 26,
+  PacketRepairNak: 27,
 } as const;
 export type MessageType = (typeof MessageType)[keyof typeof MessageType];
 
@@ -335,7 +338,11 @@ export interface RepairDataMessage {
   readonly payload: Uint8Array;
 }
 
-export const RepairNakReason = { NotHeld: 0, Busy: 1 } as const;
+/**
+ * NotHeld: not here. Busy: over the helper's repair budget or transport backlog. Pending (packet
+ * repair only): not here yet, but the helper is chasing it itself and will pass it down its tree.
+ */
+export const RepairNakReason = { NotHeld: 0, Busy: 1, Pending: 2 } as const;
 export type RepairNakReason = (typeof RepairNakReason)[keyof typeof RepairNakReason];
 
 /** The neighbour cannot serve the request: it does not hold the segment, or is too busy. */
@@ -354,6 +361,44 @@ export interface RepairNakMessage {
 export interface AnnouncementMessage {
   readonly type: typeof MessageType.Announcement;
   readonly announcement: SignedAnnouncement;
+}
+
+/** Packets one packet-repair request or NAK covers: a 32-bit bitmap from `baseSeq`. */
+export const PACKET_REPAIR_SPAN = 32;
+
+/**
+ * Member → neighbour: send me these packets of one slice (engine-level, deadline-aware repair after
+ * Bullet's recovery from peers, not from the source). Bit i of `wanted` (LSB first) = `baseSeq + i`;
+ * never zero.
+ */
+export interface PacketRepairRequestMessage {
+  readonly type: typeof MessageType.PacketRepairRequest;
+  readonly slice: number;
+  readonly requestId: number;
+  readonly baseSeq: number;
+  readonly wanted: number;
+}
+
+/** One repaired packet of a slice, helper → requester. No Bloom filter: it does not extend a tree path. */
+export interface PacketRepairDataMessage {
+  readonly type: typeof MessageType.PacketRepairData;
+  readonly slice: number;
+  readonly requestId: number;
+  readonly seq: number;
+  /** The helper's own hop count on the slice (for the requester's statistics only). */
+  readonly hops: number;
+  readonly payload: Uint8Array;
+}
+
+/** The helper does not serve these packets of a request: it does not hold them, or it is busy. */
+export interface PacketRepairNakMessage {
+  readonly type: typeof MessageType.PacketRepairNak;
+  readonly slice: number;
+  readonly requestId: number;
+  readonly baseSeq: number;
+  /** Bit i = `baseSeq + i` not served; never zero. */
+  readonly unserved: number;
+  readonly reason: RepairNakReason;
 }
 
 export type Message =
@@ -380,7 +425,10 @@ export type Message =
   | RepairRequestMessage
   | RepairDataMessage
   | RepairNakMessage
-  | AnnouncementMessage;
+  | AnnouncementMessage
+  | PacketRepairRequestMessage
+  | PacketRepairDataMessage
+  | PacketRepairNakMessage;
 
 /** Messages that negotiate a parent change (what the thesis counts as "switch messages", L5872–5884). */
 export function isSwitchMessage(type: MessageType): boolean {
@@ -420,4 +468,7 @@ export const MESSAGE_TYPE_NAMES: Readonly<Record<MessageType, string>> = {
   22: 'repairData',
   23: 'repairNak',
   24: 'announcement',
+  25: 'packetRepairRequest',
+  26: 'packetRepairData',
+  27: 'packetRepairNak',
 };

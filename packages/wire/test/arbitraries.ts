@@ -38,6 +38,8 @@ export const u32 = (): fc.Arbitrary<number> => fc.integer({ min: 0, max: 0xffff_
 export const slice = (): fc.Arbitrary<number> => fc.integer({ min: 0, max: MAX_SLICES - 1 });
 export const peerId = u32;
 export const bloom128 = (): fc.Arbitrary<Bloom128> => fc.tuple(u32(), u32(), u32(), u32());
+/** A packet-repair bitmap: any u32 but 0 (a request or NAK names at least one packet). */
+export const packetBitmap = (): fc.Arbitrary<number> => fc.integer({ min: 1, max: 0xffff_ffff });
 /** A valid advert offset: an integer the i16 field holds (−32768 is reserved for "unknown"), or null. */
 export const offsetMs = (): fc.Arbitrary<number | null> =>
   fc.option(fc.integer({ min: -32_767, max: 32_767 }), { nil: null });
@@ -275,6 +277,29 @@ export function makeMessageArbitraries(options: MessageArbitraryOptions = {}): {
       type: fc.constant(MessageType.Announcement),
       // Small payload limits (the fuzzers') get small announcements: one packet, short URIs.
       announcement: signedAnnouncement(Math.max(1, Math.floor(maxPayloadBytes / 64)), maxPayloadBytes),
+    }),
+    PacketRepairRequest: record({
+      type: fc.constant(MessageType.PacketRepairRequest),
+      slice: slice(),
+      requestId: u32(),
+      baseSeq: u32(),
+      wanted: packetBitmap(),
+    }),
+    PacketRepairData: record({
+      type: fc.constant(MessageType.PacketRepairData),
+      slice: slice(),
+      requestId: u32(),
+      seq: u32(),
+      hops: u8(),
+      payload: fc.uint8Array({ maxLength: maxPayloadBytes }),
+    }),
+    PacketRepairNak: record({
+      type: fc.constant(MessageType.PacketRepairNak),
+      slice: slice(),
+      requestId: u32(),
+      baseSeq: u32(),
+      unserved: packetBitmap(),
+      reason: enumOf(RepairNakReason),
     }),
   };
 }

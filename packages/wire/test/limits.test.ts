@@ -30,6 +30,7 @@ import {
   type LinkOp,
   type Message,
   type RejectReason,
+  type RepairNakReason,
   type SwitchReason,
   type TreeRole,
   type WalkPurpose,
@@ -174,6 +175,36 @@ const walk: Of<typeof MessageType.Walk> = {
 /** Body: op (2), direction (3), walkId (4..7). */
 const link: Of<typeof MessageType.Link> = { type: MessageType.Link, op: 0, direction: 0, walkId: 0 };
 
+/** Body: slice (2), requestId (3..6), baseSeq (7..10), wanted (11..14). */
+const packetRepairRequest: Of<typeof MessageType.PacketRepairRequest> = {
+  type: MessageType.PacketRepairRequest,
+  slice: 0,
+  requestId: 7,
+  baseSeq: 100,
+  wanted: 0b101,
+};
+/** Body: slice (2), requestId (3..6), seq (7..10), hops (11), payload length (12..15), payload. */
+const packetRepairData: Of<typeof MessageType.PacketRepairData> = {
+  type: MessageType.PacketRepairData,
+  slice: 0,
+  requestId: 7,
+  seq: 102,
+  hops: 3,
+  payload: Uint8Array.of(1, 2, 3, 4),
+};
+const PACKET_REPAIR_DATA_LENGTH_OFFSET = 12;
+/** Body: slice (2), requestId (3..6), baseSeq (7..10), unserved (11..14), reason (15). */
+const packetRepairNak: Of<typeof MessageType.PacketRepairNak> = {
+  type: MessageType.PacketRepairNak,
+  slice: 0,
+  requestId: 7,
+  baseSeq: 100,
+  unserved: 0x8000_0000,
+  reason: 1,
+};
+/** Where the bitmap of a packet repair request or NAK starts. */
+const PACKET_BITMAP_OFFSET = 11;
+
 /** One valid message of every type that carries a slice, always as its first body byte. */
 const withSlice: Message[] = [
   data(3),
@@ -189,6 +220,9 @@ const withSlice: Message[] = [
   forcedRequest,
   treeLeave,
   sliceSourceAssign,
+  packetRepairRequest,
+  packetRepairData,
+  packetRepairNak,
 ];
 
 describe('one test per DecodeErrorKind', () => {
@@ -340,6 +374,7 @@ describe('decode limits', () => {
       [walk, 10, 4], // purpose: 0..3
       [link, 2, 2], // op: Add, Remove
       [link, 3, 2], // direction: Out, In
+      [packetRepairNak, 15, 3], // reason: NotHeld, Busy, Pending
     ];
     for (const [m, at, firstBad] of cases) {
       // The last valid value is accepted (for a reject reason only with accepted = false).
@@ -395,6 +430,49 @@ describe('decode limits', () => {
   });
 });
 
+describe('packet repair', () => {
+  it('a request or NAK with an empty bitmap is refused as invalidValue at the bitmap', () => {
+    for (const m of [packetRepairRequest, packetRepairNak]) {
+      expectError(decode(patched(m, PACKET_BITMAP_OFFSET, 0, 0, 0, 0)), 'invalidValue', PACKET_BITMAP_OFFSET);
+      // Any single bit, the highest included, is a valid bitmap.
+      for (const bit of [0, 1, 31]) {
+        expect(decode(patched(m, PACKET_BITMAP_OFFSET, ...u32le(2 ** bit))).ok).toBe(true);
+      }
+    }
+  });
+
+  it('every truncation is a typed truncated error', () => {
+    for (const m of [packetRepairRequest, packetRepairData, packetRepairNak]) {
+      const bytes = encode(m);
+      for (let length = 1; length < bytes.byteLength; length++) {
+        expectError(decode(bytes.subarray(0, length)), 'truncated', length < 2 ? 1 : undefined);
+      }
+    }
+    // Cut inside the bitmap: truncated (not invalidValue), with the offset where the bitmap starts.
+    expectError(
+      decode(encode(packetRepairRequest).subarray(0, PACKET_BITMAP_OFFSET + 2)),
+      'truncated',
+      PACKET_BITMAP_OFFSET,
+    );
+  });
+
+  it('repair data payload length: bounded by MAX_PAYLOAD_BYTES and matching the bytes present', () => {
+    const largest = encode({ ...packetRepairData, payload: new Uint8Array(MAX_PAYLOAD_BYTES) });
+    expect(decode(largest).ok).toBe(true);
+    const over = patched(packetRepairData, PACKET_REPAIR_DATA_LENGTH_OFFSET, ...u32le(MAX_PAYLOAD_BYTES + 1));
+    expectError(decode(over), 'limitExceeded', PACKET_REPAIR_DATA_LENGTH_OFFSET);
+    expectError(
+      decode(patched(packetRepairData, PACKET_REPAIR_DATA_LENGTH_OFFSET, ...u32le(5))),
+      'truncated',
+    );
+    expectError(
+      decode(patched(packetRepairData, PACKET_REPAIR_DATA_LENGTH_OFFSET, ...u32le(3))),
+      'trailingBytes',
+      PACKET_REPAIR_DATA_LENGTH_OFFSET + 4 + 3,
+    );
+  });
+});
+
 describe('encode refuses impossible values with EncodeError', () => {
   function expectEncodeError(message: Message): void {
     let thrown: unknown;
@@ -446,6 +524,15 @@ describe('encode refuses impossible values with EncodeError', () => {
     expectEncodeError(advert({ echoSentAtMs: 5, echoHoldMs: 0xffff }));
     expectEncodeError(advert({ echoSentAtMs: null, echoHoldMs: 12 }));
     expectEncodeError(advert({ entries: [entry(0, { offsetMs: Number.NaN })] }));
+  });
+
+  it('a packet repair request or NAK with an empty bitmap', () => {
+    expectEncodeError({ ...packetRepairRequest, wanted: 0 });
+    expectEncodeError({ ...packetRepairNak, unserved: 0 });
+    expectEncodeError({ ...packetRepairRequest, wanted: 2 ** 32 });
+    expectEncodeError({ ...packetRepairNak, unserved: -1 });
+    expectEncodeError({ ...packetRepairNak, reason: 3 as RepairNakReason });
+    expectEncodeError({ ...packetRepairData, payload: new Uint8Array(MAX_PAYLOAD_BYTES + 1) });
   });
 
   it('a switch reply whose verdict and reject reason disagree', () => {

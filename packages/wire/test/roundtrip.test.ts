@@ -253,6 +253,41 @@ describe('known encodings (little-endian wire format, version 1)', () => {
       { type: MessageType.Walk, walkId: 1, origin: 2, purpose: 3, ttl: 4 },
       '01 10 01000000 02000000 03 04',
     ],
+    [
+      'packet repair request',
+      {
+        type: MessageType.PacketRepairRequest,
+        slice: 4,
+        requestId: 0x01020304,
+        baseSeq: 0xfffffff0,
+        wanted: 0x80000001,
+      },
+      '01 19 04 04030201 f0ffffff 01000080',
+    ],
+    [
+      'packet repair data',
+      {
+        type: MessageType.PacketRepairData,
+        slice: 63,
+        requestId: 9,
+        seq: 0x0a0b0c0d,
+        hops: 5,
+        payload: Uint8Array.of(0xaa, 0xbb, 0xcc),
+      },
+      '01 1a 3f 09000000 0d0c0b0a 05 03000000 aabbcc',
+    ],
+    [
+      'packet repair nak',
+      {
+        type: MessageType.PacketRepairNak,
+        slice: 0,
+        requestId: 9,
+        baseSeq: 32,
+        unserved: 0x0000ff00,
+        reason: 1,
+      },
+      '01 1b 00 09000000 20000000 00ff0000 01',
+    ],
   ];
 
   it.each(cases)('%s', (_name, message, expected) => {
