@@ -139,6 +139,20 @@ export interface ProtocolConfig {
   readonly repairWindowPackets: number;
   /** How often missing packets are looked for and requests sent. */
   readonly repairScanMs: number;
+  /**
+   * 1: the last of the `slices` is a parity slice (XOR over each stripe of the others, see
+   * parity.ts), so M data slices need `slices` = M + 1. 0: none (Chunkyspread as published).
+   */
+  readonly paritySlices: number;
+  /**
+   * The true source sends real parity once the measured loss (packets members found missing on
+   * their trees) reaches this, and empty parity packets again after it has stayed at or below
+   * `parityOffLossFraction` for `parityOffHoldMs`. 1%: below it repair alone kept every deadline in
+   * our runs at a fraction of parity's 1/M upload; 0 = always on.
+   */
+  readonly parityOnLossFraction: number;
+  readonly parityOffLossFraction: number;
+  readonly parityOffHoldMs: number;
 }
 
 export const DEFAULT_PROTOCOL: ProtocolConfig = Object.freeze({
@@ -177,6 +191,10 @@ export const DEFAULT_PROTOCOL: ProtocolConfig = Object.freeze({
   repairBacklogLimitBytes: 256 * 1024,
   repairWindowPackets: 32,
   repairScanMs: 100,
+  paritySlices: 0,
+  parityOnLossFraction: 0.01,
+  parityOffLossFraction: 0.003,
+  parityOffHoldMs: 20_000,
 });
 
 export type Role = 'member' | 'source';
@@ -244,6 +262,8 @@ export interface ResolvedConfig {
   readonly upperLatencyThreshold: number;
   readonly degree: number;
   readonly linksPerDirection: number;
+  /** Slices that carry the stream (all but the parity slice). */
+  readonly dataSlices: number;
 }
 
 function checkInteger(name: string, value: number, min: number, max: number): void {
@@ -312,6 +332,14 @@ export function resolveConfig(init: EngineInit): ResolvedConfig {
   checkInteger('repairBacklogLimitBytes', protocol.repairBacklogLimitBytes, 0, 1 << 30);
   checkInteger('repairWindowPackets', protocol.repairWindowPackets, 1, 4096);
   checkInteger('repairScanMs', protocol.repairScanMs, 1, 60_000);
+  checkInteger('paritySlices', protocol.paritySlices, 0, 1);
+  if (protocol.slices - protocol.paritySlices < 1)
+    throw new ConfigError('slices must exceed paritySlices: at least one slice carries data');
+  checkNumber('parityOnLossFraction', protocol.parityOnLossFraction, 0, 1);
+  checkNumber('parityOffLossFraction', protocol.parityOffLossFraction, 0, 1);
+  if (protocol.parityOffLossFraction > protocol.parityOnLossFraction)
+    throw new ConfigError('parityOffLossFraction must not exceed parityOnLossFraction');
+  checkInteger('parityOffHoldMs', protocol.parityOffHoldMs, 0, 3_600_000);
 
   const targetLoad = init.role === 'source' ? protocol.slices : init.targetLoadSlices;
   checkInteger('targetLoadSlices', targetLoad, 0, 0xfff0);
@@ -333,5 +361,6 @@ export function resolveConfig(init: EngineInit): ResolvedConfig {
     upperLatencyThreshold: upper,
     degree,
     linksPerDirection: linksPerDirection(degree),
+    dataSlices: protocol.slices - protocol.paritySlices,
   };
 }

@@ -32,6 +32,7 @@ import {
 import { resolveConfig, type EngineInit, type ResolvedConfig } from './config.js';
 import { bloomMaskFor } from './mask.js';
 import { shuffleInPlace, type Random } from './random.js';
+import { ParityError, ParitySwitch, encodeParity, recoverFromParity } from './parity.js';
 import { Repairer } from './repair.js';
 import { PeerState, SliceState, type PendingKind } from './state.js';
 import { Swaplinks } from './swaplinks.js';
@@ -61,6 +62,7 @@ const SPARE_SHELF_LIFE_MS = 30_000;
 const LOAD_SWITCH_MAX_PENALTY_MS = 600;
 /** Candidates in one load report: enough choice for the parent, small on the wire. */
 const REPORT_CANDIDATES = 4;
+const EMPTY_PAYLOAD: Uint8Array = new Uint8Array(0);
 /** Flood senders remembered per slice, in arrival order. */
 const MAX_FLOOD_SENDERS = 16;
 
@@ -170,6 +172,10 @@ export class Engine {
   private readonly declinedRoots = new Set<PeerId>();
   /** Deadline-aware repair from neighbours and the origin (members only, once a playout clock is set). */
   readonly repair: Repairer;
+  /** True source with a parity slice: whether parity is real (by measured loss) or empty. */
+  private readonly paritySwitch: ParitySwitch;
+  /** True source: parity packets sent with a real payload, and empty ones (parity off). */
+  readonly parityCounters = { active: 0, idle: 0 };
 
   constructor(init: EngineInit, random: Random) {
     this.config = resolveConfig(init);
@@ -209,11 +215,19 @@ export class Engine {
       this.config.protocol.walkLength,
       this.config.protocol.walkTimeoutMs,
     );
+    const pc = this.config.protocol;
+    this.paritySwitch = new ParitySwitch(
+      pc.parityOnLossFraction,
+      pc.parityOffLossFraction,
+      pc.parityOffHoldMs,
+    );
+    if (pc.parityOnLossFraction === 0) this.paritySwitch.active = true;
     this.repair = new Repairer({
       protocol: this.config.protocol,
       id: this.config.id,
       sourceId: this.config.sourceId,
       targetLoad: this.config.targetLoad,
+      dataSlices: this.config.dataSlices,
       random: this.random.fork(0x4e9a),
       slice: (s) => this.slice(s),
       peer: (id) => this.peers.get(id),
@@ -227,6 +241,9 @@ export class Engine {
       },
       fetchOrigin: (slice, seqs) => {
         this.actions.push({ kind: 'fetchOrigin', slice, seqs });
+      },
+      missing: (_slice, seq) => {
+        this.tryParity(seq);
       },
     });
   }
@@ -326,6 +343,14 @@ export class Engine {
         break;
       case 'transportBacklog':
         this.repair.setBacklog(input.peer, input.bytes);
+        break;
+      case 'measuredLoss':
+        if (
+          this.config.role === 'source' &&
+          this.config.protocol.paritySlices > 0 &&
+          this.paritySwitch.measure(now, input.fraction)
+        )
+          this.emit({ type: 'parity', active: this.paritySwitch.active });
         break;
     }
     this.runTimers();
@@ -635,6 +660,7 @@ export class Engine {
     }
     if (!st.remember(msg.seq, msg.payload, this.now)) {
       this.counters.duplicatePackets++;
+      this.repair.onTreeDuplicate(s, msg.seq);
       return;
     }
     if (msg.seq > st.highestSeq) {
@@ -652,18 +678,51 @@ export class Engine {
       st.oldParent = null;
     }
     this.recordArrival(s, msg.seq);
-    this.counters.packetsDelivered++;
-    this.actions.push({
-      kind: 'deliver',
-      slice: s,
-      seq: msg.seq,
-      hops: msg.hops,
-      from,
-      payload: msg.payload,
-      via: 'tree',
-      missingSinceMs: null,
-    });
+    if (s < this.config.dataSlices) {
+      this.counters.packetsDelivered++;
+      this.actions.push({
+        kind: 'deliver',
+        slice: s,
+        seq: msg.seq,
+        hops: msg.hops,
+        from,
+        payload: msg.payload,
+        via: 'tree',
+        missingSinceMs: null,
+      });
+    }
     this.forward(st, s, msg.seq, msg.bloom, msg.hops, msg.payload);
+    this.tryParity(msg.seq);
+  }
+
+  /** With a parity slice: rebuild the one data packet a stripe still lacks, if it lacks only one. */
+  private tryParity(seq: number): void {
+    const d = this.config.dataSlices;
+    if (d === this.config.protocol.slices) return;
+    const parity = this.slice(d).payloadOf(seq);
+    if (parity === undefined || parity.byteLength === 0) return;
+    let missing = -1;
+    const stripe: (Uint8Array | undefined)[] = [];
+    for (let s = 0; s < d; s++) {
+      const p = this.slice(s).payloadOf(seq);
+      if (p === undefined) {
+        if (missing >= 0) return; // two or more gone: XOR cannot help (repair will)
+        missing = s;
+      }
+      stripe.push(p);
+    }
+    // Only a packet overdue on its tree is rebuilt: a slower tree's packet is merely late, and
+    // rebuilding it early would only make its tree copy a duplicate.
+    if (missing < 0 || !this.repair.isMissing(missing, seq)) return;
+    let payload: Uint8Array;
+    try {
+      payload = recoverFromParity(parity, stripe, missing);
+    } catch (e) {
+      if (!(e instanceof ParityError)) throw e;
+      this.repair.counters.parityErrors++;
+      return;
+    }
+    this.repair.onParityRecovered(this.now, missing, seq, payload);
   }
 
   /**
@@ -683,6 +742,8 @@ export class Engine {
     this.counters.packetsDelivered++;
     this.actions.push({ kind: 'deliver', slice: s, seq, hops, from, payload, via, missingSinceMs });
     this.forward(st, s, seq, st.filter, st.hops, payload);
+    // A packet that came around may complete a stripe with one other still missing.
+    if (via !== 'parity') this.tryParity(seq);
   }
 
   private forward(
@@ -1843,9 +1904,22 @@ export class Engine {
 
   private publish(payload: Uint8Array): void {
     if (this.config.role !== 'source') throw new Error('only the true source publishes');
-    const slices = this.config.protocol.slices;
-    const s = this.publishedPackets % slices;
+    const dataSlices = this.config.dataSlices;
+    const s = this.publishedPackets % dataSlices;
     this.publishedPackets++;
+    this.publishOn(s, payload);
+    if (s === dataSlices - 1 && dataSlices < this.config.protocol.slices) {
+      // The stripe is complete: its parity goes out on the last slice (empty while parity is off).
+      let parity: Uint8Array = EMPTY_PAYLOAD;
+      if (this.paritySwitch.active) {
+        parity = encodeParity(this.lastPublished.slice(0, dataSlices).map((p) => p ?? EMPTY_PAYLOAD));
+        this.parityCounters.active++;
+      } else this.parityCounters.idle++;
+      this.publishOn(dataSlices, parity);
+    }
+  }
+
+  private publishOn(s: number, payload: Uint8Array): void {
     const seq = this.nextSeq[s] ?? 0;
     this.nextSeq[s] = seq + 1;
     this.lastPublished[s] = payload;
@@ -1853,6 +1927,11 @@ export class Engine {
     if (target === null || target === undefined) return;
     // Each packet of each slice is sent exactly once, to that slice's source (L2842–2853).
     this.send(target, { type: MessageType.Data, slice: s, seq, bloom: EMPTY_BLOOM, hops: 0, payload });
+  }
+
+  /** True source: whether the parity slice carries real parity now. */
+  get parityActive(): boolean {
+    return this.paritySwitch.active && this.config.dataSlices < this.config.protocol.slices;
   }
 
   /** Sequence number the next published packet of `slice` will carry. */

@@ -20,6 +20,8 @@ export interface RepairHost {
   readonly id: PeerId;
   readonly sourceId: PeerId;
   readonly targetLoad: number;
+  /** Slices carrying the stream (the parity slice, if any, is not repaired). */
+  readonly dataSlices: number;
   readonly random: Random;
   slice(s: number): SliceState;
   peer(id: PeerId): PeerState | undefined;
@@ -38,6 +40,8 @@ export interface RepairHost {
     missingSinceMs: number,
   ): void;
   fetchOrigin(s: number, seqs: number[]): void;
+  /** A packet has just been found missing (the parity slice may already hold what rebuilds it). */
+  missing(s: number, seq: number): void;
 }
 
 export interface RepairCounters {
@@ -64,6 +68,14 @@ export interface RepairCounters {
   originPacketsReceived: number;
   /** Missing packets whose deadline passed before any copy came. */
   packetsExpired: number;
+  /** Packets rebuilt from the parity slice, and parity payloads that did not fit their stripe. */
+  parityRecovered: number;
+  parityErrors: number;
+  /**
+   * Packets filled by repair, parity or the origin whose tree copy came after all: they were late,
+   * not lost. Measured loss (what switches parity) leaves them out.
+   */
+  falseAlarms: number;
 }
 
 interface Missing {
@@ -137,6 +149,9 @@ export class Repairer {
     originNeverAsked: 0,
     originPacketsReceived: 0,
     packetsExpired: 0,
+    parityRecovered: 0,
+    parityErrors: 0,
+    falseAlarms: 0,
   };
   private playout: Playout | null = null;
   private nextScanAt = Infinity;
@@ -147,11 +162,13 @@ export class Repairer {
   private readonly busyUntil = new Map<PeerId, number>();
   private readonly backlogBytes = new Map<PeerId, number>();
   private nextRequestId = 1;
+  /** Packets filled other than by the tree, until their deadline: to recognise a late tree copy. */
+  private readonly filled = new Map<number, number>();
   /** Served packet times in the last SERVE_WINDOW_MS (ring of timestamps, oldest first). */
   private served: number[] = [];
 
   constructor(private readonly host: RepairHost) {
-    const slices = host.protocol.slices;
+    const slices = host.dataSlices;
     this.scanFrom = new Array<number>(slices).fill(-1);
     this.lagMs = new Float64Array(slices).fill(Number.NaN);
   }
@@ -162,6 +179,11 @@ export class Repairer {
 
   nextDeadline(): number {
     return this.enabled ? this.nextScanAt : Infinity;
+  }
+
+  /** Whether `seq` of slice `s` is overdue and being chased (only such packets are rebuilt from parity). */
+  isMissing(s: number, seq: number): boolean {
+    return this.missing.has(key(s, seq));
   }
 
   /** Missing packets being chased now (for tests and stats). */
@@ -185,7 +207,7 @@ export class Repairer {
     )
       throw new RangeError('playout needs a finite zeroAtMs and fromMs and a positive packetIntervalMs');
     this.playout = playout;
-    const slices = this.host.protocol.slices;
+    const slices = this.host.dataSlices;
     for (let s = 0; s < slices; s++) {
       const first = this.firstSeqPlayingAt(s, playout.fromMs);
       this.scanFrom[s] = Math.max(this.scanFrom[s] ?? -1, first);
@@ -212,6 +234,11 @@ export class Repairer {
     this.settle(s, seq);
   }
 
+  /** The tree brought a packet we already held: if we had filled it, it was late, not lost. */
+  onTreeDuplicate(s: number, seq: number): void {
+    if (this.filled.delete(key(s, seq))) this.counters.falseAlarms++;
+  }
+
   forgetPeer(peer: PeerId): void {
     this.inFlight.delete(peer);
     this.busyUntil.delete(peer);
@@ -226,6 +253,7 @@ export class Repairer {
     const p = this.host.protocol;
     this.nextScanAt = now + p.repairScanMs;
     this.scan(now);
+    for (const [k, deadline] of this.filled) if (deadline < now) this.filled.delete(k);
     const dueForOrigin = new Map<number, number[]>();
     const toAsk: Missing[] = [];
     for (const [k, m] of this.missing) {
@@ -272,7 +300,7 @@ export class Repairer {
 
   private scan(now: number): void {
     const p = this.host.protocol;
-    const slices = p.slices;
+    const slices = this.host.dataSlices;
     let fallbackLag = Number.NaN;
     for (let s = 0; s < slices; s++) {
       const lag = this.lagMs[s] ?? Number.NaN;
@@ -306,6 +334,7 @@ export class Repairer {
             tried: [],
             fromOrigin: false,
           });
+          this.host.missing(s, seq);
         }
         seq++;
       }
@@ -444,6 +473,12 @@ export class Repairer {
     this.deliver(now, msg.slice, msg.seq, msg.hops, from, msg.payload, 'repair');
   }
 
+  /** A packet rebuilt from the parity slice. */
+  onParityRecovered(now: number, s: number, seq: number, payload: Uint8Array): void {
+    this.counters.parityRecovered++;
+    this.deliver(now, s, seq, 0, this.host.id, payload, 'parity');
+  }
+
   onOriginPacket(now: number, s: number, seq: number, payload: Uint8Array): void {
     this.counters.originPacketsReceived++;
     this.deliver(now, s, seq, 0, this.host.sourceId, payload, 'origin');
@@ -468,6 +503,7 @@ export class Repairer {
     }
     if (seq > st.highestSeq) st.highestSeq = seq;
     this.missing.delete(k);
+    if (m !== undefined) this.filled.set(k, m.deadline);
     this.host.accept(s, seq, hops, from, payload, via, m?.detectedAt ?? now);
   }
 
@@ -534,12 +570,12 @@ export class Repairer {
 
   private playTime(s: number, seq: number): number {
     const pl = this.playout as Playout;
-    return pl.zeroAtMs + (seq + s / this.host.protocol.slices) * pl.packetIntervalMs;
+    return pl.zeroAtMs + (seq + s / this.host.dataSlices) * pl.packetIntervalMs;
   }
 
   private firstSeqPlayingAt(s: number, atMs: number): number {
     const pl = this.playout as Playout;
-    const x = (atMs - pl.zeroAtMs) / pl.packetIntervalMs - s / this.host.protocol.slices;
+    const x = (atMs - pl.zeroAtMs) / pl.packetIntervalMs - s / this.host.dataSlices;
     return Math.max(0, Math.ceil(x - 1e-9));
   }
 

@@ -47,10 +47,15 @@ export type Input =
       readonly payload: Uint8Array;
     }
   /** Bytes queued but unsent on the transport to `peer` (a data channel's bufferedAmount). */
-  | { readonly kind: 'transportBacklog'; readonly peer: PeerId; readonly bytes: number };
+  | { readonly kind: 'transportBacklog'; readonly peer: PeerId; readonly bytes: number }
+  /**
+   * True source only: the audience's recent loss (packets found missing on their trees ÷ packets
+   * due), which switches real parity on and off (`parityOnLossFraction`).
+   */
+  | { readonly kind: 'measuredLoss'; readonly fraction: number };
 
 /** How a packet reached this node. */
-export type DeliveryPath = 'tree' | 'repair' | 'origin';
+export type DeliveryPath = 'tree' | 'repair' | 'origin' | 'parity';
 
 export type SwitchKind = 'load' | 'latency' | 'forced';
 
@@ -83,6 +88,7 @@ export type EngineEvent =
       readonly by: PeerId;
       readonly rejectReason: number;
     }
+  | { readonly type: 'parity'; readonly active: boolean }
   | { readonly type: 'stopped' };
 
 /** Everything an engine asks its host to do. */

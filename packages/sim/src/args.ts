@@ -25,6 +25,8 @@ Options:
                          source's links and each slice source's)
   --buffer-ms MS         playback buffer behind the slowest first packet (default ${DEFAULT_RUN.playbackBufferMs});
                          a packet later than its play time is a missed deadline
+  --parity MODE          off (default), auto (a 17th slice of XOR parity, switched on and off by the
+                         audience's measured loss) or on (always)
   --graceful F           fraction of churn departures that quit gracefully (default 0)
   --set NAME=VALUE       override a protocol constant (repeatable), e.g. --set latencySwitchMarginMs=80
                          names: ${Object.keys(DEFAULT_PROTOCOL).join(', ')}
@@ -119,6 +121,13 @@ export function parseArgs(
         if (where !== 'all' && where !== 'sources')
           throw new UsageError(`--loss-at must be all or sources, got "${where}"`);
         options.lossAt = where;
+        break;
+      }
+      case '--parity': {
+        const mode = take();
+        if (mode !== 'off' && mode !== 'auto' && mode !== 'on')
+          throw new UsageError(`--parity must be off, auto or on, got "${mode}"`);
+        options.parity = mode;
         break;
       }
       case '--buffer-ms':

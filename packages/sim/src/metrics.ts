@@ -2,6 +2,7 @@ import { DEFAULT_PROTOCOL } from '@chunkycast/engine';
 import {
   NOT_RECEIVED,
   VIA_ORIGIN,
+  VIA_PARITY,
   VIA_REPAIR,
   VIA_TREE,
   type MemberRecord,
@@ -112,6 +113,18 @@ export interface Summary {
     originLatencyMs: { p50: number; p90: number; p99: number; max: number; count: number };
     /** Copies received of packets already held (tree duplicates, late repairs and origin copies) ÷ unique. */
     duplicateFraction: number;
+  };
+  parity: {
+    mode: string;
+    /** Upload spent on real parity ÷ upload on data packets (empty parity packets count as 0). */
+    uploadShare: number;
+    stripesActive: number;
+    stripesIdle: number;
+    recovered: number;
+    errors: number;
+    switches: { t: number; active: boolean }[];
+    measuredLossMean: number;
+    measuredLossMax: number;
   };
   origin: {
     requests: number;
@@ -249,6 +262,7 @@ function playbackBreakdown(result: SimResult, end: number): Summary['playback'] 
         if (v === VIA_TREE) out.tree++;
         else if (v === VIA_REPAIR) out.repair++;
         else if (v === VIA_ORIGIN) out.origin++;
+        else if (v === VIA_PARITY) out.parity++;
       }
     }
     out.missed += missedHere;
@@ -411,6 +425,8 @@ export function summarize(
   let uniqueDelivered = 0;
   let loops = 0;
   let repairDuplicates = 0;
+  let parityRecovered = 0;
+  let parityErrors = 0;
   const repairTotals = {
     packetsMissing: 0,
     requestsSent: 0,
@@ -433,6 +449,8 @@ export function summarize(
     const r = m.finalRepair;
     if (r !== null) {
       repairDuplicates += r.duplicatesRepaired + r.repairPacketsUnsolicited;
+      parityRecovered += r.parityRecovered;
+      parityErrors += r.parityErrors;
       repairTotals.packetsMissing += r.packetsMissing;
       repairTotals.requestsSent += r.repairRequestsSent;
       repairTotals.packetsRequested += r.repairPacketsRequested;
@@ -673,6 +691,31 @@ export function summarize(
       latencyMs: latencySummary(repairLatency),
       originLatencyMs: latencySummary(originLatency),
       duplicateFraction: round((duplicates + repairDuplicates) / Math.max(1, uniqueDelivered), 6),
+    },
+    parity: {
+      mode: result.parity.mode,
+      uploadShare: round(
+        result.parity.activeTransmissions /
+          Math.max(
+            1,
+            result.dataPacketsSent -
+              result.parity.activeTransmissions -
+              result.parity.idleTransmissions -
+              result.repairPacketsSent,
+          ),
+        6,
+      ),
+      stripesActive: result.parity.stripesActive,
+      stripesIdle: result.parity.stripesIdle,
+      recovered: parityRecovered,
+      errors: parityErrors,
+      switches: result.parity.switches.map((x) => ({ t: x.t / 1000, active: x.active })),
+      measuredLossMean: round(
+        result.parity.measuredLoss.reduce((a, b) => a + b, 0) /
+          Math.max(1, result.parity.measuredLoss.length),
+        6,
+      ),
+      measuredLossMax: round(maxOf([...result.parity.measuredLoss], 0), 6),
     },
     origin: {
       requests: result.originRequests,

@@ -18,6 +18,7 @@ export interface RunOptions {
   lossBurstPackets: number;
   lossAt: 'all' | 'sources';
   playbackBufferMs: number;
+  parity: 'off' | 'auto' | 'on';
   gracefulLeaveFraction: number;
   protocol: Partial<ProtocolConfig>;
   onProgress?: (progress: SimProgress) => void;
@@ -36,6 +37,7 @@ export const DEFAULT_RUN: Omit<RunOptions, 'scenario'> = {
   lossBurstPackets: 4,
   lossAt: 'all',
   playbackBufferMs: 5000,
+  parity: 'off',
   gracefulLeaveFraction: 0,
   protocol: {},
 };
@@ -78,6 +80,7 @@ export function runScenario(options: RunOptions): RunOutput {
     lossBurstPackets: options.lossBurstPackets,
     lossAt: options.lossAt,
     playbackBufferMs: options.playbackBufferMs,
+    parity: options.parity,
     gracefulLeaveFraction: options.gracefulLeaveFraction,
     targetLoadMin: 4,
     targetLoadMax: 28,

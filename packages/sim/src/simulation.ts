@@ -49,6 +49,11 @@ export interface SimOptions {
    * fixed delay (its slowest first packet's delay plus this); a packet later than that is missed.
    */
   readonly playbackBufferMs?: number;
+  /**
+   * The parity slice: off; auto (a 17th slice whose parity the true source switches on and off by
+   * the audience's measured loss, reported each second); on (always real parity).
+   */
+  readonly parity?: 'off' | 'auto' | 'on';
   /** Fraction of churn departures that are graceful quits (the rest fail abruptly). */
   readonly gracefulLeaveFraction: number;
   /** TL range in slices, uniform (L3618–3630: 4–28). */
@@ -84,6 +89,7 @@ export const VIA_NONE = 0;
 export const VIA_TREE = 1;
 export const VIA_REPAIR = 2;
 export const VIA_ORIGIN = 3;
+export const VIA_PARITY = 4;
 /** Request and response headers charged per origin range fetch (HTTP/1.1 with a Range header). */
 export const ORIGIN_REQUEST_OVERHEAD_BYTES = 400;
 
@@ -139,6 +145,8 @@ export class MemberRecord {
   switchMsgsThisSecond = 0;
   finalCounters: EngineCounters | null = null;
   finalRepair: RepairCounters | null = null;
+  /** Packets it had not got by its tree, at the last loss report (see reportLoss). */
+  lossCountAtSample = 0;
   controlBytesSent = 0;
   finalLoad = 0;
 
@@ -216,6 +224,18 @@ export interface SimResult {
   readonly originLatencyMs: readonly number[];
   readonly packetBytes: number;
   readonly playbackBufferMs: number;
+  readonly parity: {
+    readonly mode: 'off' | 'auto' | 'on';
+    /** Parity packets forwarded with a real payload / empty, over all links. */
+    readonly activeTransmissions: number;
+    readonly idleTransmissions: number;
+    /** Stripes the true source sent real parity for, and empty. */
+    readonly stripesActive: number;
+    readonly stripesIdle: number;
+    /** Times the true source switched parity on or off, and the measured loss it saw per second. */
+    readonly switches: readonly { readonly t: number; readonly active: boolean }[];
+    readonly measuredLoss: readonly number[];
+  };
 }
 
 function quantile(sorted: number[], p: number): number {
@@ -272,6 +292,13 @@ export class Simulation {
   private readonly repairLatencyMs: number[] = [];
   private readonly originLatencyMs: number[] = [];
   private readonly playbackBufferMs: number;
+  /** Slices of the engines (data + parity) and the index of the parity slice (−1: none). */
+  private readonly engineSlices: number;
+  private readonly paritySlice: number;
+  private parityActiveTransmissions = 0;
+  private parityIdleTransmissions = 0;
+  private readonly paritySwitches: { t: number; active: boolean }[] = [];
+  private readonly measuredLoss: number[] = [];
   private readonly protocol: Partial<ProtocolConfig>;
   private joinsScheduled = 0;
 
@@ -279,8 +306,23 @@ export class Simulation {
     const plan = options.plan;
     this.random = createRandom(options.seed);
     this.latency = createLatencyModel({ seed: this.random.fork(1).nextU32() });
-    this.protocol = { ...options.protocol, latencyRangeFraction: options.lat / 16 };
-    this.slices = this.protocol.slices ?? DEFAULT_PROTOCOL.slices;
+    const dataSlices = options.protocol.slices ?? DEFAULT_PROTOCOL.slices;
+    const parity = options.parity ?? 'off';
+    this.protocol = {
+      ...options.protocol,
+      latencyRangeFraction: options.lat / 16,
+      ...(parity === 'off'
+        ? {}
+        : {
+            slices: dataSlices + 1,
+            paritySlices: 1,
+            ...(parity === 'on' ? { parityOnLossFraction: 0, parityOffLossFraction: 0 } : {}),
+          }),
+    };
+    // The simulator's own bookkeeping (publishing, logs, metrics) is over the data slices.
+    this.slices = dataSlices;
+    this.engineSlices = this.protocol.slices ?? DEFAULT_PROTOCOL.slices;
+    this.paritySlice = parity === 'off' ? -1 : dataSlices;
     this.packetIntervalMs = 1000 / options.packetsPerSlicePerSecond;
     this.publishIntervalMs = this.packetIntervalMs / this.slices;
     const streamBytesPerSecond = (options.streamKbps * 1000) / 8;
@@ -292,7 +334,7 @@ export class Simulation {
     const seqs = Math.ceil((plan.durationMs / 1000) * options.packetsPerSlicePerSecond) + 4;
     this.capacitySeqs = seqs;
     this.emitTimes = Array.from({ length: this.slices }, () => new Float64Array(seqs).fill(Number.NaN));
-    this.sliceSourceIds = new Array<number>(this.slices).fill(-1);
+    this.sliceSourceIds = new Array<number>(this.engineSlices).fill(-1);
     this.playbackBufferMs = options.playbackBufferMs ?? 5000;
     const lossRandom = this.random.fork(0x1055);
     this.loss =
@@ -376,6 +418,15 @@ export class Simulation {
       originLatencyMs: this.originLatencyMs,
       packetBytes: this.packetBytes,
       playbackBufferMs: this.playbackBufferMs,
+      parity: {
+        mode: this.options.parity ?? 'off',
+        activeTransmissions: this.parityActiveTransmissions,
+        idleTransmissions: this.parityIdleTransmissions,
+        stripesActive: this.sourceEngine().parityCounters.active,
+        stripesIdle: this.sourceEngine().parityCounters.idle,
+        switches: this.paritySwitches,
+        measuredLoss: this.measuredLoss,
+      },
     };
   }
 
@@ -421,7 +472,7 @@ export class Simulation {
         id: SOURCE_ID,
         role: 'source',
         sourceId: SOURCE_ID,
-        targetLoadSlices: this.slices,
+        targetLoadSlices: this.engineSlices,
         protocol: this.protocol,
       },
       this.random.fork(0x5eed),
@@ -748,6 +799,7 @@ export class Simulation {
   }
 
   private sample(now: number): void {
+    if (this.paritySlice >= 0) this.reportLoss(now);
     const counts: number[] = [];
     let within = 0;
     let atTarget = 0;
@@ -785,6 +837,36 @@ export class Simulation {
         .currentSliceSources()
         .filter((p): p is number => p !== null);
     }
+  }
+
+  /**
+   * What the true source hears about loss once a second (in the product the viewers' stats reach it
+   * through the tracker): packets the playing members did not get by their tree, ÷ packets due.
+   */
+  private reportLoss(now: number): void {
+    let lost = 0;
+    let playing = 0;
+    for (const id of this.alive) {
+      const m = this.byId[id];
+      const engine = m?.engine;
+      if (m === undefined || engine === null || engine === undefined || m.playFromMs > now) continue;
+      const c = engine.repair.counters;
+      const total =
+        c.repairPacketsReceived +
+        c.originPacketsReceived +
+        c.parityRecovered +
+        c.packetsExpired -
+        c.falseAlarms;
+      lost += total - m.lossCountAtSample;
+      m.lossCountAtSample = total;
+      playing++;
+    }
+    const due = playing * this.slices * this.options.packetsPerSlicePerSecond;
+    // A late tree copy is subtracted when it comes, possibly a report later: never below zero.
+    const fraction = due === 0 ? 0 : Math.max(0, lost / due);
+    this.measuredLoss.push(fraction);
+    const source = this.source;
+    if (source !== null) this.apply(null, source.handle(now, { kind: 'measuredLoss', fraction }), now);
   }
 
   // ───────────────────────────── actions ─────────────────────────────
@@ -853,6 +935,9 @@ export class Simulation {
       case 'protocolViolation':
         this.protocolViolations++;
         return;
+      case 'parity':
+        this.paritySwitches.push({ t: now, active: event.active });
+        return;
       case 'sliceSource':
         if (m === null && event.assigned) this.sliceSourceChanges++;
         if (m !== null) {
@@ -897,13 +982,22 @@ export class Simulation {
       }
     } else {
       this.dataPacketsSent++;
+      if (message.type === MessageType.Data && message.slice === this.paritySlice) {
+        if (message.payload.byteLength > 0) this.parityActiveTransmissions++;
+        else this.parityIdleTransmissions++;
+      }
     }
     const target = to === SOURCE_ID ? this.source : this.byId[to]?.engine;
     if (target === null || target === undefined) return;
     // Uplink: messages leave one after another at the sender's capacity (unless unlimited).
     let departure = now;
     if (this.options.uplinkHeadroom > 0) {
-      const size = isData ? this.packetBytes : bytes.byteLength;
+      // An empty parity packet (parity off) costs its header only.
+      const idleParity =
+        message.type === MessageType.Data &&
+        message.slice === this.paritySlice &&
+        message.payload.byteLength === 0;
+      const size = isData && !idleParity ? this.packetBytes : bytes.byteLength;
       const rate =
         m === null
           ? this.slices * this.sliceBytesPerMs * this.options.uplinkHeadroom * 4
@@ -968,7 +1062,7 @@ export class Simulation {
     seq: number,
     hops: number,
     now: number,
-    via: 'tree' | 'repair' | 'origin',
+    via: 'tree' | 'repair' | 'origin' | 'parity',
   ): void {
     const emitted = this.emitTimes[slice]?.[seq];
     if (emitted === undefined || Number.isNaN(emitted)) return;
@@ -985,7 +1079,14 @@ export class Simulation {
       log[idx] = Math.min(MAX_DELAY, Math.max(0, Math.round(delay)));
       const viaLog = m.via[slice];
       if (viaLog !== undefined)
-        viaLog[idx] = via === 'tree' ? VIA_TREE : via === 'repair' ? VIA_REPAIR : VIA_ORIGIN;
+        viaLog[idx] =
+          via === 'tree'
+            ? VIA_TREE
+            : via === 'repair'
+              ? VIA_REPAIR
+              : via === 'origin'
+                ? VIA_ORIGIN
+                : VIA_PARITY;
     }
     m.hops[slice] = hops;
     if (now >= this.options.plan.measureFromMs) {
