@@ -131,6 +131,19 @@ export function writeReport(
       ],
     }),
   );
+  if (dist.repairLatencyMs.length + dist.originLatencyMs.length > 0) {
+    save(
+      'repair-latency-cdf.svg',
+      cdfPlot({
+        title: `Missing → filled, per packet — ${label}`,
+        xLabel: 'seconds from "missing" to arrival',
+        series: [
+          { name: 'repaired by neighbours', values: dist.repairLatencyMs.map((x) => x / 1000) },
+          { name: 'fetched from the origin', values: dist.originLatencyMs.map((x) => x / 1000) },
+        ],
+      }),
+    );
+  }
   save(
     'hops-cdf.svg',
     cdfPlot({
@@ -178,6 +191,33 @@ export function writeReport(
       'disruption p90 per slice (0 s / 5 s buffer)',
       `${fmt(s.disruption.p90SecondsPerSlice0sBuffer)} s / ${fmt(s.disruption.p90SecondsPerSlice5sBuffer)} s`,
     ],
+    [
+      `packets needed by playing members (${fmt(s.playback.bufferMs / 1000)} s buffer)`,
+      fmt(s.playback.packets),
+    ],
+    [
+      'of which by tree / repair / parity / origin / missed',
+      `${fmt(s.playback.tree)} / ${fmt(s.playback.repair)} / ${fmt(s.playback.parity)} / ${fmt(s.playback.origin)} / ${fmt(s.playback.missed)}`,
+    ],
+    ['on time', pct(s.playback.onTimeFraction)],
+    ['members with a missed deadline', `${fmt(s.playback.membersWithMisses)} of ${fmt(s.playback.members)}`],
+    [
+      'repair latency p50 / p90 / p99 / max',
+      `${fmt(s.repair.latencyMs.p50)} / ${fmt(s.repair.latencyMs.p90)} / ${fmt(s.repair.latencyMs.p99)} / ${fmt(s.repair.latencyMs.max)} ms`,
+    ],
+    [
+      'repair requests / NAK not held / busy / pending / timeouts',
+      `${fmt(s.repair.requestsSent)} / ${fmt(s.repair.naksNotHeld)} / ${fmt(s.repair.naksBusy)} / ${fmt(s.repair.naksPending)} / ${fmt(s.repair.timeouts)}`,
+    ],
+    ['duplicates (tree, repair and origin copies)', pct(s.repair.duplicateFraction)],
+    [
+      'origin bytes (share of stream × audience)',
+      `${fmt(s.origin.bytes)} B (${pct(s.origin.shareOfAudienceBytes)})`,
+    ],
+    [
+      `parity (${s.parity.mode}): upload share, stripes on / off, rebuilt`,
+      `${pct(s.parity.uploadShare)}, ${fmt(s.parity.stripesActive)} / ${fmt(s.parity.stripesIdle)}, ${fmt(s.parity.recovered)}`,
+    ],
     ['loops detected', fmt(s.loops.detected)],
     ['wall time / events', `${fmt(s.wallSeconds)} s / ${s.events.toLocaleString('en-US')}`],
   ];
@@ -196,6 +236,11 @@ export function writeReport(
     '',
   ].join('\n');
   writeFileSync(join(dir, 'summary.json'), `${JSON.stringify(summary, null, 2)}\n`);
+  // The raw repair latencies, so the distribution can be re-plotted or compared across runs.
+  writeFileSync(
+    join(dir, 'repair-latency.json'),
+    `${JSON.stringify({ repairMs: dist.repairLatencyMs, originMs: dist.originLatencyMs })}\n`,
+  );
   writeFileSync(join(dir, 'report.md'), md);
   return { summary: join(dir, 'summary.json'), report: join(dir, 'report.md'), plots };
 }
