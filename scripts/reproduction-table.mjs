@@ -1,6 +1,7 @@
 #!/usr/bin/env node
 // Prints the thesis-vs-Chunkycast table of docs/reproduction.md from docs/results/*/summary.json,
 // so every figure in the document is one a run wrote. Usage: node scripts/reproduction-table.mjs
+// [--reliability] (the issue-4 table from docs/results/reliability/*/summary.json instead)
 import { existsSync, readFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -227,9 +228,48 @@ const rows = [
     pct(get('churn-lat2', (s) => s.disruption.undisruptedSliceFraction5sBuffer)),
   ],
 ];
-const lines = [
-  '| metric | scenario | thesis (Chunkyspread) | Chunkycast |',
-  '|---|---|---|---|',
-  ...rows.map((r) => `| ${r.join(' | ')} |`),
-];
-process.stdout.write(`${lines.join('\n')}\n`);
+if (process.argv.includes('--reliability')) {
+  // Issue 4's runs (docs/results/reliability/*): how every needed packet arrived, per scenario.
+  const rel = (name) => load(join('reliability', name));
+  const scenarios = [
+    ['churn', 'churn (300 s), no link loss'],
+    ['burst10', '10% burst at 30 s, no link loss'],
+    ['loss1', 'static, GE loss 1% on every link'],
+    ['loss2', 'static, GE loss 2% on every link'],
+    ['loss5', 'static, GE loss 5% on every link'],
+    ['loss5-sources', "static, GE loss 5% on the trees' first hops"],
+    ['loss5-parity', 'static, GE loss 5% on every link, parity auto'],
+  ];
+  const count = (x) => (x === undefined || x === null ? '—' : Number(x).toLocaleString('en-US'));
+  const share = (s, k) =>
+    s === null ? '—' : `${((100 * s.playback[k]) / Math.max(1, s.playback.packets)).toFixed(3)}%`;
+  const out = [
+    '| run | packets needed | tree | repair | parity | origin | missed deadline | repair latency p50 / p90 / p99 | duplicates | origin bytes ÷ stream × audience | parity upload |',
+    '|---|---|---|---|---|---|---|---|---|---|---|',
+    ...scenarios.map(([name, label]) => {
+      const s = rel(name);
+      if (s === null) return `| ${label} | not run | | | | | | | | | |`;
+      const l = s.repair.latencyMs;
+      return `| ${label} | ${count(s.playback.packets)} | ${share(s, 'tree')} | ${share(s, 'repair')} | ${share(s, 'parity')} | ${share(s, 'origin')} | ${count(s.playback.missed)} (${share(s, 'missed')}) | ${num(l.p50 / 1000, 2)} / ${num(l.p90 / 1000, 2)} / ${num(l.p99 / 1000, 2)} s | ${pct(s.repair.duplicateFraction)} | ${num(100 * s.origin.shareOfAudienceBytes, 3)}% | ${s.parity.mode === 'off' ? '—' : pct(s.parity.uploadShare)} |`;
+    }),
+  ];
+  const churn = rel('churn');
+  const thesisRows = [
+    '',
+    '| metric | scenario | thesis (Chunkyspread, no repair) | Chunkyspread here, no repair | Chunkycast, with repair |',
+    '|---|---|---|---|---|',
+    `| Playback disruption per slice, p90 | churn, 5 s buffer | 1 s | ${num(get('churn-lat2', (x) => x.disruption.p90SecondsPerSlice5sBuffer))} s | ${num(churn?.disruption.p90SecondsPerSlice5sBuffer)} s |`,
+    `| Slices never disrupted | churn, 5 s buffer | 85% | ${pct(get('churn-lat2', (x) => x.disruption.undisruptedSliceFraction5sBuffer))} | ${pct(churn?.disruption.undisruptedSliceFraction5sBuffer)} |`,
+    `| Packets never delivered | churn | — | ${pct(get('churn-lat2', (x) => 1 - x.delivery.packetsDeliveredFraction))} | ${pct(churn === null ? null : 1 - churn.delivery.packetsDeliveredFraction)} |`,
+    `| Missed playback deadlines (fixed delay, 5 s buffer) | churn | — | — | ${count(churn?.playback.missed)} of ${count(churn?.playback.packets)} |`,
+    `| Missed playback deadlines (fixed delay, 5 s buffer) | 10% burst | — | — | ${count(rel('burst10')?.playback.missed)} of ${count(rel('burst10')?.playback.packets)} |`,
+  ];
+  process.stdout.write(`${[...out, ...thesisRows].join('\n')}\n`);
+} else {
+  const lines = [
+    '| metric | scenario | thesis (Chunkyspread) | Chunkycast |',
+    '|---|---|---|---|',
+    ...rows.map((r) => `| ${r.join(' | ')} |`),
+  ];
+  process.stdout.write(`${lines.join('\n')}\n`);
+}
