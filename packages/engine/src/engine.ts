@@ -335,7 +335,7 @@ export class Engine {
           this.config.role === 'member' &&
           Number.isInteger(input.slice) &&
           input.slice >= 0 &&
-          input.slice < this.config.protocol.slices &&
+          input.slice < this.config.dataSlices &&
           Number.isInteger(input.seq) &&
           input.seq >= 0
         )

@@ -194,9 +194,16 @@ export class Repairer {
   /** Repair upload as slice-equivalents (packets per second ÷ one slice's packet rate), rounded up. */
   loadSlices(now: number): number {
     this.trimServed(now);
-    if (this.served.length === 0 || this.playout === null) return 0;
+    if (this.served.length === 0) return 0;
     const perSecond = (this.served.length * 1000) / SERVE_WINDOW_MS;
-    return Math.ceil(perSecond / (1000 / this.playout.packetIntervalMs));
+    return Math.ceil(perSecond / (1000 / this.packetIntervalMs()));
+  }
+
+  /** One slice's packet interval: the playout clock's, else the measured one (1 s if unknown). */
+  private packetIntervalMs(): number {
+    if (this.playout !== null) return this.playout.packetIntervalMs;
+    const measured = this.host.slice(0).seqIntervalMs;
+    return Number.isNaN(measured) ? 1000 : measured;
   }
 
   setPlayout(now: number, playout: Playout): void {
@@ -355,14 +362,18 @@ export class Repairer {
       if (chosen === null && helpers === undefined)
         helpersBySlice.set(m.slice, (helpers = this.helpersFor(now, m.slice)));
       if (chosen === null && (helpers === undefined || helpers.length === 0)) continue;
-      const start = cursor.get(m.slice) ?? 0;
-      for (let i = 0; chosen === null && helpers !== undefined && i < helpers.length; i++) {
-        const h = helpers[(start + i) % helpers.length] ?? 0;
-        if (m.tried.includes(h)) continue;
-        if ((this.inFlight.get(h) ?? 0) >= p.repairWindowPackets) continue;
-        chosen = h;
-        cursor.set(m.slice, start + i + 1);
-        break;
+      if (chosen === null && helpers !== undefined) {
+        // This packet's best `repairHelpers` among those it has not tried yet, in turn: a round
+        // is split across them, and a NAK or timeout brings in the next best.
+        const fit = helpers.filter((h) => !m.tried.includes(h)).slice(0, p.repairHelpers);
+        const start = cursor.get(m.slice) ?? 0;
+        for (let i = 0; i < fit.length; i++) {
+          const h = fit[(start + i) % fit.length] ?? 0;
+          if ((this.inFlight.get(h) ?? 0) >= p.repairWindowPackets) continue;
+          chosen = h;
+          cursor.set(m.slice, start + i + 1);
+          break;
+        }
       }
       if (chosen === null) continue;
       m.helper = chosen;
@@ -414,7 +425,6 @@ export class Repairer {
    */
   private helpersFor(now: number, s: number): PeerId[] {
     const h = this.host;
-    const p = h.protocol;
     const st = h.slice(s);
     const myMask = h.maskOf(h.id);
     // Below our parent (its other children's subtrees) is where a loss above our parent also hit;
@@ -441,7 +451,7 @@ export class Repairer {
     // The ones holding the packet soonest first (the advertised arrival offset plus the way here):
     // asked right after we miss it, a neighbour further down its own tree does not have it yet.
     scored.sort((a, b) => a.offset - b.offset || a.shared - b.shared || a.tie - b.tie);
-    return scored.slice(0, p.repairHelpers).map((x) => x.peer);
+    return scored.map((x) => x.peer);
   }
 
   /**
@@ -647,9 +657,7 @@ export class Repairer {
   /** Packets this node may serve per SERVE_WINDOW_MS: repairUploadShare·TL slices, at least one. */
   private servingCap(): number {
     const h = this.host;
-    const st = h.slice(0);
-    const interval =
-      this.playout?.packetIntervalMs ?? (Number.isNaN(st.seqIntervalMs) ? 1000 : st.seqIntervalMs);
+    const interval = this.packetIntervalMs();
     const slices = Math.max(1, h.protocol.repairUploadShare * h.targetLoad);
     return Math.max(1, Math.floor((slices * SERVE_WINDOW_MS) / Math.max(1, interval)));
   }
