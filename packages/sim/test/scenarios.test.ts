@@ -159,3 +159,50 @@ describe('determinism', () => {
     expect(strip(a)).not.toStrictEqual(strip(c));
   });
 });
+
+describe('repair, parity and the origin under link loss (issue 4)', () => {
+  const lossy = {
+    scenario: 'static',
+    nodes: 150,
+    durationS: 45,
+    seed: 21,
+    uplinkHeadroom: 0,
+    dataLoss: 0.05,
+  } as const;
+  const sumOfPaths = (out: RunOutput): number => {
+    const p = out.summary.playback;
+    return p.tree + p.repair + p.parity + p.origin + p.missed;
+  };
+
+  it('without repair, 5% bursty loss makes members miss deadlines', () => {
+    const out = run({ ...lossy, protocol: { repairHelpers: 0 } });
+    const p = out.summary.playback;
+    expect(p.packets).toBeGreaterThan(10_000);
+    expect(sumOfPaths(out)).toBe(p.packets);
+    expect(p.repair + p.origin + p.parity).toBe(0);
+    expect(p.missed / p.packets).toBeGreaterThan(0.01);
+  });
+
+  it('with repair, ≥ 99.9% of packets are on time, most filled by neighbours, little from the origin', () => {
+    const out = run(lossy);
+    const p = out.summary.playback;
+    expect(sumOfPaths(out)).toBe(p.packets);
+    expect(p.missed / p.packets).toBeLessThanOrEqual(0.001);
+    expect(p.repair).toBeGreaterThan(p.origin);
+    expect(out.summary.origin.shareOfAudienceBytes).toBeLessThan(0.02);
+    expect(out.summary.repair.latencyMs.count).toBeGreaterThan(0);
+    expect(out.summary.repair.latencyMs.p50).toBeLessThan(out.summary.playback.bufferMs);
+  });
+
+  it('parity: off when the audience loses nothing, on (and rebuilding packets) under loss, its upload reported', () => {
+    const clean = run({ ...lossy, dataLoss: 0, parity: 'auto' });
+    expect(clean.summary.parity.stripesActive).toBe(0);
+    expect(clean.summary.parity.uploadShare).toBe(0);
+    const out = run({ ...lossy, lossAt: 'sources', parity: 'auto' });
+    expect(out.summary.parity.switches[0]?.active).toBe(true);
+    expect(out.summary.playback.parity).toBeGreaterThan(0);
+    expect(out.summary.parity.uploadShare).toBeGreaterThan(0);
+    expect(out.summary.parity.uploadShare).toBeLessThanOrEqual(1 / 16 + 1e-9);
+    expect(out.summary.playback.missed).toBe(0);
+  });
+});
