@@ -33,10 +33,10 @@ import { resolveConfig, type EngineInit, type ResolvedConfig } from './config.js
 import { bloomMaskFor } from './mask.js';
 import { shuffleInPlace, type Random } from './random.js';
 import { ParityError, ParitySwitch, encodeParity, recoverFromParity } from './parity.js';
-import { Repairer } from './repair.js';
+import { Repairer, type FilledPacket } from './repair.js';
 import { PeerState, SliceState, type PendingKind } from './state.js';
 import { Swaplinks } from './swaplinks.js';
-import type { Action, DeliveryPath, EngineEvent, Input, SwitchKind } from './types.js';
+import type { Action, EngineEvent, Input, SwitchKind } from './types.js';
 
 /** Blocks of arrival times kept for the relative-offset measurement. */
 const OFFSET_BLOCKS = 8;
@@ -236,8 +236,8 @@ export class Engine {
       send: (to, message) => {
         this.send(to, message);
       },
-      accept: (s, seq, hops, from, payload, via, missingSinceMs) => {
-        this.acceptPacket(s, seq, hops, from, payload, via, missingSinceMs);
+      accept: (packet) => {
+        this.acceptPacket(packet);
       },
       fetchOrigin: (slice, seqs) => {
         this.actions.push({ kind: 'fetchOrigin', slice, seqs });
@@ -729,18 +729,11 @@ export class Engine {
    * A packet that came around the tree (repair or origin), already remembered in the ring: to the
    * application, and on down our subtree, which is missing it too.
    */
-  private acceptPacket(
-    s: number,
-    seq: number,
-    hops: number,
-    from: PeerId,
-    payload: Uint8Array,
-    via: DeliveryPath,
-    missingSinceMs: number,
-  ): void {
+  private acceptPacket(packet: FilledPacket): void {
+    const { slice: s, seq, payload, via } = packet;
     const st = this.slice(s);
     this.counters.packetsDelivered++;
-    this.actions.push({ kind: 'deliver', slice: s, seq, hops, from, payload, via, missingSinceMs });
+    this.actions.push({ kind: 'deliver', ...packet });
     this.forward(st, s, seq, st.filter, st.hops, payload);
     // A packet that came around may complete a stripe with one other still missing.
     if (via !== 'parity') this.tryParity(seq);

@@ -14,6 +14,18 @@ import type { Random } from './random.js';
 import type { PeerState, SliceState } from './state.js';
 import type { DeliveryPath } from './types.js';
 
+/** A packet that came other than down the tree, already remembered in the slice's ring. */
+export interface FilledPacket {
+  readonly slice: number;
+  readonly seq: number;
+  readonly hops: number;
+  readonly from: PeerId;
+  readonly payload: Uint8Array;
+  readonly via: DeliveryPath;
+  /** When it was first counted missing. */
+  readonly missingSinceMs: number;
+}
+
 /** What the repair layer needs from its engine: tree state, peers, and the way out. */
 export interface RepairHost {
   readonly protocol: ProtocolConfig;
@@ -30,15 +42,7 @@ export interface RepairHost {
   maskOf(peer: PeerId): Bloom128;
   send(to: PeerId, message: Message): void;
   /** Hand a newly held packet to the application and down the slice's tree. */
-  accept(
-    s: number,
-    seq: number,
-    hops: number,
-    from: PeerId,
-    payload: Uint8Array,
-    via: DeliveryPath,
-    missingSinceMs: number,
-  ): void;
+  accept(packet: FilledPacket): void;
   fetchOrigin(s: number, seqs: number[]): void;
   /** A packet has just been found missing (the parity slice may already hold what rebuilds it). */
   missing(s: number, seq: number): void;
@@ -514,7 +518,7 @@ export class Repairer {
     if (seq > st.highestSeq) st.highestSeq = seq;
     this.missing.delete(k);
     if (m !== undefined) this.filled.set(k, m.deadline);
-    this.host.accept(s, seq, hops, from, payload, via, m?.detectedAt ?? now);
+    this.host.accept({ slice: s, seq, hops, from, payload, via, missingSinceMs: m?.detectedAt ?? now });
   }
 
   onRepairNak(now: number, from: PeerId, msg: PacketRepairNakMessage): void {
