@@ -1120,7 +1120,9 @@ export class Simulation {
         kind: 'playout',
         zeroAtMs: this.options.plan.streamStartMs + m.playoutDelayMs,
         packetIntervalMs: this.packetIntervalMs,
-        fromMs: m.playFromMs,
+        // 1 ms early: emission times are whole ms, so the engine's clock can put the first packet
+        // half a millisecond before the start this simulator counts from.
+        fromMs: m.playFromMs - 1,
         // A browser measures its origin fetches; here the model's round trip to the source's site.
         originRttMs: 2 * this.latency.latencyMs(m.id, SOURCE_ID),
       }),
