@@ -324,8 +324,10 @@ export class Repairer {
       const own = this.lagMs[s] ?? Number.NaN;
       const lag = Number.isNaN(own) ? fallbackLag : own;
       let seq = this.scanFrom[s] ?? 0;
-      // The ring bounds how far back a packet can still be remembered.
+      // The ring bounds how far back a packet can still be remembered, and a packet whose play
+      // time has passed is not needed any more (this also bounds the loop after a long pause).
       if (st.highestSeq >= 0) seq = Math.max(seq, st.highestSeq - st.ringSize + 1);
+      seq = Math.max(seq, this.firstSeqPlayingAt(s, now));
       for (;;) {
         const play = this.playTime(s, seq);
         // Missing once overdue on its own path, or in any case when the deadline draws near (a path
