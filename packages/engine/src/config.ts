@@ -113,13 +113,22 @@ export interface ProtocolConfig {
   readonly repairHelpers: number;
   /**
    * A packet counts as missing this long after it was expected (its slice's measured lag behind
-   * the playout clock). Arrival jitter between tree paths is tens of ms on the thesis network; a
-   * hand-off shifts a slice's lag by up to a few hundred ms, so 300 ms asks rarely for a packet
-   * that is merely late, and still leaves most of a 5 s buffer for the repair.
+   * the playout clock). Not from the papers. Parent changes (load and latency switches, which never
+   * stop in our runs) move a slice's arrival by hundreds of ms, and a packet that is merely late
+   * then draws repair copies it will not need: at 300 members (docs/reproduction.md) 300 ms spent
+   * 10× the repair upload of 1200 ms at 0% loss and 2× at 2%, both with no missed deadline;
+   * 1200 ms still leaves 5 s − 1.2 s − the origin lead for two or three repair attempts.
    */
   readonly repairGraceMs: number;
   /** A repair request unanswered this long (or 2·RTT + 100 ms if shorter) goes to another helper. */
   readonly repairTimeoutMs: number;
+  /**
+   * How long a parent's Pending answer is trusted before other neighbours are asked: about one
+   * repair round above us plus the hop down (the parent's own repair may fail too). 1 s: the
+   * median repair took 0.8 s in our runs; waiting longer saves duplicate repairs in deep subtrees
+   * at the price of later ones (docs/reproduction.md).
+   */
+  readonly repairPendingWaitMs: number;
   /**
    * Last resort: a packet still missing this close to its playback deadline is fetched from the
    * origin (HTTP Range in the browser). One origin round trip at the thesis's 650 ms maximum
@@ -184,8 +193,9 @@ export const DEFAULT_PROTOCOL: ProtocolConfig = Object.freeze({
   maxViolationsPerPeer: 20,
   bootstrapPeers: 4,
   repairHelpers: 3,
-  repairGraceMs: 300,
+  repairGraceMs: 1200,
   repairTimeoutMs: 1500,
+  repairPendingWaitMs: 1000,
   originLeadMs: 1500,
   repairUploadShare: 0.5,
   repairBacklogLimitBytes: 256 * 1024,
@@ -327,6 +337,7 @@ export function resolveConfig(init: EngineInit): ResolvedConfig {
   checkInteger('repairHelpers', protocol.repairHelpers, 0, 16);
   checkInteger('repairGraceMs', protocol.repairGraceMs, 0, 60_000);
   checkInteger('repairTimeoutMs', protocol.repairTimeoutMs, 1, 60_000);
+  checkInteger('repairPendingWaitMs', protocol.repairPendingWaitMs, 0, 60_000);
   checkInteger('originLeadMs', protocol.originLeadMs, 0, 60_000);
   checkNumber('repairUploadShare', protocol.repairUploadShare, 0, 10);
   checkInteger('repairBacklogLimitBytes', protocol.repairBacklogLimitBytes, 0, 1 << 30);

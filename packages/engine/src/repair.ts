@@ -110,11 +110,6 @@ const LAG_SMOOTHING = 0.2;
 const BUSY_BACKOFF_MS = 1000;
 /** Window of the helper's served-packets rate (for the load it adds and for its cap). */
 const SERVE_WINDOW_MS = 2000;
-/**
- * How long a Pending answer is trusted before other helpers are asked: about one repair round trip
- * above us plus the hop down (the parent's own repair may fail too).
- */
-const PENDING_WAIT_MS = 1000;
 /** Distinct helpers tried for one packet before it waits for the origin. */
 const MAX_TRIES_PER_PACKET = 6;
 
@@ -539,7 +534,7 @@ export class Repairer {
       if (msg.reason === RepairNakReason.Pending && from === this.host.slice(msg.slice).parent) {
         // It will come down the tree (repaired or fetched from the origin above us); our own
         // origin fetch stays the backstop.
-        m.waitUntil = Math.min(m.deadline - this.originLeadMs, now + PENDING_WAIT_MS);
+        m.waitUntil = Math.min(m.deadline - this.originLeadMs, now + this.host.protocol.repairPendingWaitMs);
         continue;
       }
       m.tried.push(from);

@@ -281,7 +281,7 @@ class ParityMember {
     id: ME,
     role: 'member',
     targetLoadSlices: 8,
-    protocol: { slices: SLICES, paritySlices: 1 },
+    protocol: { slices: SLICES, paritySlices: 1, repairGraceMs: GRACE_MS },
   });
   readonly stripes: Uint8Array[][];
   readonly dropped = new Set<string>();

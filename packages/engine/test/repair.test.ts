@@ -103,7 +103,7 @@ class Rig {
         id: ME,
         role: 'member',
         targetLoadSlices: options.targetLoadSlices ?? 8,
-        protocol: { slices, ...options.protocol },
+        protocol: { slices, repairGraceMs: GRACE_MS, ...options.protocol },
       },
       options.seed ?? 1,
     );

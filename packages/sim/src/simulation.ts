@@ -139,6 +139,8 @@ export class MemberRecord {
   playoutDelayMs = Number.NaN;
   /** Playback starts here (completeAt + buffer). */
   playFromMs = Infinity;
+  /** Per slice: when it last lost its parent and has had none since (NaN while it has one). */
+  readonly parentLostAt: Float64Array;
   readonly measureSum: Float64Array;
   readonly measureCount: Uint32Array;
   readonly hops: Uint8Array;
@@ -169,6 +171,7 @@ export class MemberRecord {
     this.delays = Array.from({ length: slices }, () => new Uint16Array(capacitySeqs).fill(NOT_RECEIVED));
     this.via = Array.from({ length: slices }, () => new Uint8Array(capacitySeqs));
     this.firstDelay = new Float64Array(slices).fill(Number.NaN);
+    this.parentLostAt = new Float64Array(slices).fill(Number.NaN);
     this.measureSum = new Float64Array(slices);
     this.measureCount = new Uint32Array(slices);
     this.hops = new Uint8Array(slices);
@@ -928,6 +931,8 @@ export class Simulation {
   private onEngineEvent(m: MemberRecord | null, event: EngineEvent, now: number): void {
     switch (event.type) {
       case 'parentChanged':
+        if (m !== null && event.slice < this.slices)
+          m.parentLostAt[event.slice] = event.parent === null ? now : Number.NaN;
         if (event.switchKind === 'load' || event.switchKind === 'latency')
           this.optimisingSwitchesThisSecond++;
         else if (event.switchKind === 'forced') this.forcedSwitchesThisSecond++;
