@@ -62,6 +62,7 @@ const SPARE_SHELF_LIFE_MS = 30_000;
 const LOAD_SWITCH_MAX_PENALTY_MS = 600;
 /** Candidates in one load report: enough choice for the parent, small on the wire. */
 const REPORT_CANDIDATES = 4;
+/** The payload of a parity packet while parity is off: keeps the parity tree alive for a header. */
 const EMPTY_PAYLOAD: Uint8Array = new Uint8Array(0);
 /** Flood senders remembered per slice, in arrival order. */
 const MAX_FLOOD_SENDERS = 16;
@@ -653,14 +654,14 @@ export class Engine {
       st.hops = msg.hops;
     }
     st.lastDataAt = this.now;
-    this.repair.onTreePacket(this.now, s, msg.seq);
+    if (s < this.config.dataSlices) this.repair.onTreePacket(this.now, s, msg.seq);
     if (st.highestSeq >= 0 && msg.seq <= st.highestSeq - st.ringSize) {
       this.counters.latePackets++;
       return;
     }
     if (!st.remember(msg.seq, msg.payload, this.now)) {
       this.counters.duplicatePackets++;
-      this.repair.onTreeDuplicate(s, msg.seq);
+      if (s < this.config.dataSlices) this.repair.onTreeDuplicate(s, msg.seq);
       return;
     }
     if (msg.seq > st.highestSeq) {

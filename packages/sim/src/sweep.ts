@@ -20,6 +20,9 @@ interface Sweep {
   readonly scenario: ScenarioName;
   readonly why: string;
   readonly columns: readonly [string, (s: Summary) => number | string][];
+  /** Link loss for this sweep (default none) and its own simulated length (default --seconds). */
+  readonly dataLoss?: number;
+  readonly seconds?: number;
 }
 
 const pct = (x: number): string => `${(100 * x).toFixed(1)}%`;
@@ -31,6 +34,19 @@ const common: [string, (s: Summary) => number | string][] = [
   ],
   ['latency switches/member', (s) => s.overhead.switchesPerNodeTotal.latency],
   ['99% switches by (s)', (s) => s.convergence.switches99Seconds],
+];
+
+/** What repair costs and buys (issue 4). */
+const repairColumns: [string, (s: Summary) => number | string][] = [
+  ['missed deadlines', (s) => s.playback.missed],
+  ['repair upload ÷ stream', (s) => pct(s.repair.packetsServed / Math.max(1, s.playback.packets))],
+  [
+    'of it wasted (came after the packet)',
+    (s) => pct(s.repair.unsolicitedDropped / Math.max(1, s.repair.packetsServed)),
+  ],
+  ['duplicates', (s) => pct(s.repair.duplicateFraction)],
+  ['origin ÷ stream × audience', (s) => `${(100 * s.origin.shareOfAudienceBytes).toFixed(3)}%`],
+  ['repair latency p50 / p90 (ms)', (s) => `${s.repair.latencyMs.p50} / ${s.repair.latencyMs.p90}`],
 ];
 
 const SWEEPS: readonly Sweep[] = [
@@ -91,6 +107,30 @@ const SWEEPS: readonly Sweep[] = [
     ],
   },
   {
+    name: 'repairGraceMs',
+    values: [300, 700, 1200],
+    scenario: 'churn',
+    seconds: 200,
+    why: 'repair of packets that are late, not lost, vs time left to repair (churn)',
+    columns: repairColumns,
+  },
+  {
+    name: 'repairGraceMs',
+    values: [300, 700, 1200],
+    scenario: 'static',
+    dataLoss: 0.02,
+    why: 'the same under 2% Gilbert–Elliott loss on every link',
+    columns: repairColumns,
+  },
+  {
+    name: 'repairPendingWaitMs',
+    values: [1000, 2500, 5000],
+    scenario: 'static',
+    dataLoss: 0.02,
+    why: 'trusting a parent that chases the packet itself vs asking around (2% loss)',
+    columns: repairColumns,
+  },
+  {
     name: 'floodCollectMs',
     values: [100, 300, 1000],
     scenario: 'burst10',
@@ -125,7 +165,10 @@ const md: string[] = [
 ];
 for (const sweep of SWEEPS) {
   if (only.length > 0 && !only.includes(sweep.name)) continue;
-  md.push(`## ${sweep.name} (${sweep.scenario}): ${sweep.why}`, '');
+  md.push(
+    `## ${sweep.name} (${sweep.scenario}${sweep.dataLoss !== undefined ? `, ${100 * sweep.dataLoss}% loss` : ''}${sweep.seconds !== undefined ? `, ${sweep.seconds} s` : ''}): ${sweep.why}`,
+    '',
+  );
   md.push(
     `| value | ${sweep.columns.map(([c]) => c).join(' | ')} |`,
     `|---|${sweep.columns.map(() => '---').join('|')}|`,
@@ -136,7 +179,8 @@ for (const sweep of SWEEPS) {
       ...DEFAULT_RUN,
       scenario: sweep.scenario,
       nodes,
-      durationS: sweep.scenario === 'burst10' ? Math.max(seconds, 70) : seconds,
+      durationS: sweep.seconds ?? (sweep.scenario === 'burst10' ? Math.max(seconds, 70) : seconds),
+      dataLoss: sweep.dataLoss ?? 0,
       lat: 2,
       uplinkHeadroom: 0,
       packetsPerSlicePerSecond: 1,
