@@ -12,16 +12,10 @@ import {
 import type { ProtocolConfig } from './config.js';
 import type { Random } from './random.js';
 import type { PeerState, SliceState } from './state.js';
-import type { DeliveryPath } from './types.js';
+import type { DeliveredPacket, DeliveryPath } from './types.js';
 
 /** A packet that came other than down the tree, already remembered in the slice's ring. */
-export interface FilledPacket {
-  readonly slice: number;
-  readonly seq: number;
-  readonly hops: number;
-  readonly from: PeerId;
-  readonly payload: Uint8Array;
-  readonly via: DeliveryPath;
+export interface FilledPacket extends DeliveredPacket {
   /** When it was first counted missing. */
   readonly missingSinceMs: number;
 }

@@ -57,6 +57,18 @@ export type Input =
 /** How a packet reached this node. */
 export type DeliveryPath = 'tree' | 'repair' | 'origin' | 'parity';
 
+/** A packet handed to the application (each (slice, seq) exactly once). */
+export interface DeliveredPacket {
+  readonly slice: number;
+  readonly seq: number;
+  readonly hops: number;
+  readonly from: PeerId;
+  readonly payload: Uint8Array;
+  readonly via: DeliveryPath;
+  /** When the engine first counted it missing (repair, parity and origin), else null. */
+  readonly missingSinceMs: number | null;
+}
+
 export type SwitchKind = 'load' | 'latency' | 'forced';
 
 /** Observable happenings, for stats, debugging and the simulator's measurements. */
@@ -94,18 +106,8 @@ export type EngineEvent =
 /** Everything an engine asks its host to do. */
 export type Action =
   | { readonly kind: 'send'; readonly to: PeerId; readonly message: Message }
-  /** A new packet for the application (each (slice, seq) exactly once). */
-  | {
-      readonly kind: 'deliver';
-      readonly slice: number;
-      readonly seq: number;
-      readonly hops: number;
-      readonly from: PeerId;
-      readonly payload: Uint8Array;
-      readonly via: DeliveryPath;
-      /** When the engine first counted it missing (repair and origin), else null. */
-      readonly missingSinceMs: number | null;
-    }
+  /** A new packet for the application. */
+  | ({ readonly kind: 'deliver' } & DeliveredPacket)
   /** Last resort: fetch these packets of `slice` from the origin and hand them back as `originPacket`. */
   | { readonly kind: 'fetchOrigin'; readonly slice: number; readonly seqs: readonly number[] }
   | { readonly kind: 'requestBootstrap'; readonly count: number }
