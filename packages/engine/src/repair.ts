@@ -2,6 +2,7 @@ import {
   MessageType,
   PACKET_REPAIR_SPAN,
   RepairNakReason,
+  bitCount32,
   type Bloom128,
   type Message,
   type PacketRepairDataMessage,
@@ -398,7 +399,7 @@ export class Repairer {
             i++;
           }
           this.counters.repairRequestsSent++;
-          this.counters.repairPacketsRequested += popcount(wanted);
+          this.counters.repairPacketsRequested += bitCount32(wanted);
           const msg: PacketRepairRequestMessage = {
             type: MessageType.PacketRepairRequest,
             slice: s,
@@ -662,14 +663,4 @@ export class Repairer {
     while (drop < this.served.length && (this.served[drop] ?? 0) <= now - SERVE_WINDOW_MS) drop++;
     if (drop > 0) this.served = this.served.slice(drop);
   }
-}
-
-function popcount(x: number): number {
-  let n = 0;
-  let v = x >>> 0;
-  while (v !== 0) {
-    v &= v - 1;
-    n++;
-  }
-  return n;
 }

@@ -1,4 +1,4 @@
-import { EMPTY_BLOOM, type Bloom128, type ForcedReason, type PeerId } from '@chunkycast/wire';
+import { EMPTY_BLOOM, bitCount32, type Bloom128, type ForcedReason, type PeerId } from '@chunkycast/wire';
 import type { SwitchKind } from './types.js';
 
 /** What we know of one peer: liveness, and the latest advertisement if it is a neighbour. */
@@ -58,10 +58,10 @@ export class PeerState {
     const f = this.sliceFilters;
     const o = slice * 4;
     return (
-      bitCount((f[o] ?? 0) & filter[0]) +
-      bitCount((f[o + 1] ?? 0) & filter[1]) +
-      bitCount((f[o + 2] ?? 0) & filter[2]) +
-      bitCount((f[o + 3] ?? 0) & filter[3])
+      bitCount32((f[o] ?? 0) & filter[0]) +
+      bitCount32((f[o + 1] ?? 0) & filter[1]) +
+      bitCount32((f[o + 2] ?? 0) & filter[2]) +
+      bitCount32((f[o + 3] ?? 0) & filter[3])
     );
   }
 
@@ -193,11 +193,4 @@ export class SliceState {
     const slot = seq % this.ringSeq.length;
     return this.ringSeq[slot] === (seq | 0) ? this.ringPayload[slot] : undefined;
   }
-}
-
-function bitCount(x: number): number {
-  let v = x >>> 0;
-  v -= (v >>> 1) & 0x55555555;
-  v = (v & 0x33333333) + ((v >>> 2) & 0x33333333);
-  return (((v + (v >>> 4)) & 0x0f0f0f0f) * 0x01010101) >>> 24;
 }

@@ -21,6 +21,7 @@ function treeProblems(out: RunOutput): string[] {
   for (const m of out.result.members)
     if (m.leftAt === Infinity && m.engine !== null) engines.set(m.id, m.engine);
   const parents = new Map<number, (number | null)[]>();
+  const lostParentAt = new Map(out.result.members.map((m) => [m.id, m.parentLostAt]));
   for (const [id, engine] of engines) parents.set(id, engine.parents());
   for (const [id] of engines) {
     for (let s = 0; s < 16; s++) {
@@ -31,7 +32,7 @@ function treeProblems(out: RunOutput): string[] {
         if (parent === SOURCE) break;
         // A slice that lost its parent moments ago is recovering (thesis: ~5 s at the 90th
         // percentile after a failure), not broken; a snapshot must not call it a broken tree.
-        const lostAt = out.result.members.find((m) => m.id === node)?.parentLostAt[s] ?? Number.NaN;
+        const lostAt = lostParentAt.get(node)?.[s] ?? Number.NaN;
         if (parent === null && out.result.simMs - lostAt <= RECOVERING_MS) break;
         if (parent === null) {
           problems.push(

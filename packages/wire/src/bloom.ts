@@ -28,16 +28,16 @@ export function bloomEquals(a: Bloom128, b: Bloom128): boolean {
   return a[0] === b[0] && a[1] === b[1] && a[2] === b[2] && a[3] === b[3];
 }
 
+/** Set bits in one 32-bit word (a filter word, or a packet bitmap). */
+export function bitCount32(word: number): number {
+  let v = word >>> 0;
+  v -= (v >>> 1) & 0x55555555;
+  v = (v & 0x33333333) + ((v >>> 2) & 0x33333333);
+  return (((v + (v >>> 4)) & 0x0f0f0f0f) * 0x01010101) >>> 24;
+}
+
 export function bloomPopCount(filter: Bloom128): number {
-  let count = 0;
-  for (const word of filter) {
-    let w = word >>> 0;
-    while (w !== 0) {
-      w &= w - 1;
-      count++;
-    }
-  }
-  return count;
+  return bitCount32(filter[0]) + bitCount32(filter[1]) + bitCount32(filter[2]) + bitCount32(filter[3]);
 }
 
 export function bloomIsEmpty(filter: Bloom128): boolean {
