@@ -433,6 +433,7 @@ export async function createTracker(options: TrackerOptions): Promise<Tracker> {
         expiresAtSec: ticketExpiry.get(member) ?? 0,
       }),
       resumed,
+      ice: { servers: [], expiresAtMs: null },
     });
   }
 

@@ -90,6 +90,51 @@ export interface SignedAnnouncement extends SegmentAnnouncement {
   readonly signature: string;
 }
 
+/** At most this many ICE servers in a welcome or an `ice` frame (browsers try every one). */
+export const MAX_ICE_SERVERS = 8;
+/** At most this many URLs per ICE server. */
+export const MAX_ICE_URLS = 4;
+/** Longest ICE server URL, username or credential. */
+export const MAX_ICE_FIELD_LENGTH = 512;
+/** `stun:`, `stuns:`, `turn:` or `turns:` URLs only (RFC 7064, RFC 7065), printable ASCII. */
+export const ICE_URL_PATTERN = /^(stun|stuns|turn|turns):[\x21-\x7e]+$/;
+
+/**
+ * One STUN or TURN server as RTCPeerConnection takes it (`RTCIceServer`). TURN servers carry
+ * short-lived credentials (the TURN REST API convention: username `<expiry unix s>:<peer id>`,
+ * password base64(HMAC-SHA1(secret, username))).
+ */
+export interface IceServer {
+  readonly urls: readonly string[];
+  readonly username?: string;
+  readonly credential?: string;
+}
+
+/** The ICE servers a tracker hands a peer, and when their credentials stop working. */
+export interface IceConfig {
+  readonly servers: readonly IceServer[];
+  /** Unix ms after which TURN credentials are refused; null when nothing expires (STUN only, or none). */
+  readonly expiresAtMs: number | null;
+}
+
+/** Route types of a WebRTC link, from its selected candidate pair (the less direct end decides). */
+export type RouteType = 'host' | 'srflx' | 'prflx' | 'relay';
+export const ROUTE_TYPES: readonly RouteType[] = ['host', 'srflx', 'prflx', 'relay'];
+/** A count per route type. */
+export type RouteCounts = Readonly<Record<RouteType, number>>;
+
+/** A viewer's view of its connections, cumulative since it joined (the tracker keeps aggregates only). */
+export interface ConnectivityReport {
+  /** Links currently open, by route type (a link whose route is not known yet is not counted). */
+  readonly open: RouteCounts;
+  /** Links that connected since joining, by route type. */
+  readonly connected: RouteCounts;
+  /** Links given up before their channel opened (ICE failed or timed out), since joining. */
+  readonly failed: number;
+  /** Bytes sent and received over TURN-relayed links, since joining. */
+  readonly relayedBytes: number;
+}
+
 /** A viewer's periodic view of itself, for the tracker's debug picture and the broadcaster page. */
 export interface PeerReport {
   /** Parent per slice (null: none). */
@@ -101,6 +146,8 @@ export interface PeerReport {
   readonly uploadBytes: number;
   readonly stalls: number;
   readonly playing: boolean;
+  /** Connectivity (optional: older SDKs do not send it). */
+  readonly connectivity?: ConnectivityReport;
 }
 
 export type ClientMessage =
@@ -156,7 +203,11 @@ export type ServerMessage =
       readonly resume: string | null;
       /** True when a `resume` ticket was honoured and `peerId` is the peer's old id. */
       readonly resumed: boolean;
+      /** STUN/TURN servers for this peer's RTCPeerConnections (empty: host candidates only). */
+      readonly ice: IceConfig;
     }
+  /** Fresh ICE servers (TURN credentials renewed before the old ones expire). */
+  | { readonly type: 'ice'; readonly ice: IceConfig }
   | { readonly type: 'peers'; readonly peers: readonly PeerId[] }
   | { readonly type: 'signal'; readonly from: PeerId; readonly data: SignalData }
   | { readonly type: 'announce'; readonly announcement: SignedAnnouncement }
@@ -371,6 +422,60 @@ export function announcementText(a: SignedAnnouncement): string {
   }).replace(NON_ASCII, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`);
 }
 
+function routeCounts(o: Json, key: string): RouteCounts {
+  const v = obj(o, key);
+  return {
+    host: int(v, 'host', 0, Number.MAX_SAFE_INTEGER),
+    srflx: int(v, 'srflx', 0, Number.MAX_SAFE_INTEGER),
+    prflx: int(v, 'prflx', 0, Number.MAX_SAFE_INTEGER),
+    relay: int(v, 'relay', 0, Number.MAX_SAFE_INTEGER),
+  };
+}
+
+function connectivity(o: Json): ConnectivityReport {
+  return {
+    open: routeCounts(o, 'open'),
+    connected: routeCounts(o, 'connected'),
+    failed: int(o, 'failed', 0, Number.MAX_SAFE_INTEGER),
+    relayedBytes: int(o, 'relayedBytes', 0, Number.MAX_SAFE_INTEGER),
+  };
+}
+
+/** Validates ICE servers: bounded counts and lengths, stun/turn URLs only, string credentials. */
+function iceConfig(o: Json): IceConfig {
+  const list = o.servers;
+  if (!Array.isArray(list) || list.length > MAX_ICE_SERVERS)
+    throw new Invalid('invalidField', `"servers" must be an array of at most ${MAX_ICE_SERVERS}`);
+  const servers = list.map((server: unknown): IceServer => {
+    if (!isObject(server)) throw new Invalid('invalidField', 'an ICE server is not an object');
+    const urls = server.urls;
+    if (!Array.isArray(urls) || urls.length < 1 || urls.length > MAX_ICE_URLS)
+      throw new Invalid('invalidField', `"urls" must be an array of 1 to ${MAX_ICE_URLS}`);
+    for (const u of urls)
+      if (typeof u !== 'string' || u.length > MAX_ICE_FIELD_LENGTH || !ICE_URL_PATTERN.test(u))
+        throw new Invalid('invalidField', '"urls" holds a URL that is not stun:, stuns:, turn: or turns:');
+    return {
+      urls: urls as string[],
+      ...(server.username === undefined ? {} : { username: str(server, 'username', MAX_ICE_FIELD_LENGTH) }),
+      ...(server.credential === undefined
+        ? {}
+        : { credential: str(server, 'credential', MAX_ICE_FIELD_LENGTH) }),
+    };
+  });
+  const expiresAtMs = nullable(o, 'expiresAtMs', () => int(o, 'expiresAtMs', 0, Number.MAX_SAFE_INTEGER));
+  return { servers, expiresAtMs };
+}
+
+/** Checks a list of ICE servers from outside the protocol (a page attribute, a config file). */
+export function validateIceServers(value: unknown): TrackerDecodeResult<readonly IceServer[]> {
+  try {
+    return { ok: true, message: iceConfig({ servers: value, expiresAtMs: null }).servers };
+  } catch (e) {
+    if (e instanceof Invalid) return { ok: false, error: { code: e.code, message: e.message } };
+    return { ok: false, error: { code: 'malformed', message: `decoder fault: ${String(e)}` } };
+  }
+}
+
 const MAX_REPORT_SLICES = 64;
 const MAX_REPORT_CHILDREN = 256;
 
@@ -398,6 +503,7 @@ function report(o: Json): PeerReport {
     uploadBytes: int(o, 'uploadBytes', 0, Number.MAX_SAFE_INTEGER),
     stalls: int(o, 'stalls', 0, Number.MAX_SAFE_INTEGER),
     playing,
+    ...(o.connectivity === undefined ? {} : { connectivity: connectivity(obj(o, 'connectivity')) }),
   };
 }
 
@@ -486,8 +592,12 @@ export function decodeServerMessage(frame: string): TrackerDecodeResult<ServerMe
           }),
           resume: nullable(o, 'resume', () => str(o, 'resume', MAX_TICKET_LENGTH, TICKET_PATTERN)),
           resumed: o.resumed === true,
+          // An older tracker sends no ICE servers: host candidates only, as before.
+          ice: o.ice === undefined ? { servers: [], expiresAtMs: null } : iceConfig(obj(o, 'ice')),
         };
       }
+      case 'ice':
+        return { type: 'ice', ice: iceConfig(obj(o, 'ice')) };
       case 'peers': {
         const peers = o.peers;
         if (!Array.isArray(peers) || peers.length > MAX_BOOTSTRAP_PEERS)
