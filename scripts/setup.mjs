@@ -34,7 +34,8 @@ if (major < 20 || (major === 20 && minor < 19)) {
 }
 
 // System packages: Debian Chromium for the browser tests (browsers cannot be downloaded by
-// Playwright here), ffmpeg for the live test stream, iproute2 for the tests' network namespace.
+// Playwright here), ffmpeg for the live test stream, iproute2 for the tests' network namespace,
+// coturn and nftables for the network lab.
 // CHUNKYCAST_SKIP_SYSTEM_PACKAGES=1 skips this (for machines that provide them another way).
 if (process.env.CHUNKYCAST_SKIP_SYSTEM_PACKAGES !== '1') {
   const wanted = [
@@ -43,6 +44,9 @@ if (process.env.CHUNKYCAST_SKIP_SYSTEM_PACKAGES !== '1') {
     ['iproute2', has('ip')],
     // The tracker's Redis scale-out test runs a real redis-server.
     ['redis-server', has('redis-server')],
+    // The network lab (`npm run lab`, and its short scenario in the e2e tests): STUN/TURN and NAT.
+    ['coturn', has('turnserver')],
+    ['nftables', has('nft')],
   ];
   const missing = wanted.filter(([, present]) => !present).map(([name]) => name);
   if (missing.length > 0) {

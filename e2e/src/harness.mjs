@@ -14,7 +14,7 @@ import { fileURLToPath } from 'node:url';
 
 export const root = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
 
-const logLine = (prefix, text) => process.stderr.write(`${prefix}: ${text}\n`);
+export const logLine = (prefix, text) => process.stderr.write(`${prefix}: ${text}\n`);
 
 /** A bounded ring of recent log lines, for diagnostics when something fails. */
 class Ring {
@@ -296,6 +296,8 @@ export const demoDist = join(root, 'demo', 'dist');
  */
 export async function startTracker({
   originDir,
+  /** Address to bind (the lab binds its public segment's address). */
+  host = '127.0.0.1',
   staticDir = demoDist,
   port = 0,
   sourceStream = 'live',
@@ -304,19 +306,21 @@ export async function startTracker({
   /** true: echo every log line to stderr; a function: echo the records it accepts. */
   echo = false,
   startTimeoutMs = 20_000,
+  /** More environment variables for the tracker (secrets go here, not in argv). */
+  env: extraEnv = {},
   /** The broadcaster key (the source's secret; /debug/* needs it as a bearer token). */
   broadcasterKey = process.env.CHUNKYCAST_BROADCASTER_KEY || randomBytes(24).toString('base64url'),
 } = {}) {
   if (!existsSync(trackerCli))
     throw new Error(`${trackerCli} is missing: build the tracker first (npx tsc -b, or npm run setup)`);
-  const args = [trackerCli, '--host', '127.0.0.1', '--port', String(port), '--log-level', logLevel];
+  const args = [trackerCli, '--host', host, '--port', String(port), '--log-level', logLevel];
   if (originDir !== undefined) args.push('--origin-dir', originDir);
   if (staticDir !== undefined) args.push('--static-dir', staticDir);
   // null: no true source (an origin-only tracker, as the comparison benchmark's non-mesh arms use).
   if (sourceStream !== undefined && sourceStream !== null) args.push('--source-stream', sourceStream);
   args.push(...extraArgs);
   // The key goes in the environment, not argv, which other users of the machine can read.
-  const env = { ...process.env, CHUNKYCAST_BROADCASTER_KEY: broadcasterKey };
+  const env = { ...process.env, ...extraEnv, CHUNKYCAST_BROADCASTER_KEY: broadcasterKey };
   const proc = spawn(process.execPath, args, { cwd: root, env, stdio: ['ignore', 'pipe', 'pipe'] });
   tieToParent(proc);
   const logs = new Ring(400);
@@ -493,13 +497,18 @@ function pageInit() {
  * Launches Debian Chromium headless with a persistent context in a temp profile.
  * Pages opened by openViewer share this one context (≈15 MB per page).
  */
-export async function launchBrowser({ headless = true } = {}) {
+export async function launchBrowser({
+  headless = true,
+  executablePath = chromiumPath(),
+  extraArgs = [],
+} = {}) {
   const { chromium } = await import('playwright-core');
   const userDataDir = mkdtempSync(join(tmpdir(), 'chunkycast-chromium-'));
   const context = await chromium.launchPersistentContext(userDataDir, {
-    executablePath: chromiumPath(),
+    // The lab passes a wrapper that runs Chromium inside a viewer's network namespace.
+    executablePath,
     headless,
-    args: chromiumArgs,
+    args: [...chromiumArgs, ...extraArgs],
     viewport: { width: 640, height: 480 },
     ignoreDefaultArgs: ['--mute-audio'],
     // The caller's Stack closes the browser on signals, after the pages and before the tracker.

@@ -1,0 +1,273 @@
+// A small internet out of Linux network namespaces, for the lab (`npm run lab`).
+//
+// The process that builds it must already be in its own loopback-only network namespace (the lab
+// re-runs itself under `unshare -n`): that namespace becomes the lab's *public segment*, a bridge
+// with the tracker, the origin, the true source and coturn on LAB_PUBLIC_IP. Every viewer gets a
+// *home* namespace with one Chromium; a home sits behind its own *router* namespace (nftables NAT)
+// or, for the public viewer, straight on the bridge. Nothing is connected to the machine's real
+// interfaces, so no packet can leave it.
+//
+// Addresses: the public segment uses 198.18.0.0/24 (RFC 2544's benchmarking range, never routed
+// on the internet: it looks public to Chromium and coturn, which treat RFC 1918 space as private);
+// home LANs use 10.<n>.0.0/24.
+//
+// NAT kinds (RFC 4787 terms):
+// - `port-preserving`: nftables `masquerade` keeps the source port where it can, so one inside
+//   address:port maps to the same outside port for every destination (endpoint-independent mapping);
+//   conntrack admits only replies from where a packet went (address-and-port-dependent filtering):
+//   two such homes reach each other by hole punching with STUN-learned (srflx) candidates.
+// - `symmetric`: `masquerade random,fully-random` gives every new destination its own random port,
+//   so a srflx candidate is useless to any peer but the STUN server: links to other NATed homes need
+//   TURN; links to public hosts still work directly (peer-reflexive candidates).
+// - `lan`: several homes on one LAN bridge behind one port-preserving router: they reach each other
+//   by host candidates.
+// - `public`: no NAT at all.
+//
+// Shaping: `tc` tbf on the home's interface (uplink) and on the router's side of it (downlink).
+// `netem` is missing from this kernel, so there is no emulated delay or loss: every link in the lab
+// has sub-millisecond latency, and the report says so.
+import { execFileSync, spawnSync } from 'node:child_process';
+import { existsSync, readdirSync } from 'node:fs';
+
+export const LAB_PUBLIC_IP = '198.18.0.1';
+const PUBLIC_PREFIX = '198.18.0';
+const PUBLIC_BRIDGE = 'labpub0';
+/** Namespaces of one lab run: `cclab<pid>-…`; a later run removes those of runs that died. */
+const NS_PREFIX = 'cclab';
+
+export const NAT_KINDS = ['port-preserving', 'symmetric', 'lan', 'public'];
+
+export class LabError extends Error {
+  name = 'LabError';
+}
+
+function run(command, args, { namespace, input } = {}) {
+  const argv =
+    namespace === undefined ? [command, ...args] : ['ip', 'netns', 'exec', namespace, command, ...args];
+  try {
+    return execFileSync(argv[0], argv.slice(1), {
+      encoding: 'utf8',
+      stdio: ['pipe', 'pipe', 'pipe'],
+      input,
+    });
+  } catch (error) {
+    const stderr = String(error.stderr ?? '').trim();
+    throw new LabError(`lab network: \`${argv.join(' ')}\` failed: ${stderr || error.message}`);
+  }
+}
+
+const ip = (args, namespace) => run('ip', namespace === undefined ? args : ['-n', namespace, ...args]);
+
+/** The tools the lab needs, each with the Debian package that has it. */
+export function missingTools() {
+  const need = [
+    ['ip', 'iproute2'],
+    ['tc', 'iproute2'],
+    ['nft', 'nftables'],
+    ['turnserver', 'coturn'],
+    ['unshare', 'util-linux'],
+  ];
+  return need.filter(
+    ([tool]) => spawnSync('sh', ['-c', `command -v ${tool}`], { stdio: 'ignore' }).status !== 0,
+  );
+}
+
+/** Removes namespaces left by lab runs whose process is gone (a run killed by SIGKILL). */
+export function removeStaleNamespaces() {
+  if (!existsSync('/run/netns')) return [];
+  const removed = [];
+  for (const name of readdirSync('/run/netns')) {
+    const m = /^cclab(\d+)-/.exec(name);
+    if (m === null) continue;
+    const pid = Number(m[1]);
+    let alive = false;
+    try {
+      process.kill(pid, 0);
+      alive = true;
+    } catch {
+      alive = false;
+    }
+    if (alive && pid !== process.pid) continue;
+    spawnSync('ip', ['netns', 'del', name], { stdio: 'ignore' });
+    removed.push(name);
+  }
+  return removed;
+}
+
+/** tbf for `rateKbps` on `dev`: a burst of about 20 ms of traffic (at least two full frames), 200 ms of queue. */
+function shape(dev, rateKbps, namespace) {
+  const burstBytes = Math.max(3200, Math.round((rateKbps * 1000) / 8 / 50));
+  run(
+    'tc',
+    [
+      'qdisc',
+      'replace',
+      'dev',
+      dev,
+      'root',
+      'tbf',
+      'rate',
+      `${rateKbps}kbit`,
+      'burst',
+      String(burstBytes),
+      'latency',
+      '200ms',
+    ],
+    {
+      namespace,
+    },
+  );
+}
+
+/**
+ * Builds the lab for `homes` ([{ name, nat, uplinkKbps, downlinkKbps, lanGroup? }]) and returns
+ * a handle: each home's namespace and address, a byte counter per home uplink, and `destroy()`.
+ */
+export function buildLab(homes) {
+  const missing = missingTools();
+  if (missing.length > 0)
+    throw new LabError(
+      `lab network: missing ${missing.map(([t, p]) => `${t} (Debian ${p})`).join(', ')}: run \`npm run setup\``,
+    );
+  if (process.getuid?.() !== 0) throw new LabError('lab network: building namespaces needs root');
+  const ifaces = Object.keys(ipLinks());
+  if (ifaces.some((name) => name !== 'lo'))
+    throw new LabError(
+      `lab network: must run inside its own loopback-only network namespace (sees ${ifaces.join(', ')})`,
+    );
+  removeStaleNamespaces();
+  const tag = `${NS_PREFIX}${process.pid}`;
+  const namespaces = [];
+  const lab = { tag, homes: [], namespaces, publicIp: LAB_PUBLIC_IP };
+  const addNs = (name) => {
+    ip(['netns', 'add', name]);
+    namespaces.push(name);
+    ip(['link', 'set', 'lo', 'up'], name);
+    return name;
+  };
+  try {
+    ip(['link', 'add', PUBLIC_BRIDGE, 'type', 'bridge']);
+    ip(['addr', 'add', `${LAB_PUBLIC_IP}/24`, 'dev', PUBLIC_BRIDGE]);
+    ip(['link', 'set', PUBLIC_BRIDGE, 'up']);
+    /** Routers by LAN group (homes sharing one NAT). */
+    const groupRouters = new Map();
+    let wanHost = 10;
+    let routerIndex = 0;
+    const makeRouter = (nat) => {
+      routerIndex++;
+      const router = addNs(`${tag}-r${routerIndex}`);
+      const wanIp = `${PUBLIC_PREFIX}.${wanHost++}`;
+      const outside = `lw${routerIndex}`;
+      ip(['link', 'add', outside, 'type', 'veth', 'peer', 'name', 'wan', 'netns', router]);
+      ip(['link', 'set', outside, 'master', PUBLIC_BRIDGE, 'up']);
+      ip(['addr', 'add', `${wanIp}/24`, 'dev', 'wan'], router);
+      ip(['link', 'set', 'wan', 'up'], router);
+      ip(['link', 'add', 'lan', 'type', 'bridge'], router);
+      const lanPrefix = `10.${routerIndex}.0`;
+      ip(['addr', 'add', `${lanPrefix}.1/24`, 'dev', 'lan'], router);
+      ip(['link', 'set', 'lan', 'up'], router);
+      run('sysctl', ['-qw', 'net.ipv4.ip_forward=1'], { namespace: router });
+      const masquerade = nat === 'symmetric' ? 'masquerade random,fully-random' : 'masquerade';
+      run('nft', ['-f', '-'], {
+        namespace: router,
+        input: `table ip nat {\n  chain postrouting {\n    type nat hook postrouting priority srcnat; policy accept;\n    oifname "wan" ${masquerade}\n  }\n}\n`,
+      });
+      return { namespace: router, wanIp, lanPrefix, nextHost: 2, ports: 0 };
+    };
+    homes.forEach((home, i) => {
+      const ns = addNs(`${tag}-h${i + 1}`);
+      let address;
+      let gateway;
+      let downDev;
+      let downNs;
+      if (home.nat === 'public') {
+        address = `${PUBLIC_PREFIX}.${100 + i}`;
+        gateway = LAB_PUBLIC_IP;
+        downDev = `lp${i + 1}`;
+        ip(['link', 'add', downDev, 'type', 'veth', 'peer', 'name', 'eth0', 'netns', ns]);
+        ip(['link', 'set', downDev, 'master', PUBLIC_BRIDGE, 'up']);
+        ip(['addr', 'add', `${address}/24`, 'dev', 'eth0'], ns);
+        downNs = undefined;
+      } else {
+        let router;
+        if (home.nat === 'lan') {
+          const group = home.lanGroup ?? 'lan';
+          router = groupRouters.get(group);
+          if (router === undefined) {
+            router = makeRouter('port-preserving');
+            groupRouters.set(group, router);
+          }
+        } else if (home.nat === 'port-preserving' || home.nat === 'symmetric') router = makeRouter(home.nat);
+        else
+          throw new LabError(
+            `lab network: unknown NAT kind ${JSON.stringify(home.nat)} (${NAT_KINDS.join(', ')})`,
+          );
+        address = `${router.lanPrefix}.${router.nextHost++}`;
+        gateway = `${router.lanPrefix}.1`;
+        downDev = `p${++router.ports}`;
+        downNs = router.namespace;
+        ip(['link', 'add', downDev, 'type', 'veth', 'peer', 'name', 'eth0', 'netns', ns], router.namespace);
+        ip(['link', 'set', downDev, 'master', 'lan', 'up'], router.namespace);
+        ip(['addr', 'add', `${address}/24`, 'dev', 'eth0'], ns);
+        home.router = router;
+      }
+      ip(['link', 'set', 'eth0', 'up'], ns);
+      ip(['route', 'add', 'default', 'via', gateway], ns);
+      shape('eth0', home.uplinkKbps, ns);
+      shape(downDev, home.downlinkKbps, downNs);
+      lab.homes.push({
+        ...home,
+        namespace: ns,
+        address,
+        publicAddress: home.nat === 'public' ? address : home.router.wanIp,
+        router: home.router?.namespace ?? null,
+      });
+    });
+  } catch (error) {
+    destroyLab(lab);
+    throw error;
+  }
+  lab.destroy = () => destroyLab(lab);
+  return lab;
+}
+
+function ipLinks() {
+  const out = {};
+  for (const link of JSON.parse(ip(['-j', 'link', 'show']))) out[link.ifname] = link;
+  return out;
+}
+
+/** Deletes the lab's namespaces (their veths go with them) and the public bridge. */
+export function destroyLab(lab) {
+  for (const ns of lab.namespaces.splice(0).reverse())
+    spawnSync('ip', ['netns', 'del', ns], { stdio: 'ignore' });
+  spawnSync('ip', ['link', 'del', PUBLIC_BRIDGE], { stdio: 'ignore' });
+}
+
+/**
+ * Bytes each home has sent on its uplink (its eth0's tx counter), all homes at once: one `ip`
+ * call per home, in parallel (asynchronously, so sampling does not stall the harness).
+ */
+export async function readUplinkBytes(lab) {
+  const { execFile } = await import('node:child_process');
+  return Promise.all(
+    lab.homes.map(
+      (home) =>
+        new Promise((resolve) => {
+          execFile(
+            'ip',
+            ['-n', home.namespace, '-s', '-j', 'link', 'show', 'dev', 'eth0'],
+            (error, stdout) => {
+              if (error) return resolve(null);
+              try {
+                const [link] = JSON.parse(stdout);
+                resolve(Number(link?.stats64?.tx?.bytes ?? link?.stats?.tx?.bytes ?? NaN));
+              } catch {
+                resolve(null);
+              }
+            },
+          );
+        }),
+    ),
+  );
+}

@@ -1,0 +1,368 @@
+// One lab run: builds the network (network.mjs), starts ffmpeg, coturn and the tracker with the
+// true source on the public segment, one Chromium per home, watches every viewer for the duration
+// and returns the figures (result.json's shape). The caller must already be in its own
+// loopback-only network namespace (scripts/lab.mjs and e2e/run.mjs make sure of it).
+import { randomBytes } from 'node:crypto';
+import { chmodSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
+import {
+  Stack,
+  chromiumPath,
+  launchBrowser,
+  logLine,
+  openViewer,
+  percentile,
+  sampleAll,
+  startStream,
+  startTracker,
+  viewerUrl,
+} from '../harness.mjs';
+import { startCoturn } from './coturn.mjs';
+import { LAB_PUBLIC_IP, buildLab, readUplinkBytes } from './network.mjs';
+import { SCENARIOS } from './scenarios.mjs';
+
+/** Uplink counters are read this often; peaks are over 1 s windows (two samples apart). */
+const UPLINK_SAMPLE_MS = 500;
+/** Viewer pages are read this often. */
+const PAGE_SAMPLE_MS = 2000;
+/** "Saturated": a 1 s window above this share of the home's uplink cap. */
+const SATURATED_SHARE = 0.9;
+/** A viewer is opened this long after the previous one (a gentle flash crowd). */
+const STAGGER_MS = 500;
+
+/** A Chromium that runs inside `namespace`: Playwright starts this script instead of the binary. */
+function chromiumWrapper(dir, namespace) {
+  const path = join(dir, `chromium-${namespace}.sh`);
+  writeFileSync(path, `#!/bin/sh\nexec ip netns exec ${namespace} ${chromiumPath()} "$@"\n`);
+  chmodSync(path, 0o755);
+  return path;
+}
+
+/**
+ * Runs `scenarioName` for `durationS` seconds after the last viewer opened. `progress(line)` gets a
+ * line every few seconds. Returns { result, series } (series: raw samples for the report's plots).
+ */
+export async function runLab({
+  scenarioName,
+  durationS,
+  progress = () => undefined,
+  showVideo = false,
+  echo = false,
+  exposeHostAddresses = false,
+}) {
+  const scenario = SCENARIOS[scenarioName];
+  if (scenario === undefined)
+    throw new Error(
+      `unknown lab scenario ${JSON.stringify(scenarioName)} (${Object.keys(SCENARIOS).join(', ')})`,
+    );
+  const stack = new Stack();
+  const stopOnSignal = () => {
+    void stack.stopAll().then(() => process.exit(130));
+  };
+  process.once('SIGINT', stopOnSignal);
+  process.once('SIGTERM', stopOnSignal);
+  const scratch = mkdtempSync(join(tmpdir(), 'chunkycast-lab-'));
+  stack.add('scratch directory', async () => rmSync(scratch, { recursive: true, force: true }));
+  try {
+    progress(`building the network: ${scenario.homes.length} homes`);
+    const lab = buildLab(scenario.homes.map((h) => ({ ...h })));
+    stack.add('lab network', async () => lab.destroy());
+
+    const stream = await startStream({ quiet: true });
+    stack.add('ffmpeg', () => stream.stop());
+    await stream.waitForSegments(2);
+
+    const turnSecret = randomBytes(24).toString('base64url');
+    let coturn = null;
+    const trackerArgs = [];
+    if (scenario.ice !== 'none') {
+      coturn = await startCoturn({ ip: LAB_PUBLIC_IP, secret: turnSecret, echo });
+      stack.add('coturn', () => coturn.stop());
+      trackerArgs.push('--stun-urls', coturn.stunUrl, '--turn-urls', coturn.turnUrls.join(','));
+    }
+    const tracker = await startTracker({
+      originDir: stream.dir,
+      host: LAB_PUBLIC_IP,
+      extraArgs: trackerArgs,
+      // The TURN secret goes in the environment, not argv.
+      env: coturn === null ? {} : { CHUNKYCAST_TURN_SECRET: turnSecret },
+      echo: echo ? true : (r) => r.level === 'error',
+    });
+    stack.add('tracker', () => tracker.stop());
+    const health = await tracker.getJson('/healthz');
+
+    progress(`starting ${lab.homes.length} Chromium, one per home`);
+    const viewers = [];
+    // By default a page has no media permission, so Chromium hides its host addresses behind mDNS
+    // names, as for any viewer on the internet. `exposeHostAddresses` makes the origin count as
+    // secure, so the harness's fake getUserMedia is granted and host candidates carry addresses.
+    const browserArgs = exposeHostAddresses
+      ? [`--unsafely-treat-insecure-origin-as-secure=${tracker.url}`]
+      : [];
+    for (const home of lab.homes) {
+      const browser = await launchBrowser({
+        executablePath: chromiumWrapper(scratch, home.namespace),
+        extraArgs: browserArgs,
+      });
+      stack.add(`chromium in ${home.namespace}`, () => browser.close());
+      viewers.push({ home, browser, page: null });
+    }
+
+    await tracker.resetOrigin();
+    const windowStart = Date.now();
+    const params = { ...(scenario.capacity === 'fixed' ? { uploadCapacity: 'fixed' } : {}) };
+    for (const v of viewers) {
+      const url = viewerUrl(tracker.url, params);
+      v.viewer = await openViewer(v.browser, url, { label: v.home.name });
+      if (!showVideo)
+        await v.viewer.page.addStyleTag({ content: 'video, mesh-player { display: none !important; }' });
+      await sleep(STAGGER_MS);
+    }
+
+    // Uplink sampling runs on its own clock beside the page sampling.
+    const uplink = { t: [], bytes: [] };
+    let sampling = true;
+    const uplinkLoop = (async () => {
+      while (sampling) {
+        const t = Date.now();
+        const bytes = await readUplinkBytes(lab);
+        uplink.t.push(t);
+        uplink.bytes.push(bytes);
+        await sleep(Math.max(0, UPLINK_SAMPLE_MS - (Date.now() - t)));
+      }
+    })();
+
+    const pageSeries = viewers.map(() => []);
+    const rounds = Math.max(1, Math.round((durationS * 1000) / PAGE_SAMPLE_MS));
+    const monitorStart = Date.now();
+    for (let round = 0; round <= rounds; round++) {
+      const snaps = await sampleAll(viewers.map((v) => v.viewer));
+      snaps.forEach((s, i) => pageSeries[i]?.push(s));
+      if (round % 5 === 0 || round === rounds)
+        progress(progressLine((Date.now() - monitorStart) / 1000, snaps));
+      if (round === rounds) break;
+      await sleep(Math.max(0, monitorStart + (round + 1) * PAGE_SAMPLE_MS - Date.now()));
+    }
+    sampling = false;
+    await uplinkLoop;
+    const windowEnd = Date.now();
+    const origin = await tracker.origin();
+    const produced = stream.bytesProduced(windowStart, windowEnd);
+    let metricsText = '';
+    try {
+      metricsText = String(await tracker.getJson('/metrics'));
+    } catch (error) {
+      logLine('lab', `could not read /metrics: ${String(error)}`);
+    }
+    const consoles = viewers.map((v) => v.viewer.console.text?.() ?? '');
+    const result = summarise({
+      scenarioName,
+      scenario,
+      durationS,
+      lab,
+      pageSeries,
+      uplink,
+      origin,
+      produced,
+      health,
+      coturn,
+      metricsText,
+      windowStart,
+      windowEnd,
+    });
+    return { result, consoles };
+  } finally {
+    process.removeListener('SIGINT', stopOnSignal);
+    process.removeListener('SIGTERM', stopOnSignal);
+    await stack.stopAll();
+  }
+}
+
+function progressLine(elapsedS, snaps) {
+  const live = snaps.filter((s) => !s.error && s.stats);
+  let mesh = 0;
+  let orig = 0;
+  let stalls = 0;
+  let relayed = 0;
+  for (const s of live) {
+    mesh += s.stats.bytesFromMesh ?? 0;
+    orig += s.stats.bytesFromOrigin ?? 0;
+    stalls += s.stats.stalls ?? 0;
+    relayed += s.stats.relayedBytes ?? 0;
+  }
+  const playing = snaps.filter((s) => s.video && !s.video.paused && s.video.currentTime > 0).length;
+  const peers = live.map((s) => s.stats.peers ?? 0);
+  return (
+    `t=${elapsedS.toFixed(0).padStart(4)}s  playing ${playing}/${snaps.length}  mesh ${mesh + orig > 0 ? ((100 * mesh) / (mesh + orig)).toFixed(0) : '—'}%` +
+    `  peers ${peers.join(',')}  stalls ${stalls}  relayed ${(relayed / 1024).toFixed(0)} KiB`
+  );
+}
+
+/** Peak upload over 1 s windows and the longest run of windows above SATURATED_SHARE of the cap. */
+export function uplinkFigures(times, bytes, capKbps) {
+  let peakKbps = 0;
+  let longestSaturatedMs = 0;
+  let runStart = null;
+  for (let i = 2; i < times.length; i++) {
+    const b0 = bytes[i - 2];
+    const b1 = bytes[i];
+    const t0 = times[i - 2];
+    const t1 = times[i];
+    if (b0 === null || b1 === null || b0 === undefined || b1 === undefined || t1 <= t0) continue;
+    const kbps = ((b1 - b0) * 8) / (t1 - t0);
+    peakKbps = Math.max(peakKbps, kbps);
+    if (kbps > SATURATED_SHARE * capKbps) {
+      runStart ??= t0;
+      longestSaturatedMs = Math.max(longestSaturatedMs, t1 - runStart);
+    } else runStart = null;
+  }
+  return { peakKbps, longestSaturatedMs };
+}
+
+const ROUTE_ORDER = ['relay', 'prflx', 'srflx', 'host'];
+
+function summarise(run) {
+  const { scenario, lab, pageSeries, uplink, origin, produced } = run;
+  const last = pageSeries.map((s) => s[s.length - 1] ?? {});
+  const idToName = new Map();
+  let sourceId = null;
+  last.forEach((snap, i) => {
+    const st = snap.stats;
+    if (st?.peerId !== null && st?.peerId !== undefined) idToName.set(st.peerId, lab.homes[i]?.name);
+    if (st?.sourceId !== null && st?.sourceId !== undefined) sourceId = st.sourceId;
+  });
+  if (sourceId !== null) idToName.set(sourceId, 'source');
+  const viewers = lab.homes.map((home, i) => {
+    const series = pageSeries[i] ?? [];
+    const snap = last[i] ?? {};
+    const st = snap.stats ?? {};
+    const homeBytes = uplink.bytes.map((row) => row[i] ?? null);
+    const up = uplinkFigures(uplink.t, homeBytes, home.uplinkKbps);
+    const firstBytes = homeBytes.find((b) => b !== null) ?? 0;
+    const lastBytes = [...homeBytes].reverse().find((b) => b !== null) ?? 0;
+    const secondHalf = series.slice(Math.floor(series.length / 2)).filter((s) => s.stats);
+    const peersSeen = secondHalf.map((s) => s.stats.peers ?? 0);
+    const delays = series.map((s) => s.stats?.liveDelayMs).filter((d) => typeof d === 'number');
+    const links = (st.peerLinks ?? []).map((l) => ({
+      peer: l.peer,
+      peerName: idToName.get(l.peer) ?? `#${l.peer}`,
+      route: l.route ?? 'unknown',
+      localCandidateType: l.localCandidateType ?? null,
+      remoteCandidateType: l.remoteCandidateType ?? null,
+      rttMs: l.rttMs ?? null,
+      bytesSent: l.bytesSent ?? 0,
+      bytesReceived: l.bytesReceived ?? 0,
+    }));
+    return {
+      name: home.name,
+      nat: home.nat,
+      address: home.address,
+      publicAddress: home.publicAddress,
+      uplinkKbps: home.uplinkKbps,
+      downlinkKbps: home.downlinkKbps,
+      peerId: st.peerId ?? null,
+      startupMs: typeof snap.firstPlayingMs === 'number' ? Math.round(snap.firstPlayingMs) : null,
+      stalls: st.stalls ?? null,
+      stallMs: st.stallMs ?? null,
+      meshShare: st.meshShare ?? null,
+      bytesFromMesh: st.bytesFromMesh ?? 0,
+      bytesFromOrigin: st.bytesFromOrigin ?? 0,
+      bytesFromRepair: st.bytesFromRepair ?? 0,
+      mediaUploadBytes: st.uploadBytes ?? 0,
+      uplinkBytes: lastBytes - firstBytes,
+      peakUploadKbps1s: Math.round(up.peakKbps),
+      peakUploadShareOfCap: home.uplinkKbps > 0 ? up.peakKbps / home.uplinkKbps : null,
+      longestAbove90PctMs: up.longestSaturatedMs,
+      peers: st.peers ?? 0,
+      peersMinSecondHalf: peersSeen.length === 0 ? 0 : Math.min(...peersSeen),
+      peersByRoute: st.peersByRoute ?? null,
+      relayedBytes: st.relayedBytes ?? 0,
+      connectFailures: st.connectFailures ?? null,
+      load: st.load ?? null,
+      targetLoad: st.targetLoad ?? null,
+      maxLoad: st.maxLoad ?? null,
+      uploadCapacityKbps: st.uploadCapacityKbps ?? null,
+      uploadCapacitySource: st.uploadCapacitySource ?? null,
+      liveDelayMsP50: percentile(delays, 50),
+      liveDelayMsP95: percentile(delays, 95),
+      links,
+      errors: snap.errors ?? [],
+    };
+  });
+  // Who connected to whom: one edge per pair, its route the less direct of the two ends' views.
+  const edges = new Map();
+  for (const v of viewers)
+    for (const l of v.links) {
+      const key = [v.name, l.peerName].sort().join('~');
+      const prev = edges.get(key);
+      const route =
+        prev === undefined
+          ? l.route
+          : (ROUTE_ORDER.find((r) => r === prev.route || r === l.route) ?? l.route);
+      edges.set(key, { a: [v.name, l.peerName].sort()[0], b: [v.name, l.peerName].sort()[1], route });
+    }
+  const sum = (f) => viewers.reduce((a, v) => a + (f(v) ?? 0), 0);
+  const mesh = sum((v) => v.bytesFromMesh);
+  const fromOrigin = sum((v) => v.bytesFromOrigin);
+  // Each relayed byte is counted by both ends when both are viewers: halve for the traffic itself.
+  const relayedBytes = sum((v) => v.relayedBytes) / 2;
+  const startups = viewers.map((v) => v.startupMs);
+  const allDelays = pageSeries.flatMap((s) =>
+    s.map((x) => x.stats?.liveDelayMs).filter((d) => typeof d === 'number'),
+  );
+  const symmetric = viewers.filter((v) => v.nat === 'symmetric');
+  return {
+    scenario: run.scenarioName,
+    description: scenario.description,
+    ice: scenario.ice,
+    capacity: scenario.capacity,
+    durationS: run.durationS,
+    windowMs: run.windowEnd - run.windowStart,
+    network: {
+      publicSegment: `${LAB_PUBLIC_IP}/24`,
+      emulatedDelay: false,
+      note: 'netem is not in this kernel: no emulated delay or loss; every link has sub-millisecond latency',
+    },
+    trackerHealth: run.health,
+    meshShare: mesh + fromOrigin === 0 ? 0 : mesh / (mesh + fromOrigin),
+    bytesFromMesh: mesh,
+    bytesFromOrigin: fromOrigin,
+    originMediaBytes: origin.mediaBytes ?? null,
+    originViewerMediaBytes: origin.viewerMediaBytes ?? null,
+    producedBytes: produced.bytes,
+    producedSegments: produced.count,
+    streamCopiesFromOrigin: produced.bytes > 0 ? origin.mediaBytes / produced.bytes : null,
+    streamCopiesFromOriginToViewers: produced.bytes > 0 ? origin.viewerMediaBytes / produced.bytes : null,
+    stalls: sum((v) => v.stalls),
+    stallMs: sum((v) => v.stallMs),
+    neverPlayed: startups.filter((s) => s === null).length,
+    startupMsP50: percentile(
+      startups.filter((s) => s !== null),
+      50,
+    ),
+    startupMsP95: percentile(
+      startups.filter((s) => s !== null),
+      95,
+    ),
+    liveDelayMsP95: percentile(allDelays, 95),
+    relayedBytes,
+    relayedShareOfMesh: mesh > 0 ? relayedBytes / mesh : null,
+    minPeers: Math.min(...viewers.map((v) => v.peersMinSecondHalf)),
+    symmetricViewersViaRelay: symmetric.filter((v) => v.links.some((l) => l.route === 'relay')).length,
+    symmetricViewers: symmetric.length,
+    viewersSaturatedOver2s: viewers.filter((v) => v.longestAbove90PctMs > 2000).map((v) => v.name),
+    turnAllocations: run.coturn?.counters.allocations ?? 0,
+    edges: [...edges.values()],
+    viewers,
+    metrics: pickMetrics(run.metricsText),
+  };
+}
+
+/** The tracker's connectivity aggregates from its Prometheus text (lines about peer links). */
+function pickMetrics(text) {
+  return String(text)
+    .split('\n')
+    .filter((l) => /^chunkycast_peer_/.test(l));
+}
