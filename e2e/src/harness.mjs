@@ -434,11 +434,18 @@ export const chromiumArgs = [
   '--disable-renderer-backgrounding',
 ];
 
+/** The flags of chromiumArgs that give pages a (fake) media permission and loopback candidates. */
+const MEDIA_ARGS = [
+  '--allow-loopback-in-peer-connection',
+  '--use-fake-ui-for-media-stream',
+  '--use-fake-device-for-media-stream',
+];
+
 /**
  * Runs in every page before its own scripts: asks for the (fake) microphone once, which lets
  * Chromium gather loopback ICE candidates, and records playback events independently of the SDK.
  */
-function pageInit() {
+function pageInit({ askMicrophone = true } = {}) {
   const rec = {
     firstPlayingMs: null,
     waitingAfterStart: 0,
@@ -479,8 +486,9 @@ function pageInit() {
       rec.errors.push(`unhandled rejection: ${String(e.reason?.message ?? e.reason)}`);
   });
   const md = navigator.mediaDevices;
-  rec.gumReady =
-    md === undefined
+  rec.gumReady = !askMicrophone
+    ? Promise.resolve((rec.gum = 'not asked'))
+    : md === undefined
       ? Promise.resolve((rec.gum = 'unavailable'))
       : md.getUserMedia({ audio: true }).then(
           (s) => {
@@ -501,6 +509,12 @@ export async function launchBrowser({
   headless = true,
   executablePath = chromiumPath(),
   extraArgs = [],
+  /**
+   * Ask for the (fake) microphone in every page: Chromium then puts real addresses in its host
+   * candidates (loopback WebRTC needs that). Without it, host candidates are mDNS names, as for a
+   * viewer on the internet (the lab's default).
+   */
+  askMicrophone = true,
 } = {}) {
   const { chromium } = await import('playwright-core');
   const userDataDir = mkdtempSync(join(tmpdir(), 'chunkycast-chromium-'));
@@ -508,7 +522,12 @@ export async function launchBrowser({
     // The lab passes a wrapper that runs Chromium inside a viewer's network namespace.
     executablePath,
     headless,
-    args: [...chromiumArgs, ...extraArgs],
+    // Without the microphone, no fake capture device and no loopback candidates either: with the
+    // fake device's auto-granted permission Chromium would show real host addresses all the same.
+    args: [
+      ...(askMicrophone ? chromiumArgs : chromiumArgs.filter((a) => !MEDIA_ARGS.includes(a))),
+      ...extraArgs,
+    ],
     viewport: { width: 640, height: 480 },
     ignoreDefaultArgs: ['--mute-audio'],
     // The caller's Stack closes the browser on signals, after the pages and before the tracker.
@@ -516,11 +535,12 @@ export async function launchBrowser({
     handleSIGTERM: false,
     handleSIGHUP: false,
   });
-  await context.addInitScript(pageInit);
+  await context.addInitScript(pageInit, { askMicrophone });
   const pages = new Set();
   return {
     context,
     pages,
+    askMicrophone,
     async close() {
       await context.close().catch(() => undefined);
       rmSync(userDataDir, { recursive: true, force: true });
@@ -542,9 +562,12 @@ export function viewerUrl(baseUrl, params = {}) {
  */
 export async function openViewer(browser, url, { label } = {}) {
   const { context } = browser;
-  await context.grantPermissions(['microphone', 'camera'], { origin: new URL(url).origin }).catch(() => {
-    // older Chromium without the permission: getUserMedia in pageInit still asks for it
-  });
+  // A granted media permission alone makes Chromium put real addresses in host candidates: only
+  // for browsers that ask for the microphone (not the lab's, whose viewers use mDNS names).
+  if (browser.askMicrophone !== false)
+    await context.grantPermissions(['microphone', 'camera'], { origin: new URL(url).origin }).catch(() => {
+      // older Chromium without the permission: getUserMedia in pageInit still asks for it
+    });
   const page = await context.newPage();
   const console = new Ring(60);
   page.on('console', (m) => {

@@ -28,7 +28,7 @@ export async function startCoturn({
     '--min-port', '49152', '--max-port', '65535',
     '--use-auth-secret', '--static-auth-secret', secret, '--realm', realm,
     '--fingerprint', '--no-tls', '--no-dtls', '--no-cli', '--no-multicast-peers',
-    '--log-file', 'stdout', '--simple-log', '--pidfile', join(dir, 'turnserver.pid'),
+    '--verbose', '--log-file', 'stdout', '--simple-log', '--pidfile', join(dir, 'turnserver.pid'),
     '--userdb', join(dir, 'turndb'),
   ];
   const proc = spawn('turnserver', args, { stdio: ['ignore', 'pipe', 'pipe'] });
@@ -40,6 +40,7 @@ export async function startCoturn({
   const take = (line) => {
     lines.push(line);
     if (lines.length > 400) lines.shift();
+    // --verbose logs one line per TURN request processed (not per relayed packet).
     if (/ALLOCATE processed, success/.test(line)) counters.allocations++;
     if (
       /(401|wrong key|cannot find credentials|check_stun_auth)/i.test(line) &&

@@ -170,7 +170,13 @@ export function buildLab(homes) {
       const masquerade = nat === 'symmetric' ? 'masquerade random,fully-random' : 'masquerade';
       run('nft', ['-f', '-'], {
         namespace: router,
-        input: `table ip nat {\n  chain postrouting {\n    type nat hook postrouting priority srcnat; policy accept;\n    oifname "wan" ${masquerade}\n  }\n}\n`,
+        // The filter table is the home router's firewall: unsolicited packets from outside are
+        // dropped. It matters for more than safety: dropped before conntrack confirms them, they
+        // leave no entry behind, whereas an entry for a peer's early hole-punching packet (addressed
+        // to the router itself) would clash with the mapping the viewer's own packet to that peer
+        // needs a moment later, and masquerade would pick another port: a port-preserving NAT
+        // would then act like a symmetric one for exactly the peers it should reach directly.
+        input: `table ip nat {\n  chain postrouting {\n    type nat hook postrouting priority srcnat; policy accept;\n    oifname "wan" ${masquerade}\n  }\n}\ntable ip filter {\n  chain input {\n    type filter hook input priority filter; policy accept;\n    iifname "wan" ct state new drop\n  }\n}\n`,
       });
       return { namespace: router, wanIp, lanPrefix, nextHost: 2, ports: 0 };
     };

@@ -95,16 +95,17 @@ export async function runLab({
 
     progress(`starting ${lab.homes.length} Chromium, one per home`);
     const viewers = [];
-    // By default a page has no media permission, so Chromium hides its host addresses behind mDNS
-    // names, as for any viewer on the internet. `exposeHostAddresses` makes the origin count as
-    // secure, so the harness's fake getUserMedia is granted and host candidates carry addresses.
-    const browserArgs = exposeHostAddresses
-      ? [`--unsafely-treat-insecure-origin-as-secure=${tracker.url}`]
-      : [];
+    // The pages come from http://198.18.0.1, which is not a secure context, and the SDK needs
+    // WebCrypto (secure contexts only): real deployments serve HTTPS; the lab tells Chromium to
+    // treat its one origin as secure rather than run a CA. The pages do not ask for the microphone,
+    // so Chromium hides its host addresses behind mDNS names as it does for any viewer on the
+    // internet; `exposeHostAddresses` asks for it, and host candidates then carry addresses.
+    const browserArgs = [`--unsafely-treat-insecure-origin-as-secure=${tracker.url}`];
     for (const home of lab.homes) {
       const browser = await launchBrowser({
         executablePath: chromiumWrapper(scratch, home.namespace),
         extraArgs: browserArgs,
+        askMicrophone: exposeHostAddresses,
       });
       stack.add(`chromium in ${home.namespace}`, () => browser.close());
       viewers.push({ home, browser, page: null });
