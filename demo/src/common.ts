@@ -37,6 +37,14 @@ export function formatMs(ms: number | null): string {
   return ms < 10_000 ? `${Math.round(ms)} ms` : `${(ms / 1000).toFixed(1)} s`;
 }
 
+/** Open links by route type, e.g. "host 3 · srflx 1 · relay 1" (types with none left out). */
+export function formatRoutes(routes: Readonly<Record<string, number>>): string {
+  const parts = Object.entries(routes)
+    .filter(([, n]) => n > 0)
+    .map(([route, n]) => `${route} ${n}`);
+  return parts.length === 0 ? '–' : parts.join(' · ');
+}
+
 /** Fills a <dl> with term/value rows (replacing what was there). */
 export function fillList(list: HTMLElement, rows: readonly (readonly [string, string])[]): void {
   const children: HTMLElement[] = [];

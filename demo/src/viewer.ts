@@ -9,6 +9,7 @@ import {
   formatBytes,
   formatMs,
   formatPercent,
+  formatRoutes,
   peerLabel,
   sliceColour,
   sliceLegend,
@@ -38,10 +39,18 @@ function createPlayer(params: URLSearchParams): MeshPlayer {
   const optional: readonly (readonly [string, string])[] = [
     ['targetLoad', 'target-load'],
     ['maxLoad', 'max-load'],
+    // Upload: `?uploadCapacity=fixed` uses the loads as given (no measurement), `?maxUploadKbps=500`
+    // caps what this viewer uploads.
+    ['uploadCapacity', 'upload-capacity'],
+    ['maxUploadKbps', 'max-upload-kbps'],
     ['liveSync', 'live-sync'],
     ['publicKey', 'public-key'],
     // A viewer join token, when the tracker demands them (`chunkycast-tracker token`).
     ['token', 'token'],
+    // STUN/TURN servers overriding the tracker's, as JSON (`?iceServers=[{"urls":"stun:…"}]`, URL-
+    // encoded), and `?icePolicy=relay` to force every link through TURN.
+    ['iceServers', 'ice-servers'],
+    ['icePolicy', 'ice-transport-policy'],
     // Testing aids (see <mesh-player> docs): ?fault=corrupt-forwarded makes this viewer a liar,
     // ?fault=drop-received:0.05 loses 5% of the media arriving on each of its data channels.
     ['fault', 'fault-injection'],
@@ -64,7 +73,14 @@ function showStats(stats: MeshPlayerStats): void {
     ['from origin', `${formatBytes(stats.bytesFromOrigin)} · ${stats.segmentsFromOrigin} segments`],
     ['uploaded', formatBytes(stats.uploadBytes)],
     ['peers', String(stats.peers)],
+    ['routes', formatRoutes(stats.peersByRoute)],
+    ['relayed (TURN)', formatBytes(stats.relayedBytes)],
+    ['failed connections', String(stats.connectFailures)],
     ['load / TL (ML)', `${stats.load} / ${stats.targetLoad} (${stats.maxLoad})`],
+    [
+      'upload capacity',
+      `${stats.uploadCapacityKbps === null ? '–' : `${stats.uploadCapacityKbps} kbit/s`} (${stats.uploadCapacitySource})`,
+    ],
     ['stalls', `${stats.stalls} · ${formatMs(stats.stallMs)}`],
     ['live delay', formatMs(stats.liveDelayMs)],
     ['buffer ahead', formatMs(stats.bufferAheadMs)],

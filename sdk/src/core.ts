@@ -1,7 +1,44 @@
 // Runtime-neutral part of the SDK (no DOM elements): the true source and Node tests use it too.
 export * from './types.js';
-export { MeshSession, LIVE_PROTOCOL, resolveLoads, type SessionHost } from './session.js';
-export { MeshNode, type MeshNodeOptions, type MeshNodeCounters, type LogFn } from './mesh-node.js';
+export {
+  MeshSession,
+  LIVE_PROTOCOL,
+  resolveLoads,
+  resolveUploadCapacity,
+  type SessionHost,
+} from './session.js';
+export {
+  UplinkEstimator,
+  UploadBucket,
+  UploadCapacity,
+  loadsForCapacity,
+  streamKbps,
+  type LoadChange,
+  type Loads,
+  type UplinkSample,
+  type UploadCapacityMode,
+  type UploadCapacitySource,
+} from './capacity.js';
+export {
+  MeshNode,
+  CONNECT_TIMEOUT_MS,
+  DIAL_BACKOFF_MS,
+  LINK_STATS_INTERVAL_MS,
+  type MeshNodeOptions,
+  type MeshNodeCounters,
+  type LogFn,
+} from './mesh-node.js';
+export {
+  candidateType,
+  forNodeDatachannel,
+  ON_NODE_DATACHANNEL,
+  routeOf,
+  selectedPairOf,
+  type ConnectFailure,
+  type ConnectFailureReason,
+  type PeerLinkStats,
+  type SelectedPair,
+} from './connectivity.js';
 export {
   SegmentStore,
   importPublicKey,

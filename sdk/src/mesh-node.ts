@@ -19,17 +19,48 @@ import {
   type RepairDataMessage,
   type RepairNakMessage,
   type RepairRequestMessage,
+  type ConnectivityReport,
   type PeerId,
+  type RouteCounts,
+  type RouteType,
   type SignalData,
   type SignedAnnouncement,
 } from '@chunkycast/wire';
+import {
+  forNodeDatachannel,
+  ON_NODE_DATACHANNEL,
+  selectedPairOf,
+  type ConnectFailure,
+  type ConnectFailureReason,
+  type PeerLinkStats,
+  type SelectedPair,
+} from './connectivity.js';
+import { BUSY_LINK_BYTES, LINK_BACKLOG_BYTES, UploadBucket, type UplinkSample } from './capacity.js';
 
 /**
  * A peer we never managed to connect to is reported unreachable after this long. WebRTC set-up
- * through the tracker took 40–240 ms on loopback (environment.md); 10 s leaves room for slow ICE on
- * real networks while a bootstrap peer that left meanwhile does not hold the engine for long.
+ * through the tracker took 40–240 ms on loopback (environment.md). On real networks the worst honest
+ * case is: the offer and then the answer each wait up to ICE_GATHER_TIMEOUT_MS (2 s) for candidates
+ * (a STUN or TURN server that does not answer makes both wait it out), each crosses the tracker, and
+ * ICE checks, DTLS and SCTP over a TURN relay take a few round trips more — ICE with TURN usually
+ * completes in 2–5 s, so about 6 s at worst. 8 s covers that with a margin. Longer only delays the
+ * engine's replacement of a dead dial (Swaplinks picks another neighbour): a slice stays silent
+ * 4.5 s before the engine probes (LIVE_PROTOCOL) and the loader waits at most 4 s for a segment. A
+ * failure ICE reports itself (state `failed`) ends the attempt at once; this bound is for what it
+ * never reports, e.g. a bootstrap peer that left and never answers.
  */
-export const CONNECT_TIMEOUT_MS = 10_000;
+export const CONNECT_TIMEOUT_MS = 8000;
+/**
+ * A peer whose link failed before opening is not dialled again for this long: the engine would
+ * otherwise re-dial it on its next walk or sample (bootstrap lists and walks name it again), each
+ * attempt costing the signalling and another CONNECT_TIMEOUT_MS. The engine is told at once that it
+ * is unreachable instead. Its own offers are still answered (its side may get through).
+ */
+export const DIAL_BACKOFF_MS = 30_000;
+/** How often each open link's route, round-trip time and bytes are read (getStats; never per packet). */
+export const LINK_STATS_INTERVAL_MS = 2000;
+/** Failed peers remembered at most (older entries are pruned first; each lapses after DIAL_BACKOFF_MS). */
+const MAX_BACKOFF_ENTRIES = 1024;
 /** Above this many bytes in the data channel's own buffer we queue in the host (backpressure). */
 export const CHANNEL_HIGH_WATER_BYTES = 1024 * 1024;
 /**
@@ -83,8 +114,16 @@ export interface MeshNodeOptions {
   readonly protocol?: Partial<ProtocolConfig>;
   /** Seed of the engine's PRNG (the host picks it; the engine never reads ambient randomness). */
   readonly seed: number;
-  /** Passed to RTCPeerConnection (in Node: node-datachannel's, e.g. `{ iceServers: [], bindAddress }`). */
-  readonly rtcConfig: Record<string, unknown>;
+  /**
+   * Passed to each new RTCPeerConnection (in Node: node-datachannel's, e.g. `{ iceServers: [],
+   * bindAddress }`). A function is asked afresh for every new link, so renewed ICE servers (fresh
+   * TURN credentials) reach new links while open ones keep theirs.
+   */
+  readonly rtcConfig: Record<string, unknown> | (() => Record<string, unknown>);
+  /** How long a link may take to open (default CONNECT_TIMEOUT_MS; tests shorten it). */
+  readonly connectTimeoutMs?: number;
+  /** A link was given up before its data channel opened (after it, the peer is reported unreachable). */
+  readonly onConnectFailure?: (failure: ConnectFailure) => void;
   /** Relay WebRTC signalling to a peer through the tracker. */
   readonly signal: (to: PeerId, data: SignalData) => void;
   readonly requestBootstrap: (count: number) => void;
@@ -114,6 +153,11 @@ export interface MeshNodeOptions {
    */
   readonly dropReceivedDataFraction?: number;
   readonly log?: LogFn;
+  /**
+   * Upload cap in kbps (`max-upload-kbps`): a token bucket on what is written to the data channels;
+   * data beyond it waits in the host queue (see UploadBucket). Default none.
+   */
+  readonly maxUploadKbps?: number;
   /** Monotonic milliseconds; default performance.now(). */
   readonly now?: () => number;
 }
@@ -121,6 +165,8 @@ export interface MeshNodeOptions {
 export interface MeshNodeCounters {
   /** Payload bytes of data messages sent (what this node forwarded). */
   uploadBytes: number;
+  /** Bytes written to data channels (every message, control included): what the uplink was asked to carry. */
+  bytesWritten: number;
   messagesSent: number;
   messagesReceived: number;
   /** Data messages dropped because a peer's queue was full. */
@@ -139,7 +185,12 @@ export interface MeshNodeCounters {
   /** Media messages thrown away by `dropReceivedDataFraction` (injected loss). */
   injectedLosses: number;
   peersCutOff: number;
+  /** Links given up before their channel opened (ICE failed, timed out, closed, errored). */
   connectFailures: number;
+  /** Dials refused because the peer failed within DIAL_BACKOFF_MS (reported unreachable at once). */
+  dialsBackedOff: number;
+  /** Bytes sent and received over links whose route is `relay` (TURN), as their stats counted them. */
+  relayedBytes: number;
 }
 
 /**
@@ -183,6 +234,11 @@ interface Link {
   closingByUs: boolean;
   queue: QueuedMessage[];
   queuedBytes: number;
+  /** Bytes written to this link's channel; and the value at the last uplinkSample. */
+  writtenBytes: number;
+  sampledWrittenBytes: number;
+  /** Its channel's bufferedAmount at the last uplinkSample (abandoned if the link goes). */
+  sampledBufferedBytes: number;
   badMessages: number;
   /** Forged packets and forged announcements from this peer (MAX_FORGED_PACKETS cuts it off). */
   forgedPackets: number;
@@ -191,6 +247,16 @@ interface Link {
   /** An initiator takes one answer. */
   answered: boolean;
   connectTimer: ReturnType<typeof setTimeout> | null;
+  /** When the link was made (the node's clock), for a failure's `afterMs`. */
+  createdAt: number;
+  /** Unix ms of the channel opening (null before). */
+  openedAtMs: number | null;
+  /** The latest read of its selected candidate pair (null: not read yet, or no stats here). */
+  pair: SelectedPair | null;
+  /** Its route was counted in `connectedByRoute` (once, when first known). */
+  routeCounted: boolean;
+  /** Made with `iceTransportPolicy: 'relay'`: every path it can take goes through a TURN relay. */
+  readonly relayOnly: boolean;
 }
 
 /**
@@ -207,6 +273,7 @@ export class MeshNode {
   readonly engine: Engine;
   readonly counters: MeshNodeCounters = {
     uploadBytes: 0,
+    bytesWritten: 0,
     messagesSent: 0,
     messagesReceived: 0,
     droppedForBackpressure: 0,
@@ -219,8 +286,15 @@ export class MeshNode {
     injectedLosses: 0,
     peersCutOff: 0,
     connectFailures: 0,
+    dialsBackedOff: 0,
+    relayedBytes: 0,
   };
+  /** Links that opened, by the route type of their selected candidate pair (once it is known). */
+  readonly connectedByRoute: Record<RouteType, number> = { host: 0, srflx: 0, prflx: 0, relay: 0 };
   private readonly links = new Map<PeerId, Link>();
+  /** When a link to a peer last failed before opening (see DIAL_BACKOFF_MS). */
+  private readonly failedAt = new Map<PeerId, number>();
+  private statsTimer: ReturnType<typeof setInterval> | null = null;
   /** Peers cut off for misbehaving: their offers are refused. */
   private readonly blocked = new Set<PeerId>();
   private readonly inputs: Input[] = [];
@@ -238,6 +312,12 @@ export class MeshNode {
   /** Draws the injected losses; its own stream so a lossy run keeps the engine's choices. */
   private readonly lossRandom: Random;
   private readonly dropFraction: number;
+  /** The upload cap (null: none). */
+  private readonly uploadBucket: UploadBucket | null;
+  /** Bytes that were still in the channels of links we lost: written, never sent (uplinkSample). */
+  private abandonedBytes = 0;
+  /** Where the next flush round starts, so no link's queue always goes first for the cap's tokens. */
+  private flushTurn = 0;
 
   constructor(private readonly options: MeshNodeOptions) {
     this.now = options.now ?? (() => performance.now());
@@ -246,6 +326,8 @@ export class MeshNode {
     if (!(dropFraction >= 0 && dropFraction <= 1))
       throw new RangeError(`dropReceivedDataFraction must be in 0‥1, got ${dropFraction}`);
     this.dropFraction = dropFraction;
+    this.uploadBucket =
+      options.maxUploadKbps === undefined ? null : new UploadBucket(options.maxUploadKbps, this.now());
     this.lossRandom = createRandom(options.seed).fork(0x1055);
     this.engine = new Engine(
       {
@@ -275,11 +357,55 @@ export class MeshNode {
     this.renegotiationTimer = setInterval(() => {
       this.renegotiations = 0;
     }, 60_000);
+    this.statsTimer = setInterval(() => {
+      for (const [peerId, link] of this.links) if (link.open) void this.readLinkStats(peerId, link);
+    }, LINK_STATS_INTERVAL_MS);
     this.feed({ kind: 'start' });
   }
 
   bootstrap(peers: readonly PeerId[]): void {
-    this.feed({ kind: 'bootstrap', peers: peers.filter((p) => p !== this.id && !this.blocked.has(p)) });
+    this.feed({
+      kind: 'bootstrap',
+      peers: peers.filter((p) => p !== this.id && !this.blocked.has(p) && !this.backingOff(p)),
+    });
+  }
+
+  /** Every open link: its route, round-trip time and bytes as last read (every LINK_STATS_INTERVAL_MS). */
+  peerLinks(): PeerLinkStats[] {
+    const out: PeerLinkStats[] = [];
+    for (const [peer, link] of this.links) {
+      if (!link.open) continue;
+      const pair = link.pair;
+      out.push({
+        peer,
+        route: pair?.route ?? null,
+        localCandidateType: pair?.localCandidateType ?? null,
+        remoteCandidateType: pair?.remoteCandidateType ?? null,
+        rttMs: pair?.rttMs ?? null,
+        bytesSent: pair?.bytesSent ?? 0,
+        bytesReceived: pair?.bytesReceived ?? 0,
+        openedAtMs: link.openedAtMs ?? 0,
+      });
+    }
+    return out;
+  }
+
+  /** Open links by route type (links whose route is not known yet are not counted). */
+  openByRoute(): RouteCounts {
+    const open: Record<RouteType, number> = { host: 0, srflx: 0, prflx: 0, relay: 0 };
+    for (const link of this.links.values())
+      if (link.open && link.pair?.route != null) open[link.pair.route]++;
+    return open;
+  }
+
+  /** This node's part of a tracker report (cumulative since it started). */
+  connectivity(): ConnectivityReport {
+    return {
+      open: this.openByRoute(),
+      connected: { ...this.connectedByRoute },
+      failed: this.counters.connectFailures,
+      relayedBytes: this.counters.relayedBytes,
+    };
   }
 
   /** True source only: the next packet of the stream. */
@@ -323,6 +449,47 @@ export class MeshNode {
     } catch (e) {
       this.log('debug', 'bad signal from peer', { peer: from, error: String(e) });
     }
+  }
+
+  /**
+   * New TL and ML for the engine (the session measured the uplink): the load phase moves children
+   * away above them, and the next adverts carry them. A bad value is logged and ignored.
+   */
+  setLoad(targetLoadSlices: number, maxLoadSlices: number): void {
+    this.feed({ kind: 'setLoad', targetLoadSlices, maxLoadSlices });
+  }
+
+  /**
+   * What the uplink carried so far and what waits, summed over the open links, for the session's
+   * capacity estimate (capacity.ts). A link counts as busy if it wrote or holds BUSY_LINK_BYTES
+   * since the previous call (data, not an advert), and as behind if it holds LINK_BACKLOG_BYTES or
+   * more unsent.
+   */
+  uplinkSample(): UplinkSample {
+    let channelBufferedBytes = 0;
+    let queuedBytes = 0;
+    let busyLinks = 0;
+    let backloggedLinks = 0;
+    for (const link of this.links.values()) {
+      if (!link.open) continue;
+      const buffered = link.peer.bufferSize;
+      const unsent = buffered + link.queuedBytes;
+      const wrote = link.writtenBytes - link.sampledWrittenBytes;
+      link.sampledWrittenBytes = link.writtenBytes;
+      link.sampledBufferedBytes = buffered;
+      channelBufferedBytes += buffered;
+      queuedBytes += link.queuedBytes;
+      if (wrote >= BUSY_LINK_BYTES || unsent >= BUSY_LINK_BYTES) busyLinks++;
+      if (unsent >= LINK_BACKLOG_BYTES) backloggedLinks++;
+    }
+    return {
+      // Bytes left behind in the channels of lost links were never sent: not drained.
+      writtenBytes: this.counters.bytesWritten - this.abandonedBytes,
+      channelBufferedBytes,
+      queuedBytes,
+      busyLinks,
+      backloggedLinks,
+    };
   }
 
   /** Peers with an open data channel (repair helpers are chosen among them). */
@@ -398,6 +565,7 @@ export class MeshNode {
     if (this.flushTimer !== null) clearInterval(this.flushTimer);
     if (this.renegotiationTimer !== null) clearInterval(this.renegotiationTimer);
     if (this.heldTimer !== null) clearInterval(this.heldTimer);
+    if (this.statsTimer !== null) clearInterval(this.statsTimer);
     for (const [peerId, link] of this.links) this.closeLink(peerId, link);
   }
 
@@ -478,8 +646,64 @@ export class MeshNode {
         : message,
     );
     let link = this.links.get(to);
-    link ??= this.createLink(to, true);
+    if (link === undefined) {
+      if (this.backingOff(to)) {
+        // Dialled and failed moments ago: another dial would most likely fail the same way.
+        this.counters.dialsBackedOff++;
+        this.feed({ kind: 'peerUnreachable', peer: to });
+        return;
+      }
+      link = this.createLink(to, true);
+    }
     if (this.enqueue(to, link, bytes, isData) && isData) this.counters.uploadBytes += message.payload.length;
+  }
+
+  /** Whether a link to `peer` failed before opening within DIAL_BACKOFF_MS. */
+  private backingOff(peer: PeerId): boolean {
+    const at = this.failedAt.get(peer);
+    if (at === undefined) return false;
+    if (this.now() - at < DIAL_BACKOFF_MS) return true;
+    this.failedAt.delete(peer);
+    return false;
+  }
+
+  private noteFailure(peer: PeerId): void {
+    const now = this.now();
+    this.failedAt.delete(peer); // re-inserted last: the map stays ordered by failure time
+    this.failedAt.set(peer, now);
+    for (const [p, at] of this.failedAt) {
+      if (this.failedAt.size <= MAX_BACKOFF_ENTRIES && now - at < DIAL_BACKOFF_MS) break;
+      this.failedAt.delete(p);
+    }
+  }
+
+  /**
+   * Reads a link's selected candidate pair (route, round-trip time, bytes): at open and then every
+   * LINK_STATS_INTERVAL_MS. Counts the link's route once it is known, and relayed bytes.
+   */
+  private async readLinkStats(peerId: PeerId, link: Link): Promise<void> {
+    const pc = (
+      link.peer as unknown as { _pc?: { getStats?: () => Promise<{ values(): Iterable<unknown> }> } }
+    )._pc;
+    let pair: SelectedPair | null;
+    try {
+      if (pc?.getStats === undefined) return;
+      pair = selectedPairOf((await pc.getStats()).values(), ON_NODE_DATACHANNEL ? 'ms' : 's');
+    } catch {
+      return; // closed meanwhile, or a runtime without stats: the route stays unknown
+    }
+    if (pair === null || this.links.get(peerId) !== link || !link.open) return;
+    // Relay-only links are relayed whatever the pair's ends say: libjuice (node-datachannel) reports
+    // its relayed end as `host` (seen against coturn, whose log showed the allocation in use).
+    if (link.relayOnly && pair.route !== null) pair = { ...pair, route: 'relay' };
+    const before = link.pair === null ? 0 : link.pair.bytesSent + link.pair.bytesReceived;
+    const after = pair.bytesSent + pair.bytesReceived;
+    if (pair.route === 'relay' && after > before) this.counters.relayedBytes += after - before;
+    if (!link.routeCounted && pair.route !== null) {
+      link.routeCounted = true;
+      this.connectedByRoute[pair.route]++;
+    }
+    link.pair = pair;
   }
 
   /**
@@ -488,7 +712,12 @@ export class MeshNode {
    * control messages keep their order among themselves, and an announcement is independent of them.
    */
   private enqueue(to: PeerId, link: Link, bytes: Uint8Array, isData: boolean, ahead = false): boolean {
-    if (link.open && link.queue.length === 0 && link.peer.bufferSize < CHANNEL_HIGH_WATER_BYTES) {
+    if (
+      link.open &&
+      link.queue.length === 0 &&
+      link.peer.bufferSize < CHANNEL_HIGH_WATER_BYTES &&
+      (!isData || this.uploadAllowed())
+    ) {
       this.transmit(to, link, bytes);
       return true;
     }
@@ -511,6 +740,9 @@ export class MeshNode {
     try {
       link.peer.send(bytes);
       this.counters.messagesSent++;
+      this.counters.bytesWritten += bytes.length;
+      link.writtenBytes += bytes.length;
+      this.uploadBucket?.spend(this.now(), bytes.length);
     } catch (e) {
       // The channel closed under us (its close event may not have fired yet).
       this.linkGone(to, link, `send failed: ${String(e)}`);
@@ -524,9 +756,28 @@ export class MeshNode {
     }, FLUSH_INTERVAL_MS);
   }
 
+  /**
+   * A link is going: what the last uplinkSample counted in its channel will never be sent. Taking
+   * exactly that out of the written bytes keeps the link's disappearance from reading as a drain.
+   */
+  private abandon(link: Link): void {
+    if (!link.open) return;
+    this.abandonedBytes += link.sampledBufferedBytes;
+    link.sampledBufferedBytes = 0;
+  }
+
+  /** Whether the upload cap lets data out now (always, without a cap). */
+  private uploadAllowed(): boolean {
+    return this.uploadBucket?.allowsData(this.now()) ?? true;
+  }
+
   private flushAll(): void {
     let pending = false;
-    for (const [peerId, link] of this.links) {
+    const links = [...this.links];
+    // Round robin: under the upload cap the first link flushed takes the tokens.
+    const start = links.length === 0 ? 0 : this.flushTurn++ % links.length;
+    for (let i = 0; i < links.length; i++) {
+      const [peerId, link] = links[(start + i) % links.length] as [PeerId, Link];
       if (link.open) this.flush(peerId, link);
       if (link.open && link.queue.length > 0) pending = true;
     }
@@ -538,6 +789,9 @@ export class MeshNode {
 
   private flush(peerId: PeerId, link: Link): void {
     while (link.open && link.queue.length > 0 && link.peer.bufferSize < CHANNEL_HIGH_WATER_BYTES) {
+      // The queue keeps its order (hand-offs rely on it): data at its head waits for the cap, and
+      // so does what follows it.
+      if (link.queue[0]?.isData === true && !this.uploadAllowed()) break;
       const item = link.queue.shift();
       if (item === undefined) break;
       link.queuedBytes -= item.bytes.length;
@@ -551,6 +805,8 @@ export class MeshNode {
     pairId = crypto.getRandomValues(new Uint32Array(1))[0] ?? 0,
     inherited?: Link,
   ): Link {
+    const rtcConfig = this.options.rtcConfig;
+    const config = typeof rtcConfig === 'function' ? rtcConfig() : rtcConfig;
     const peer = new SimplePeer({
       initiator,
       // Whole SDPs, no trickled candidates: node-datachannel refused candidates racing the answer
@@ -559,7 +815,7 @@ export class MeshNode {
       // milliseconds; with STUN/TURN servers gathering is cut off after ICE_GATHER_TIMEOUT_MS.
       trickle: false,
       iceCompleteTimeout: ICE_GATHER_TIMEOUT_MS,
-      config: this.options.rtcConfig,
+      config: ON_NODE_DATACHANNEL ? forNodeDatachannel(config) : config,
       channelConfig: { ordered: true },
     });
     endGatheringOnComplete(peer);
@@ -570,29 +826,40 @@ export class MeshNode {
       closingByUs: false,
       queue: inherited?.queue ?? [],
       queuedBytes: inherited?.queuedBytes ?? 0,
+      writtenBytes: 0,
+      sampledWrittenBytes: 0,
+      sampledBufferedBytes: 0,
       badMessages: inherited?.badMessages ?? 0,
       forgedPackets: inherited?.forgedPackets ?? 0,
       pairId,
       answered: false,
       connectTimer: null,
+      createdAt: this.now(),
+      openedAtMs: null,
+      pair: null,
+      routeCounted: false,
+      relayOnly: config.iceTransportPolicy === 'relay',
     };
     this.links.set(peerId, link);
     link.connectTimer = setTimeout(() => {
       link.connectTimer = null;
       if (link.open || this.links.get(peerId) !== link) return;
-      this.counters.connectFailures++;
-      this.linkGone(peerId, link, 'connect timeout');
-    }, CONNECT_TIMEOUT_MS);
+      this.linkGone(peerId, link, 'connect timeout', 'connect-timeout');
+    }, this.options.connectTimeoutMs ?? CONNECT_TIMEOUT_MS);
     peer.on('signal', (data) => {
       const type = (data as { type?: unknown }).type;
       // simple-peer may also emit 'renegotiate'/'transceiverRequest': a data-only peer never needs them.
       if (type === 'offer' || type === 'answer' || type === 'candidate')
         this.options.signal(peerId, { ...(data as SignalData), link: link.pairId });
     });
-    const createdAt = this.now();
+    const createdAt = link.createdAt;
     peer.on('connect', () => {
       if (this.links.get(peerId) !== link) return;
       link.open = true;
+      link.openedAtMs = Date.now();
+      this.failedAt.delete(peerId);
+      // The route at once, so a link that closes before the next stats round is still counted.
+      void this.readLinkStats(peerId, link);
       this.log('debug', 'peer link open', {
         peer: peerId,
         initiator,
@@ -607,10 +874,18 @@ export class MeshNode {
       this.onData(peerId, link, bytes);
     });
     peer.on('close', () => {
-      this.linkGone(peerId, link, 'closed');
+      this.linkGone(peerId, link, 'closed', 'closed-before-open');
     });
     peer.on('error', (error) => {
-      this.linkGone(peerId, link, `error ${error.code ?? ''}: ${error.message}`);
+      // simple-peer ends the connection with these when ICE (or the whole connection) reports `failed`.
+      const iceFailed =
+        error.code === 'ERR_ICE_CONNECTION_FAILURE' || error.code === 'ERR_CONNECTION_FAILURE';
+      this.linkGone(
+        peerId,
+        link,
+        `error ${error.code ?? ''}: ${error.message}`,
+        iceFailed ? 'ice-failed' : 'error',
+      );
     });
     return link;
   }
@@ -727,6 +1002,7 @@ export class MeshNode {
 
   /** Drop a link that a fresh one replaces (an incoming offer); its queued messages move over. */
   private retire(peerId: PeerId, old: Link): void {
+    this.abandon(old);
     old.closingByUs = true;
     this.links.delete(peerId);
     if (old.connectTimer !== null) clearTimeout(old.connectTimer);
@@ -738,12 +1014,29 @@ export class MeshNode {
     this.linkGone(peerId, link, 'closed by us');
   }
 
-  /** The link is finished: forget it and, unless we closed it, tell the engine the peer is gone. */
-  private linkGone(peerId: PeerId, link: Link, reason: string): void {
+  /**
+   * The link is finished: forget it and, unless we closed it, tell the engine the peer is gone. One
+   * that never opened is a connect failure (`failure` says why): counted, reported, and the peer is
+   * not dialled again for DIAL_BACKOFF_MS.
+   */
+  private linkGone(
+    peerId: PeerId,
+    link: Link,
+    reason: string,
+    failure: ConnectFailureReason = 'error',
+  ): void {
     if (link.connectTimer !== null) clearTimeout(link.connectTimer);
     link.connectTimer = null;
     const wasCurrent = this.links.get(peerId) === link;
     if (wasCurrent) this.links.delete(peerId);
+    this.abandon(link);
+    if (wasCurrent && !link.closingByUs && !link.open && !this.stopped) {
+      this.counters.connectFailures++;
+      this.noteFailure(peerId);
+      const afterMs = Math.round(this.now() - link.createdAt);
+      this.log('debug', 'peer link failed before opening', { peer: peerId, failure, afterMs, reason });
+      this.options.onConnectFailure?.({ peer: peerId, reason: failure, afterMs, initiator: link.initiator });
+    }
     link.open = false;
     if (!link.peer.destroyed) link.peer.destroy();
     if (wasCurrent && !link.closingByUs) {

@@ -3,7 +3,7 @@
 // attribute, or when the session fails, the element is a plain hls.js player.
 import Hls from 'hls.js';
 import type { ErrorData, FragChangedData } from 'hls.js';
-import type { TrackerErrorCode } from '@chunkycast/wire';
+import { validateIceServers, type TrackerErrorCode } from '@chunkycast/wire';
 import { createMeshFragmentLoader } from './loader.js';
 import { MeshSession } from './session.js';
 import type { MeshErrorCode, MeshSessionOptions, MeshStats, SegmentProvider } from './types.js';
@@ -38,8 +38,12 @@ const OBSERVED = [
   'stream',
   'target-load',
   'max-load',
+  'upload-capacity',
+  'max-upload-kbps',
   'public-key',
   'token',
+  'ice-servers',
+  'ice-transport-policy',
   'live-sync',
   'fault-injection',
   'autoplay',
@@ -131,10 +135,20 @@ function parseAttributes(get: (name: string) => string | null): ParsedAttributes
     errors.push('the mesh is off because of the load attributes; playing from the origin only');
     meshUsable = false;
   }
+  const uploadCapacity = parseUploadCapacity(get('upload-capacity'), errors);
+  const maxUploadKbps = parseMaxUploadKbps(get('max-upload-kbps'), errors);
+  if (maxUploadKbps === null) meshUsable = false;
   const publicKey = get('public-key');
   const token = get('token');
   if (token !== null && token !== '' && !TOKEN.test(token)) {
     errors.push('token is not 1–512 of A–Z a–z 0–9 _ . -; playing from the origin only');
+    meshUsable = false;
+  }
+  const iceServers = parseIceServers(get('ice-servers'), errors);
+  if (iceServers === null) meshUsable = false;
+  const policy = get('ice-transport-policy');
+  if (policy !== null && policy !== '' && policy !== 'all' && policy !== 'relay') {
+    errors.push(`ice-transport-policy="${policy}" must be all or relay; playing from the origin only`);
     meshUsable = false;
   }
   // Testing aids (see MeshSessionOptions.faultInjection): a lying viewer for the integrity tests,
@@ -151,11 +165,78 @@ function parseAttributes(get: (name: string) => string | null): ParsedAttributes
     stream,
     ...(targetLoad === undefined || targetLoad === null ? {} : { targetLoad }),
     ...(maxLoad === undefined || maxLoad === null ? {} : { maxLoad }),
+    ...(uploadCapacity === undefined ? {} : { uploadCapacity }),
+    ...(maxUploadKbps === undefined || maxUploadKbps === null ? {} : { maxUploadKbps }),
     ...(publicKey === null || publicKey === '' ? {} : { publicKey }),
     ...(token === null || token === '' ? {} : { token }),
+    ...(iceServers === null || iceServers === undefined ? {} : { iceServers }),
+    ...(policy === 'all' || policy === 'relay' ? { iceTransportPolicy: policy } : {}),
     ...(faultInjection === null || faultInjection === undefined ? {} : { faultInjection }),
   };
   return { src, mesh, liveSyncSegments, errors };
+}
+
+/**
+ * The `ice-servers` attribute: a JSON array of RTCIceServer objects, checked like the tracker's
+ * (wire's validateIceServers: at most 8 servers of 4 stun:/turn: URLs, bounded strings). `urls` may
+ * be one string, as RTCPeerConnection allows. Undefined when absent, null (with a message) when bad.
+ */
+export function parseIceServers(raw: string | null, errors: string[]): RTCIceServer[] | null | undefined {
+  if (raw === null || raw.trim() === '') return undefined;
+  let value: unknown;
+  try {
+    value = JSON.parse(raw);
+  } catch {
+    errors.push(
+      'ice-servers is not JSON (an array of {"urls": […], "username", "credential"}); playing from the origin only',
+    );
+    return null;
+  }
+  const normalised = Array.isArray(value)
+    ? value.map((server: unknown) =>
+        typeof server === 'object' &&
+        server !== null &&
+        typeof (server as { urls?: unknown }).urls === 'string'
+          ? { ...server, urls: [(server as { urls: string }).urls] }
+          : server,
+      )
+    : value;
+  const checked = validateIceServers(normalised);
+  if (!checked.ok) {
+    errors.push(`ice-servers: ${checked.error.message}; playing from the origin only`);
+    return null;
+  }
+  return checked.message.map((server) => ({ ...server, urls: [...server.urls] }));
+}
+
+/**
+ * The `upload-capacity` attribute: `measured` (the default: loads follow the measured uplink) or
+ * `fixed` (the load attributes as given). Anything else is reported and the default is used: it only
+ * ever lowers the loads.
+ */
+export function parseUploadCapacity(raw: string | null, errors: string[]): 'measured' | 'fixed' | undefined {
+  if (raw === null || raw.trim() === '') return undefined;
+  const value = raw.trim();
+  if (value === 'measured' || value === 'fixed') return value;
+  errors.push(`upload-capacity="${raw}" must be measured or fixed; using measured`);
+  return undefined;
+}
+
+/**
+ * The `max-upload-kbps` attribute: an upload cap in kbit/s (a non-negative number, 0: receive-only).
+ * Undefined when absent, null (with a message) when bad: the mesh is then off, since a viewer who
+ * set a cap must not upload uncapped because of a typo.
+ */
+export function parseMaxUploadKbps(raw: string | null, errors: string[]): number | null | undefined {
+  if (raw === null || raw.trim() === '') return undefined;
+  const value = Number(raw);
+  if (!Number.isFinite(value) || value < 0 || value > 10_000_000) {
+    errors.push(
+      `max-upload-kbps="${raw}" is not a number of kbit/s in 0‥10000000; playing from the origin only`,
+    );
+    return null;
+  }
+  return value;
 }
 
 function emptyStats(stream: string): MeshStats {
@@ -182,6 +263,8 @@ function emptyStats(stream: string): MeshStats {
     load: 0,
     targetLoad: 0,
     maxLoad: 0,
+    uploadCapacityKbps: null,
+    uploadCapacitySource: 'fixed',
     slices: [],
     stalls: 0,
     stallMs: 0,
@@ -197,6 +280,10 @@ function emptyStats(stream: string): MeshStats {
     bytesFromRepair: 0,
     repairRequests: 0,
     repairPacketsServed: 0,
+    peerLinks: [],
+    peersByRoute: { host: 0, srflx: 0, prflx: 0, relay: 0 },
+    relayedBytes: 0,
+    connectFailures: 0,
   };
 }
 
@@ -206,10 +293,11 @@ const ElementBase: typeof HTMLElement =
   typeof HTMLElement === 'undefined' ? (Object as unknown as typeof HTMLElement) : HTMLElement;
 
 /**
- * `<mesh-player src tracker stream token target-load max-load public-key live-sync autoplay muted controls>`.
+ * `<mesh-player src tracker stream token ice-servers ice-transport-policy target-load max-load
+ * upload-capacity max-upload-kbps public-key live-sync autoplay muted controls>`.
  * Events: 'stats' (CustomEvent<MeshPlayerStats>, every second), 'peers' (CustomEvent<{peers}>),
- * 'error' (CustomEvent<MeshPlayerErrorDetail>), 'trackerdisconnected' and 'trackerreconnected'
- * (the session's, passed on).
+ * 'error' (CustomEvent<MeshPlayerErrorDetail>), 'trackerdisconnected', 'trackerreconnected' and
+ * 'connection-failed' (the session's, passed on).
  */
 export class MeshPlayer extends ElementBase {
   static get observedAttributes(): readonly string[] {
@@ -415,11 +503,13 @@ export class MeshPlayer extends ElementBase {
     session.addEventListener('error', onError);
     session.addEventListener('trackerdisconnected', onTracker);
     session.addEventListener('trackerreconnected', onTracker);
+    session.addEventListener('connection-failed', onTracker);
     this.#teardown.push(() => {
       session.removeEventListener('peers', onPeers);
       session.removeEventListener('error', onError);
       session.removeEventListener('trackerdisconnected', onTracker);
       session.removeEventListener('trackerreconnected', onTracker);
+      session.removeEventListener('connection-failed', onTracker);
     });
   }
 

@@ -13,12 +13,22 @@ import {
   decodeMediaPacket,
   encodeMediaPacket,
   packetRange,
+  ROUTE_TYPES,
+  type ConnectivityReport,
   type PeerId,
   type PeerReport,
+  type RouteType,
   type ServerMessage,
 } from '@chunkycast/wire';
 import { AnnouncementRelay } from './announcements.js';
 import { MeshNode, type DataVerdict, type LogFn, type RepairMessage } from './mesh-node.js';
+import {
+  BITRATE_SEGMENTS,
+  SAMPLE_INTERVAL_MS,
+  UploadCapacity,
+  streamKbps,
+  type UploadCapacityMode,
+} from './capacity.js';
 import { sha256 } from './sha256.js';
 import { SegmentStore, bytesToHex, importPublicKey } from './segments.js';
 import {
@@ -93,7 +103,10 @@ export function inspectPacket(store: SegmentStore, payload: Uint8Array): DataVer
 /** Host hooks for non-browser runtimes and tests. */
 export interface SessionHost {
   readonly createSocket?: WebSocketFactory;
-  /** Overrides the RTCPeerConnection configuration (Node: node-datachannel's `bindAddress`). */
+  /**
+   * The RTCPeerConnection configuration's base (Node: node-datachannel's `bindAddress`). Its
+   * `iceServers` are used only when neither the `iceServers` option nor the tracker gives any.
+   */
   readonly rtcConfig?: Record<string, unknown>;
   readonly log?: LogFn;
   /** Every engine event (parent changes, loops, …), for debugging and tests. */
@@ -123,6 +136,26 @@ export function resolveLoads(options: MeshSessionOptions): { targetLoad: number;
   return { targetLoad, maxLoad };
 }
 
+/** `max-upload-kbps` above this (10 Gbit/s) is a typo, not a plan. */
+const MAX_UPLOAD_LIMIT_KBPS = 10_000_000;
+
+/** Resolves and checks `uploadCapacity` (default 'measured') and `maxUploadKbps` (default none). */
+export function resolveUploadCapacity(options: MeshSessionOptions): {
+  mode: UploadCapacityMode;
+  maxUploadKbps: number | null;
+} {
+  const mode: unknown = options.uploadCapacity ?? 'measured'; // hosts may pass unchecked JSON
+  if (mode !== 'measured' && mode !== 'fixed')
+    throw new MeshError('config', `uploadCapacity must be "measured" or "fixed", got ${String(mode)}`);
+  const cap = options.maxUploadKbps;
+  if (cap !== undefined && !(Number.isFinite(cap) && cap >= 0 && cap <= MAX_UPLOAD_LIMIT_KBPS))
+    throw new MeshError(
+      'config',
+      `maxUploadKbps must be a number 0‥${MAX_UPLOAD_LIMIT_KBPS} (kbit/s), got ${String(cap)}`,
+    );
+  return { mode, maxUploadKbps: cap ?? null };
+}
+
 /**
  * One viewer's membership of a stream's mesh: the tracker connection, the engine over WebRTC, and
  * the verified segments it assembles. Implements what the hls.js loader needs (SegmentProvider).
@@ -130,13 +163,17 @@ export function resolveLoads(options: MeshSessionOptions): { targetLoad: number;
  * Events: 'ready', 'stats' (CustomEvent<MeshStats>, every second), 'peers' (CustomEvent<{peers}>
  * when the number of open channels changes), 'error' (CustomEvent<MeshError>),
  * 'trackerdisconnected' (CustomEvent<TrackerDisconnect>: the tracker was lost, reconnection runs
- * while the WebRTC links keep carrying media), 'trackerreconnected' (CustomEvent<TrackerReconnect>).
+ * while the WebRTC links keep carrying media), 'trackerreconnected' (CustomEvent<TrackerReconnect>),
+ * 'connection-failed' (CustomEvent<ConnectFailure>: a link to a peer was given up before it opened).
  */
 export class MeshSession extends EventTarget implements SegmentProvider {
   /** Resolves once joined; rejects (and an 'error' event fires) if the mesh cannot be used. */
   readonly ready: Promise<void>;
+  /** The declared loads (options): the starting loads, and upper bounds when measured. */
   private readonly targetLoad: number;
   private readonly maxLoad: number;
+  /** The uplink's measured capacity (or the cap) and the loads that follow from it. */
+  private readonly capacity: UploadCapacity;
   private tracker: TrackerClient | null = null;
   private node: MeshNode | null = null;
   private store: SegmentStore | null = null;
@@ -168,6 +205,9 @@ export class MeshSession extends EventTarget implements SegmentProvider {
     peersCutOff: 0,
     heldPacketsDropped: 0,
     injectedLosses: 0,
+    connectFailures: 0,
+    relayedBytes: 0,
+    connectedByRoute: { host: 0, srflx: 0, prflx: 0, relay: 0 } as Record<RouteType, number>,
   };
   private readonly log: LogFn;
 
@@ -185,6 +225,8 @@ export class MeshSession extends EventTarget implements SegmentProvider {
     const loads = resolveLoads(options);
     this.targetLoad = loads.targetLoad;
     this.maxLoad = loads.maxLoad;
+    const upload = resolveUploadCapacity(options);
+    this.capacity = new UploadCapacity({ ...upload, declared: loads });
     this.ready = this.start();
     this.ready.catch((e: unknown) => {
       // A session that cannot start leaves nothing open behind it.
@@ -195,6 +237,13 @@ export class MeshSession extends EventTarget implements SegmentProvider {
 
   private async start(): Promise<void> {
     const log = this.log;
+    // Signatures and hashes need WebCrypto, which browsers give only to secure contexts (https://,
+    // or http://localhost): on a plain-http page the mesh cannot verify anything, so say so plainly.
+    if (typeof crypto === 'undefined' || (crypto as Partial<Crypto>).subtle === undefined)
+      throw new MeshError(
+        'config',
+        'WebCrypto (crypto.subtle) is unavailable: serve the page over https:// (or from localhost) to join the mesh; playing from the origin only',
+      );
     const tracker = new TrackerClient({
       url: this.options.tracker,
       stream: this.options.stream,
@@ -311,6 +360,9 @@ export class MeshSession extends EventTarget implements SegmentProvider {
       setInterval(() => {
         this.report();
       }, REPORT_INTERVAL_MS),
+      setInterval(() => {
+        this.sampleUplink();
+      }, SAMPLE_INTERVAL_MS),
     );
     this.dispatchEvent(new Event('ready'));
   }
@@ -326,11 +378,17 @@ export class MeshSession extends EventTarget implements SegmentProvider {
       id: peerId,
       sourceId,
       role: 'member',
+      // The declared loads, which set the Swaplinks degree; the measured ones follow below.
       targetLoadSlices: this.targetLoad,
       maxLoadSlices: this.maxLoad,
+      ...(this.options.maxUploadKbps === undefined ? {} : { maxUploadKbps: this.options.maxUploadKbps }),
       protocol: LIVE_PROTOCOL,
       seed,
-      rtcConfig: this.host.rtcConfig ?? { iceServers: [...(this.options.iceServers ?? [])] },
+      // Asked for each new connection: renewed TURN credentials reach new links, open ones keep theirs.
+      rtcConfig: () => this.rtcConfig(),
+      onConnectFailure: (failure) => {
+        if (this.node === node) this.dispatchEvent(new CustomEvent('connection-failed', { detail: failure }));
+      },
       signal: (to, data) => {
         if (this.node === node) tracker.send({ type: 'signal', to, data });
       },
@@ -357,7 +415,69 @@ export class MeshSession extends EventTarget implements SegmentProvider {
       },
       log: this.log,
     });
+    const loads = this.capacity.loads;
+    if (loads.targetLoad !== this.targetLoad || loads.maxLoad !== this.maxLoad)
+      node.setLoad(loads.targetLoad, loads.maxLoad);
     return node;
+  }
+
+  /**
+   * Every SAMPLE_INTERVAL_MS: the links' drain into the capacity estimate, and new loads to the
+   * engine when it says so (see capacity.ts for the rules). One slice is the stream's bitrate over
+   * its data slices, from the latest announcements.
+   */
+  private sampleUplink(): void {
+    const node = this.node;
+    if (node === null || this.closed) return;
+    const change = this.capacity.update(performance.now(), node.uplinkSample(), {
+      sliceKbps: this.sliceKbps(node),
+      load: node.engine.currentLoad,
+    });
+    if (change === null) return;
+    this.log('info', 'upload capacity: new loads', {
+      targetLoad: change.targetLoad,
+      maxLoad: change.maxLoad,
+      previousTargetLoad: change.previous.targetLoad,
+      previousMaxLoad: change.previous.maxLoad,
+      capacityKbps: Math.round(change.capacityKbps),
+      reason: change.reason,
+      load: node.engine.currentLoad,
+    });
+    node.setLoad(change.targetLoad, change.maxLoad);
+  }
+
+  /** One slice's rate in kbps (the stream's recent bitrate / data slices), null before any announcement. */
+  private sliceKbps(node: MeshNode): number | null {
+    const store = this.store;
+    if (store === null) return null;
+    const newest = store.newestAnnouncedSequence;
+    const segments = [];
+    for (let seq = newest; seq >= 0 && seq > newest - BITRATE_SEGMENTS; seq--) {
+      const a = store.announcement(seq);
+      if (a !== null) segments.push(a);
+    }
+    const kbps = streamKbps(segments);
+    return kbps === null ? null : kbps / node.engine.config.dataSlices;
+  }
+
+  /**
+   * The configuration of a new RTCPeerConnection: the `iceServers` option if given, else the
+   * tracker's latest servers (welcome or `ice` renewal), else the host's; the transport policy.
+   */
+  private rtcConfig(): Record<string, unknown> {
+    const base = this.host.rtcConfig ?? {};
+    const fromTracker = this.tracker?.ice?.servers ?? [];
+    const servers =
+      this.options.iceServers ??
+      (fromTracker.length > 0
+        ? fromTracker.map((server) => ({ ...server, urls: [...server.urls] }))
+        : null) ??
+      (Array.isArray(base.iceServers) ? (base.iceServers as unknown[]) : []);
+    return {
+      ...base,
+      iceServers: [...servers],
+      ...(this.options.iceTransportPolicy === 'relay' ? { iceTransportPolicy: 'relay' } : {}),
+    };
   }
 
   /**
@@ -397,8 +517,13 @@ export class MeshSession extends EventTarget implements SegmentProvider {
     this.retired.peersCutOff += old.counters.peersCutOff;
     this.retired.heldPacketsDropped += old.counters.heldPacketsDropped;
     this.retired.injectedLosses += old.counters.injectedLosses;
+    this.retired.connectFailures += old.counters.connectFailures;
+    this.retired.relayedBytes += old.counters.relayedBytes;
+    for (const route of ROUTE_TYPES) this.retired.connectedByRoute[route] += old.connectedByRoute[route];
     this.peerId = welcome.peerId;
     this.sourceId = welcome.sourceId;
+    // The new node's counters start at zero: the estimate keeps its value, not its baseline.
+    this.capacity.resetBaseline();
     const node = this.createNode(welcome.peerId, welcome.sourceId);
     this.node = node;
     void old.stop(false);
@@ -433,8 +558,22 @@ export class MeshSession extends EventTarget implements SegmentProvider {
       uploadBytes: this.retired.uploadBytes + node.counters.uploadBytes,
       stalls: this.stalls,
       playing: this.segmentsFromMesh + this.segmentsFromOrigin > 0,
+      connectivity: this.connectivity(node),
     };
     this.tracker.send({ type: 'report', report });
+  }
+
+  /** Links by route, failures and relayed bytes since this session joined (rebuilt nodes included). */
+  private connectivity(node: MeshNode): ConnectivityReport {
+    const current = node.connectivity();
+    const connected = { ...current.connected };
+    for (const route of ROUTE_TYPES) connected[route] += this.retired.connectedByRoute[route];
+    return {
+      open: current.open,
+      connected,
+      failed: this.retired.connectFailures + current.failed,
+      relayedBytes: this.retired.relayedBytes + current.relayedBytes,
+    };
   }
 
   // ─────────────────────────── SegmentProvider ───────────────────────────
@@ -523,7 +662,10 @@ export class MeshSession extends EventTarget implements SegmentProvider {
     if (store === null || node === null) return;
     switch (message.type) {
       case MessageType.RepairRequest: {
-        if (!this.admitRepair(from)) {
+        // Not from an uplink that is receive-only or behind: the asker has the origin, our
+        // children have only us.
+        const uplinkFull = node.engine.config.maxLoad === 0 || this.capacity.behindAt(performance.now());
+        if (uplinkFull || !this.admitRepair(from)) {
           node.sendRepair(from, {
             type: MessageType.RepairNak,
             requestId: message.requestId,
@@ -682,8 +824,11 @@ export class MeshSession extends EventTarget implements SegmentProvider {
       segmentsCompletedFromOrigin: this.segmentsCompletedFromOrigin,
       uploadBytes: this.retired.uploadBytes + (node?.counters.uploadBytes ?? 0),
       load: node?.engine.currentLoad ?? 0,
-      targetLoad: this.targetLoad,
-      maxLoad: this.maxLoad,
+      // The engine's live loads (measured, capped or declared).
+      targetLoad: node?.engine.config.targetLoad ?? this.capacity.loads.targetLoad,
+      maxLoad: node?.engine.config.maxLoad ?? this.capacity.loads.maxLoad,
+      uploadCapacityKbps: this.capacity.capacityKbps === null ? null : Math.round(this.capacity.capacityKbps),
+      uploadCapacitySource: this.capacity.source,
       slices: parents.map((parent, slice) => ({ slice, parent, children: children[slice] ?? [] })),
       stalls: this.stalls,
       stallMs: this.stallMs,
@@ -700,6 +845,10 @@ export class MeshSession extends EventTarget implements SegmentProvider {
       repairRequests: this.repairRequests,
       repairPacketsServed: this.repairPacketsServed,
       peersCutOff: this.retired.peersCutOff + (node?.counters.peersCutOff ?? 0),
+      peerLinks: node?.peerLinks() ?? [],
+      peersByRoute: node?.openByRoute() ?? { host: 0, srflx: 0, prflx: 0, relay: 0 },
+      relayedBytes: this.retired.relayedBytes + (node?.counters.relayedBytes ?? 0),
+      connectFailures: this.retired.connectFailures + (node?.counters.connectFailures ?? 0),
     };
   }
 

@@ -3,6 +3,7 @@ import {
   decodeServerMessage,
   encodeTrackerMessage,
   type ClientMessage,
+  type IceConfig,
   type PeerId,
   type PeerRole,
   type ServerMessage,
@@ -109,10 +110,10 @@ export function reconnectDelayMs(
  */
 export const MAX_QUEUED_SIGNALS = 64;
 /**
- * A queued signal older than this is dropped instead of sent: the dialling side gives a link 10 s
+ * A queued signal older than this is dropped instead of sent: the dialling side gives a link 8 s
  * (MeshNode's CONNECT_TIMEOUT_MS), so an offer or answer this late cannot complete in time.
  */
-export const MAX_QUEUED_SIGNAL_AGE_MS = 8000;
+export const MAX_QUEUED_SIGNAL_AGE_MS = 6000;
 /** Announcements queued while away (the source): the tracker keeps no more than 16 for joiners anyway. */
 export const MAX_QUEUED_ANNOUNCEMENTS = 16;
 
@@ -233,6 +234,7 @@ export class TrackerClient {
   private retryTimer: unknown = null;
   private peerIdValue: PeerId | null = null;
   private resumeTicket: string | null = null;
+  private iceValue: IceConfig | null = null;
   /** When the current outage began (clock ms), null while connected. */
   private lostAt: number | null = null;
   private joinedAt: number | null = null;
@@ -288,6 +290,15 @@ export class TrackerClient {
 
   get peerId(): PeerId | null {
     return this.peerIdValue;
+  }
+
+  /**
+   * The STUN/TURN servers the tracker gave most recently: the last welcome's, or a later `ice` frame's
+   * (TURN credentials renewed before they expire). Null before the first welcome. Kept through an
+   * outage: connections made meanwhile use the last ones.
+   */
+  get ice(): IceConfig | null {
+    return this.iceValue;
   }
 
   stats(): TrackerClientStats {
@@ -465,6 +476,7 @@ export class TrackerClient {
     }
     const message = decoded.message;
     if (this.joinedOnSocket) {
+      if (message.type === 'ice') this.iceValue = message.ice;
       this.onMessage(message);
       return;
     }
@@ -479,6 +491,7 @@ export class TrackerClient {
     this.attemptTimer = null;
     this.joinedAt = this.clock.now();
     this.resumeTicket = welcome.resume;
+    this.iceValue = welcome.ice;
     const previous = this.peerIdValue;
     this.peerIdValue = welcome.peerId;
     this.stateValue = 'connected';

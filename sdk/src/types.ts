@@ -1,4 +1,5 @@
-import type { PeerId, TrackerErrorCode } from '@chunkycast/wire';
+import type { PeerId, RouteCounts, TrackerErrorCode } from '@chunkycast/wire';
+import type { PeerLinkStats } from './connectivity.js';
 
 /** Options of a viewer's (or the true source's) place in one stream's mesh. */
 export interface MeshSessionOptions {
@@ -8,11 +9,27 @@ export interface MeshSessionOptions {
   readonly stream: string;
   /**
    * Target load TL in slices: how many slice streams this viewer forwards when it can. 16 slices
-   * make one stream copy (the thesis's TL = 16, chunkyspread.md). Default 16.
+   * make one stream copy (the thesis's TL = 16, chunkyspread.md). Default 16. With a measured
+   * upload capacity this is the starting TL and its upper bound.
    */
   readonly targetLoad?: number;
-  /** Maximum load ML in slices; default 1.5·TL (the thesis's ML). 0 makes a receive-only viewer. */
+  /**
+   * Maximum load ML in slices; default 1.5·TL (the thesis's ML). 0 makes a receive-only viewer.
+   * With a measured upload capacity, the starting ML and its upper bound.
+   */
   readonly maxLoad?: number;
+  /**
+   * `measured` (default): TL and ML follow what the uplink is measured to carry (75% and 90% of
+   * it, in slices), within `targetLoad` and `maxLoad`; an uplink that cannot carry one slice makes
+   * the viewer receive-only. `fixed`: `targetLoad` and `maxLoad` as given (the earlier behaviour).
+   */
+  readonly uploadCapacity?: 'measured' | 'fixed';
+  /**
+   * Upload cap in kbit/s, for viewers who pay for data: the loads are set from it (as from a
+   * measurement, in either mode) and the data channels never carry more (a token bucket; payload
+   * plus an estimated 7% of packet headers). 0 makes a receive-only viewer. Default none.
+   */
+  readonly maxUploadKbps?: number;
   /** Base64 raw Ed25519 public key of the broadcaster; default: the key the tracker announces. */
   readonly publicKey?: string;
   /**
@@ -21,8 +38,18 @@ export interface MeshSessionOptions {
    * connection for good (an 'error' event with code `trackerRefused`).
    */
   readonly token?: string;
-  /** ICE servers for RTCPeerConnection (default none: host candidates only). */
+  /**
+   * STUN/TURN servers for RTCPeerConnection. Given, they override the tracker's; absent, each new
+   * connection uses the servers of the tracker's welcome, or of its latest `ice` frame (renewed TURN
+   * credentials); a tracker without any gives none (host candidates only).
+   */
   readonly iceServers?: readonly RTCIceServer[];
+  /**
+   * `relay` makes every connection go through a TURN server (RTCPeerConnection's
+   * `iceTransportPolicy`: for viewers who must not reveal their address to peers, or to test TURN);
+   * default `all`.
+   */
+  readonly iceTransportPolicy?: 'all' | 'relay';
   /**
    * Testing aid, never for production: `corruptForwardedData` makes this viewer corrupt every data
    * packet it forwards (a lying peer), so tests can show that its children catch and cut it off;
@@ -86,8 +113,13 @@ export interface MeshStats {
   readonly uploadBytes: number;
   /** Slice streams currently forwarded (the engine's load). */
   readonly load: number;
+  /** TL and ML in force now: measured or capped when `uploadCapacity` is measured or a cap is set. */
   readonly targetLoad: number;
   readonly maxLoad: number;
+  /** The upload capacity the loads come from, kbit/s (measured, or the cap); null while unknown. */
+  readonly uploadCapacityKbps: number | null;
+  /** Where it comes from: `measured`, `capped` (max-upload-kbps is the limit) or `fixed` (not measured). */
+  readonly uploadCapacitySource: 'measured' | 'fixed' | 'capped';
   readonly slices: readonly SliceView[];
   /** Playback stalls after playback first started (reported by the player). */
   readonly stalls: number;
@@ -119,6 +151,14 @@ export interface MeshStats {
   readonly repairRequests: number;
   /** Packets this viewer sent to neighbours that asked. */
   readonly repairPacketsServed: number;
+  /** Every open WebRTC link: route type, candidate types, round-trip time, bytes (read every 2 s). */
+  readonly peerLinks: readonly PeerLinkStats[];
+  /** Open links by route type: `host`, `srflx`, `prflx` or `relay` (TURN); links not yet read are left out. */
+  readonly peersByRoute: RouteCounts;
+  /** Bytes sent and received over TURN-relayed links since joining. */
+  readonly relayedBytes: number;
+  /** Links given up before their channel opened (ICE failed, timed out, …) since joining. */
+  readonly connectFailures: number;
 }
 
 /** The tracker connection's state (TrackerClient's). */

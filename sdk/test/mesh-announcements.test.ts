@@ -74,6 +74,7 @@ class Hub {
           announcements: [],
           resume: null,
           resumed: false,
+          ice: { servers: [], expiresAtMs: null },
         });
         return;
       }

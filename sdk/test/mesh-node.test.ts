@@ -1,7 +1,13 @@
 // The mesh host over real WebRTC (node-datachannel through simple-peer) on 127.0.0.1: a true source
 // and a few members wired together with in-process signalling instead of a tracker.
 import { afterEach, describe, expect, it } from 'vitest';
-import { LIVE_PROTOCOL, MeshNode, type MeshNodeOptions } from '@chunkycast/sdk/core';
+import {
+  DIAL_BACKOFF_MS,
+  LIVE_PROTOCOL,
+  MeshNode,
+  type ConnectFailure,
+  type MeshNodeOptions,
+} from '@chunkycast/sdk/core';
 import type { PeerId, SignalData } from '@chunkycast/wire';
 import { until } from './until.js';
 
@@ -102,6 +108,38 @@ describe('MeshNode over WebRTC on loopback', () => {
     // Members forward: the source sent each packet once (16 slices → one copy), members the rest.
     const memberUpload = [...members.values()].reduce((sum, m) => sum + m.node.counters.uploadBytes, 0);
     expect(memberUpload).toBeGreaterThan(0);
+
+    // Each open link's route, read from node-datachannel's stats: host candidates on loopback (the
+    // dialling end may learn the other's address from its checks first: peer-reflexive), bytes
+    // counted, never relayed.
+    const nodes = [source, ...[...members.values()].map((m) => m.node)];
+    await until(
+      () => nodes.every((n) => n.peerLinks().length > 0 && n.peerLinks().every((l) => l.route !== null)),
+      10_000,
+      'every open link to have its route read',
+    );
+    for (const n of nodes) {
+      const links = n.peerLinks();
+      for (const link of links) {
+        expect(link.route === 'host' || link.route === 'prflx', JSON.stringify(link)).toBe(true);
+        expect(link.localCandidateType).toBe('host');
+        expect(link.openedAtMs).toBeGreaterThan(Date.now() - 60_000);
+        expect(link.openedAtMs).toBeLessThanOrEqual(Date.now());
+      }
+      const open = n.openByRoute();
+      expect(open.host + open.prflx).toBe(links.length);
+      expect(open.relay + open.srflx).toBe(0);
+      expect(n.connectedByRoute.host + n.connectedByRoute.prflx).toBeGreaterThanOrEqual(links.length);
+      expect(n.counters.relayedBytes).toBe(0);
+      expect(n.connectivity()).toMatchObject({ open, failed: n.counters.connectFailures, relayedBytes: 0 });
+    }
+    expect(nodes.flatMap((n) => n.peerLinks()).some((l) => l.route === 'host')).toBe(true);
+    // The source sent every member's slice packets over its links: bytes are counted per pair.
+    await until(
+      () => source.peerLinks().some((l) => l.bytesSent > 0),
+      5_000,
+      'the source’s links to show bytes sent',
+    );
   }, 60_000);
 
   it('a receive-only member (ML = 0) receives every slice and forwards nothing', async () => {
@@ -129,6 +167,54 @@ describe('MeshNode over WebRTC on loopback', () => {
     expect(receiveOnly.node.engine.currentLoad).toBe(0);
     expect(receiveOnly.node.counters.uploadBytes).toBe(0);
   }, 60_000);
+});
+
+describe('a peer that cannot be reached', () => {
+  it('is given up after the connect timeout, reported with its reason, and not dialled again at once', async () => {
+    const GHOST = 77;
+    const offersTo = new Map<PeerId, number>();
+    const failures: ConnectFailure[] = [];
+    const node = new MeshNode({
+      id: 70,
+      sourceId: SOURCE_ID,
+      role: 'member',
+      targetLoadSlices: 16,
+      maxLoadSlices: 24,
+      // Walks expire fast, so the engine soon starts another from its only bootstrap peer: the ghost.
+      protocol: { ...LIVE_PROTOCOL, walkTimeoutMs: 600 },
+      seed: 70,
+      rtcConfig: LOOPBACK_RTC,
+      connectTimeoutMs: 400,
+      // Signalling to the ghost goes nowhere: it never answers.
+      signal: (to: PeerId, data: SignalData) => {
+        if (data.type === 'offer') offersTo.set(to, (offersTo.get(to) ?? 0) + 1);
+      },
+      requestBootstrap: () => undefined,
+      deliver: () => undefined,
+      onConnectFailure: (failure) => failures.push(failure),
+    });
+    running = [node];
+    node.start();
+    node.bootstrap([GHOST]);
+    await until(() => failures.length > 0, 10_000, 'the dial to give up');
+    expect(failures[0]).toMatchObject({ peer: GHOST, reason: 'connect-timeout', initiator: true });
+    expect(failures[0]?.afterMs).toBeGreaterThanOrEqual(390);
+    expect(failures[0]?.afterMs).toBeLessThan(3000);
+    expect(node.counters.connectFailures).toBe(1);
+    expect(node.connectivity().failed).toBe(1);
+    // The engine walks again (its bootstrap list still names the ghost): refused, told at once.
+    await until(() => node.counters.dialsBackedOff > 0, 10_000, 'a re-dial to be refused');
+    expect(offersTo.get(GHOST)).toBe(1);
+    expect(failures).toHaveLength(1);
+    expect(node.openPeers).toBe(0);
+    expect(DIAL_BACKOFF_MS).toBeGreaterThan(5_000);
+    // A fresh bootstrap list leaves it out while it backs off.
+    const before = node.counters.dialsBackedOff;
+    node.bootstrap([GHOST]);
+    await new Promise((resolve) => setTimeout(resolve, 1500));
+    expect(offersTo.get(GHOST)).toBe(1);
+    expect(node.counters.dialsBackedOff).toBe(before);
+  }, 30_000);
 });
 
 describe('a misbehaving peer', () => {

@@ -439,3 +439,35 @@ describe('TrackerClient messages sent while the tracker is away', () => {
     expect(t.last().messages('signal')).toHaveLength(1);
   });
 });
+
+describe('TrackerClient ICE servers', () => {
+  const iceOf = (n: number) => ({
+    servers: [{ urls: ['turn:127.0.0.1:3478'], username: `${n}:5`, credential: `c${n}` }],
+    expiresAtMs: n * 1000,
+  });
+
+  it('keeps the latest: the welcome’s, then each `ice` frame’s (also passed on), then a rejoin’s', async () => {
+    const t = setup();
+    expect(t.client.ice).toBeNull();
+    const joined = t.client.join();
+    t.last().accept();
+    t.last().receive(welcome(5, 'a', false, { ice: iceOf(1) }));
+    await joined;
+    expect(t.client.ice).toEqual(iceOf(1));
+    t.last().receive({ type: 'ice', ice: iceOf(2) });
+    expect(t.client.ice).toEqual(iceOf(2));
+    expect(t.events.messages).toEqual(['ice']);
+    // A frame the decoder refuses changes nothing.
+    t.last().onmessage?.({
+      data: JSON.stringify({ type: 'ice', ice: { servers: [{ urls: ['http://x'] }] } }),
+    });
+    expect(t.client.ice).toEqual(iceOf(2));
+    // Kept through an outage; the rejoin's welcome brings fresh ones.
+    t.last().drop(1012);
+    expect(t.client.ice).toEqual(iceOf(2));
+    t.clock.advance(DEFAULT_RECONNECT_POLICY.initialDelayMs);
+    t.last().accept();
+    t.last().receive(welcome(5, 'b', true, { ice: iceOf(3) }));
+    expect(t.client.ice).toEqual(iceOf(3));
+  });
+});

@@ -136,6 +136,7 @@ export function welcome(
     announcements: [],
     resume,
     resumed,
+    ice: { servers: [], expiresAtMs: null },
     ...extra,
   };
 }

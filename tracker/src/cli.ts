@@ -88,6 +88,10 @@ async function main(): Promise<void> {
       redisUrl: config.redisUrl,
       redisKeyPrefix: config.redisKeyPrefix,
       clusterTiming: { heartbeatMs: config.clusterHeartbeatMs, nodeTtlMs: config.clusterNodeTtlMs },
+      stunUrls: config.stunUrls,
+      turnUrls: config.turnUrls,
+      turnSecret: config.turnSecret,
+      turnTtlS: config.turnTtlS,
       log,
     });
   } catch (e) {
@@ -122,6 +126,12 @@ async function main(): Promise<void> {
             heartbeatMs: config.clusterHeartbeatMs,
             nodeTtlMs: config.clusterNodeTtlMs,
           },
+    // URLs are the operator's own; the TURN secret only as whether it is set.
+    ice: {
+      stunUrls: config.stunUrls,
+      turnUrls: config.turnUrls,
+      turnCredentials: config.turnSecret === null ? null : { ttlS: config.turnTtlS },
+    },
     limits: {
       maxMessagesPerSecond: config.maxMessagesPerSecond,
       maxConnectionsPerAddress: config.maxConnectionsPerAddress,
@@ -198,6 +208,10 @@ function runSource(
       broadcasterKey: config.broadcasterKey,
       playlistUrl,
       signingKey: keys.privateKey,
+      // It reaches this tracker on loopback whatever the bind address, so the tracker's own address
+      // decides: bound to loopback only when viewers can only be here too. ICE servers come in its
+      // welcome, made from this process's configuration like every viewer's.
+      rtcConfig: isLoopbackHost(config.host) ? { bindAddress: '127.0.0.1' } : {},
       log,
     }),
   );
@@ -216,6 +230,11 @@ function runSource(
     },
   );
   return runner;
+}
+
+/** 127.0.0.0/8, ::1 or localhost: only peers on this machine reach a tracker bound there. */
+function isLoopbackHost(host: string): boolean {
+  return /^127\.\d{1,3}\.\d{1,3}\.\d{1,3}$/.test(host) || host === '::1' || host === 'localhost';
 }
 
 main().catch((e: unknown) => {

@@ -1,7 +1,8 @@
 /** Command-line flags and CHUNKYCAST_* environment variables → a validated TrackerConfig. */
 import { randomBytes } from 'node:crypto';
-import { MAX_KEY_LENGTH, STREAM_ID_PATTERN } from '@chunkycast/wire';
+import { MAX_ICE_URLS, MAX_KEY_LENGTH, STREAM_ID_PATTERN } from '@chunkycast/wire';
 import { DEFAULT_CLUSTER_TIMING } from './cluster.js';
+import { DEFAULT_TURN_TTL_S, iceUrlProblem, MAX_TURN_TTL_S, MIN_TURN_TTL_S } from './ice.js';
 import { isLogLevel, LOG_LEVELS, type LogLevel } from './log.js';
 import { DEFAULT_KEY_PREFIX, KEY_PREFIX_PATTERN } from './redis-cluster.js';
 
@@ -55,6 +56,14 @@ export interface TrackerConfig {
   readonly clusterHeartbeatMs: number;
   /** A process not heard from for this long is dead: its members are no longer offered. */
   readonly clusterNodeTtlMs: number;
+  /** `stun:` URLs handed to every peer (empty: none). */
+  readonly stunUrls: readonly string[];
+  /** `turn:`/`turns:` URLs handed to every peer with its own short-lived credentials (empty: none). */
+  readonly turnUrls: readonly string[];
+  /** Shared secret of the TURN REST API (coturn `static-auth-secret`); null without TURN. */
+  readonly turnSecret: string | null;
+  /** Lifetime of each peer's TURN credentials, seconds (renewed at 80%). */
+  readonly turnTtlS: number;
   /** `token` subcommand: print a join token for this stream and exit; null = run the tracker. */
   readonly token: { readonly stream: string; readonly ttlS: number } | null;
 }
@@ -269,6 +278,30 @@ const FLAGS: Readonly<Record<string, FlagSpec>> = {
     arg: 'N',
     help: `a process silent this long is dead, its peers no longer offered (default ${DEFAULT_CLUSTER_TIMING.nodeTtlMs})`,
   },
+  '--stun-urls': {
+    name: 'stunUrls',
+    env: 'CHUNKYCAST_STUN_URLS',
+    arg: 'URL,URL',
+    help: `STUN servers for every peer, stun:HOST[:PORT] (at most ${MAX_ICE_URLS}; default none)`,
+  },
+  '--turn-urls': {
+    name: 'turnUrls',
+    env: 'CHUNKYCAST_TURN_URLS',
+    arg: 'URL,URL',
+    help: `TURN servers for every peer, turn:HOST[:PORT][?transport=udp|tcp] or turns:… (at most ${MAX_ICE_URLS}; needs --turn-secret)`,
+  },
+  '--turn-secret': {
+    name: 'turnSecret',
+    env: 'CHUNKYCAST_TURN_SECRET',
+    arg: 'SECRET',
+    help: `the TURN server's shared secret (coturn static-auth-secret, ≥ ${MIN_SECRET_LENGTH} characters): each peer gets credentials of its own`,
+  },
+  '--turn-ttl-s': {
+    name: 'turnTtlS',
+    env: 'CHUNKYCAST_TURN_TTL_S',
+    arg: 'N',
+    help: `lifetime of a peer's TURN credentials in seconds, renewed at 80% (default ${DEFAULT_TURN_TTL_S}; ${MIN_TURN_TTL_S}‥${MAX_TURN_TTL_S})`,
+  },
 };
 
 /** Flags of `chunkycast-tracker token`, besides the general ones (the join secret above all). */
@@ -449,6 +482,8 @@ export function parseConfig(
       );
   }
 
+  const ice = parseIce(get, secret, integer);
+
   let token: TrackerConfig['token'] = null;
   if (tokenCommand && !help) {
     const tokenStream = get('tokenStream');
@@ -488,8 +523,53 @@ export function parseConfig(
     redisKeyPrefix: cluster.redisKeyPrefix,
     clusterHeartbeatMs: cluster.heartbeatMs,
     clusterNodeTtlMs: cluster.nodeTtlMs,
+    ...ice,
     token,
   };
+}
+
+/** STUN and TURN servers: URLs checked one by one, TURN only with its secret and vice versa. */
+function parseIce(
+  get: (name: RawName) => { value: string; origin: string } | undefined,
+  secret: (name: RawName) => string | null,
+  integer: (name: RawName, fallback: number, max: number) => number,
+): Pick<TrackerConfig, 'stunUrls' | 'turnUrls' | 'turnSecret' | 'turnTtlS'> {
+  const urls = (name: 'stunUrls' | 'turnUrls', kind: 'stun' | 'turn'): string[] => {
+    const r = get(name);
+    if (r === undefined) return [];
+    const list = [...new Set(r.value.split(',').map((u) => u.trim()))].filter((u) => u !== '');
+    if (list.length === 0) throw new ConfigError(`${r.origin} must list at least one ${kind}: URL`);
+    // One server entry per kind, and the protocol bounds the URLs of one server.
+    if (list.length > MAX_ICE_URLS)
+      throw new ConfigError(`${r.origin} lists ${list.length} URLs; at most ${MAX_ICE_URLS}`);
+    for (const url of list) {
+      const problem = iceUrlProblem(url, kind);
+      if (problem !== null) throw new ConfigError(`${r.origin}: ${JSON.stringify(url)} is ${problem}`);
+    }
+    return list;
+  };
+  const stunUrls = urls('stunUrls', 'stun');
+  const turnUrls = urls('turnUrls', 'turn');
+  const turnSecret = secret('turnSecret');
+  const urlsOrigin = get('turnUrls')?.origin ?? '--turn-urls';
+  const secretOrigin = get('turnSecret')?.origin ?? '--turn-secret';
+  if (turnUrls.length > 0 && turnSecret === null)
+    throw new ConfigError(
+      `${urlsOrigin} needs ${secretOrigin}: peers get TURN credentials made with the TURN server's ` +
+        'shared secret (coturn use-auth-secret, static-auth-secret)',
+    );
+  if (turnSecret !== null && turnUrls.length === 0)
+    throw new ConfigError(`${secretOrigin} is only used with --turn-urls`);
+  const ttlRaw = get('turnTtlS');
+  if (ttlRaw !== undefined && turnUrls.length === 0)
+    throw new ConfigError(`${ttlRaw.origin} is only used with --turn-urls`);
+  const turnTtlS = integer('turnTtlS', DEFAULT_TURN_TTL_S, MAX_TURN_TTL_S);
+  if (turnTtlS < MIN_TURN_TTL_S)
+    throw new ConfigError(
+      `${ttlRaw?.origin ?? '--turn-ttl-s'} must be at least ${MIN_TURN_TTL_S}: shorter credentials ` +
+        'would expire with a little clock skew between the tracker and the TURN server',
+    );
+  return { stunUrls, turnUrls, turnSecret, turnTtlS };
 }
 
 /** The Redis settings; the prefix and timing only make sense with a URL. */

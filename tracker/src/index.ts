@@ -46,6 +46,26 @@ export {
   type DisconnectReason,
   type ResumeOutcome,
 } from './metrics.js';
+export {
+  checkIceSettings,
+  DEFAULT_TURN_TTL_S,
+  ICE_RENEW_AT_FRACTION,
+  iceConfigFor,
+  iceUrlProblem,
+  MAX_TURN_TTL_S,
+  MIN_TURN_TTL_S,
+  NO_ICE,
+  NO_ICE_WARNING,
+  turnCredentials,
+  type IceSettings,
+} from './ice.js';
+export {
+  ConnectivityCounters,
+  growth,
+  MAX_LINKS_PER_REPORT,
+  MAX_RELAYED_BYTES_PER_REPORT,
+  type PeerLinkTotals,
+} from './connectivity.js';
 export { createLogger, silentLogger, LOG_LEVELS, type Logger, type LogLevel } from './log.js';
 export {
   generateSigningKeys,

@@ -5,6 +5,7 @@
  */
 import type { TrackerErrorCode } from '@chunkycast/wire';
 import type { ClusterStats } from './cluster.js';
+import type { PeerLinkTotals } from './connectivity.js';
 import type { LimitKind } from './limits.js';
 
 /** What became of a resume ticket presented in a `join`. */
@@ -72,6 +73,10 @@ export interface TrackerMetrics {
   readonly remoteAnnouncementsRejected: number;
   /** The cluster this process shares swarms through (in memory when it runs alone). */
   readonly cluster: ClusterStats;
+  /** Peers' WebRTC links as their reports tell: by route type, failures, relayed bytes. */
+  readonly peerLinks: PeerLinkTotals;
+  /** `ice` frames sent with fresh TURN credentials. */
+  readonly iceRenewals: number;
 }
 
 interface Family {
@@ -190,6 +195,13 @@ function families(m: TrackerMetrics): Family[] {
     },
     ...clusterFamilies(m.cluster, m.remoteAnnouncementsRejected),
     {
+      name: `${PREFIX}ice_renewals_total`,
+      help: 'Frames with fresh TURN credentials sent to connected peers before theirs expired.',
+      type: 'counter',
+      samples: one(m.iceRenewals),
+    },
+    ...peerLinkFamilies(m.peerLinks),
+    {
       name: 'process_resident_memory_bytes',
       help: 'Resident memory size in bytes.',
       type: 'gauge',
@@ -272,6 +284,40 @@ function clusterFamilies(c: ClusterStats, rejected: number): Family[] {
       help: 'Cluster store commands that failed (the operation fell back to this process).',
       type: 'counter',
       samples: one(c.storeErrors),
+    },
+  ];
+}
+
+/**
+ * The peers' own view of their links (from their reports), named for the peers rather than the
+ * tracker: `chunkycast_peer_*`. Route types are host, srflx, prflx and relay (the less direct end of
+ * the selected candidate pair).
+ */
+function peerLinkFamilies(p: PeerLinkTotals): Family[] {
+  return [
+    {
+      name: 'chunkycast_peer_links_connected_total',
+      help: "Peers' WebRTC links that opened, by route type of their selected candidate pair.",
+      type: 'counter',
+      samples: byLabel('route', p.connected),
+    },
+    {
+      name: 'chunkycast_peer_links_open',
+      help: "Peers' WebRTC links open now, by route type (members' latest reports).",
+      type: 'gauge',
+      samples: byLabel('route', p.open),
+    },
+    {
+      name: 'chunkycast_peer_link_failures_total',
+      help: "Peers' WebRTC links given up before their data channel opened (ICE failed or timed out).",
+      type: 'counter',
+      samples: [{ value: p.failures }],
+    },
+    {
+      name: 'chunkycast_peer_relayed_bytes_total',
+      help: 'Bytes peers sent and received over TURN-relayed links.',
+      type: 'counter',
+      samples: [{ value: p.relayedBytes }],
     },
   ];
 }

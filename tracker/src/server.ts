@@ -21,6 +21,7 @@ import {
   MAX_TRACKER_FRAME_BYTES,
   STREAM_ID_PATTERN,
   type ClientMessage,
+  type ConnectivityReport,
   type PeerId,
   type ServerMessage,
   type SignedAnnouncement,
@@ -29,6 +30,17 @@ import {
   CLOSE_REPLACED,
 } from '@chunkycast/wire';
 import { silentLogger, type Logger } from './log.js';
+import { ConnectivityCounters } from './connectivity.js';
+import {
+  checkIceSettings,
+  DEFAULT_TURN_TTL_S,
+  ICE_RENEW_AT_FRACTION,
+  iceConfigFor,
+  iceExpires,
+  iceHealth,
+  NO_ICE_WARNING,
+  type IceSettings,
+} from './ice.js';
 import { importPublicKey } from './keys.js';
 import { addressKey, AddressCounts, LIMIT_KINDS, TokenBucket, type LimitKind } from './limits.js';
 import {
@@ -114,6 +126,14 @@ export interface TrackerOptions {
    * do through Redis. Ignored when `redisUrl` is set.
    */
   readonly clusterHub?: MemoryHub;
+  /** `stun:` URLs every peer gets (default none). */
+  readonly stunUrls?: readonly string[];
+  /** `turn:`/`turns:` URLs every peer gets with credentials of its own (needs `turnSecret`). */
+  readonly turnUrls?: readonly string[];
+  /** The TURN REST API's shared secret (coturn `static-auth-secret`). */
+  readonly turnSecret?: string | null;
+  /** Lifetime of a peer's TURN credentials, seconds (default DEFAULT_TURN_TTL_S); renewed at 80%. */
+  readonly turnTtlS?: number;
 }
 
 export const DEFAULT_HEARTBEAT_MS = 15_000;
@@ -154,6 +174,15 @@ const MAX_PENDING_SIGNALS = 16;
  * a second per stream, so this is only reached by a flood through the store, which is then cut.
  */
 const MAX_QUEUED_REMOTE_ANNOUNCEMENTS = 1024;
+/**
+ * TURN credential renewals are due in the order peers were welcomed (one lifetime for all), so one
+ * ordered map and one sweep serve every connection, not a timer each. A sweep every 100 ms sends at
+ * most this many: after a tracker restart every peer rejoins within seconds and their renewals fall
+ * due together; 250 per sweep (2,500/s, a few ms of the event loop each time) renew 100,000 peers in
+ * 40 s, well within the fifth of the lifetime left when they fall due.
+ */
+const ICE_RENEW_SWEEP_MS = 100;
+const MAX_ICE_RENEWALS_PER_SWEEP = 250;
 export { CLOSE_REPLACED };
 /** "Service restart": clients reconnect (and resume) at once. */
 export const CLOSE_SERVICE_RESTART = 1012;
@@ -166,6 +195,8 @@ export interface DebugMember {
   readonly role: 'viewer' | 'source';
   readonly joinedAtMs: number;
   readonly report: Member['report'];
+  /** The member's links by route type, failures and relayed bytes, from its latest report (null: none sent). */
+  readonly connectivity: ConnectivityReport | null;
 }
 
 export interface DebugSwarm {
@@ -269,6 +300,18 @@ export async function createTracker(options: TrackerOptions): Promise<Tracker> {
   const trackerSecret = options.trackerSecret ?? deriveTrackerSecret(options.broadcasterKey);
   const ticketTtlS = options.resumeTicketTtlS ?? DEFAULT_RESUME_TICKET_TTL_S;
   const closeGraceMs = options.closeGraceMs ?? DEFAULT_CLOSE_GRACE_MS;
+  const ice: IceSettings = {
+    stunUrls: options.stunUrls ?? [],
+    turnUrls: options.turnUrls ?? [],
+    turnSecret: options.turnSecret ?? null,
+    turnTtlS: options.turnTtlS ?? DEFAULT_TURN_TTL_S,
+  };
+  checkIceSettings(ice);
+  /**
+   * Renewals are due this long before the credentials expire: the last fifth of their lifetime. From
+   * the expiry rather than from sending, because the expiry is whole seconds (the username's).
+   */
+  const iceRenewBeforeExpiryMs = Math.round(ice.turnTtlS * 1000 * (1 - ICE_RENEW_AT_FRACTION));
   for (const [name, value] of Object.entries({
     maxBadFrames,
     maxMessagesPerSecond: ratePerSecond,
@@ -311,7 +354,19 @@ export async function createTracker(options: TrackerOptions): Promise<Tracker> {
     handlerFaults: 0,
     debugAuthFailures: 0,
     remoteAnnouncementsRejected: 0,
+    iceRenewals: 0,
   };
+  /** Peers' link counts by route, failures and relayed bytes, from their reports (aggregates only). */
+  const connectivity = new ConnectivityCounters();
+  /** Each member's last report that carried connectivity: the next one adds only what grew since. */
+  const lastConnectivity = new WeakMap<Member, ConnectivityReport>();
+  /** Members that resumed a session: their first report is a baseline (see ConnectivityCounters.add). */
+  const resumedMembers = new WeakSet<Member>();
+  /**
+   * When each joined connection's TURN credentials are to be renewed (unix ms), in welcome order, so
+   * the due ones are always at the front (see ICE_RENEW_SWEEP_MS). Empty without a TURN secret.
+   */
+  const iceRenewals = new Map<Connection, number>();
   const errors: ErrorCounts = zeroes(TRACKER_ERROR_CODES);
   const limitHits = zeroes(LIMIT_KINDS);
   const resumes = zeroes(RESUME_OUTCOMES);
@@ -419,6 +474,7 @@ export async function createTracker(options: TrackerOptions): Promise<Tracker> {
     resumed: boolean,
     announcements: readonly SignedAnnouncement[],
   ): void {
+    const iceConfig = iceConfigFor(ice, member.peerId, now());
     send(conn, {
       type: 'welcome',
       peerId: member.peerId,
@@ -433,8 +489,34 @@ export async function createTracker(options: TrackerOptions): Promise<Tracker> {
         expiresAtSec: ticketExpiry.get(member) ?? 0,
       }),
       resumed,
-      ice: { servers: [], expiresAtMs: null },
+      ice: iceConfig,
     });
+    // A fresh welcome (a rejoin, a resume) restarts the renewal clock of this connection.
+    scheduleIceRenewal(conn, iceConfig.expiresAtMs);
+  }
+
+  /** Queues `conn`'s next renewal (last: expiries only grow, so the queue stays in due order). */
+  function scheduleIceRenewal(conn: Connection, expiresAtMs: number | null): void {
+    iceRenewals.delete(conn);
+    if (expiresAtMs !== null) iceRenewals.set(conn, expiresAtMs - iceRenewBeforeExpiryMs);
+  }
+
+  /** Sends fresh TURN credentials to every member whose renewal is due (at most a sweep's worth). */
+  function renewIce(): void {
+    const t = now();
+    let renewed = 0;
+    for (const [conn, dueAtMs] of iceRenewals) {
+      if (dueAtMs > t || renewed >= MAX_ICE_RENEWALS_PER_SWEEP) break;
+      iceRenewals.delete(conn);
+      const member = conn.member;
+      // Left, replaced or closed meanwhile: nothing to renew (a rejoin's welcome brings fresh ones).
+      if (member === null || conn.closeReason !== null || conn.socket.readyState !== WebSocket.OPEN) continue;
+      const iceConfig = iceConfigFor(ice, member.peerId, t);
+      send(conn, { type: 'ice', ice: iceConfig });
+      counters.iceRenewals++;
+      renewed++;
+      scheduleIceRenewal(conn, iceConfig.expiresAtMs);
+    }
   }
 
   function makeMember(
@@ -573,6 +655,7 @@ export async function createTracker(options: TrackerOptions): Promise<Tracker> {
     }
     counters.joins++;
     const resumed = result.outcome === 'resumed' || result.outcome === 'replaced';
+    if (resumed) resumedMembers.add(member);
     log(member.role === 'source' ? 'info' : 'debug', `${member.role} joined`, {
       stream: swarm.stream,
       peerId: member.peerId,
@@ -773,7 +856,13 @@ export async function createTracker(options: TrackerOptions): Promise<Tracker> {
         await announce(conn, message.announcement);
         return;
       case 'report': {
-        joined(conn).member.report = message.report;
+        const { member } = joined(conn);
+        member.report = message.report;
+        const next = message.report.connectivity;
+        if (next !== undefined) {
+          connectivity.add(lastConnectivity.get(member), next, resumedMembers.has(member));
+          lastConnectivity.set(member, next);
+        }
         return;
       }
       case 'leave':
@@ -905,6 +994,7 @@ export async function createTracker(options: TrackerOptions): Promise<Tracker> {
       log('debug', 'websocket error', { remote: conn.remote, error: e });
     });
     socket.on('close', () => {
+      iceRenewals.delete(conn);
       if (conn.admitted) {
         connections.delete(conn);
         addressCounts.remove(conn.addressKey);
@@ -1035,6 +1125,9 @@ export async function createTracker(options: TrackerOptions): Promise<Tracker> {
   }, heartbeatMs / heartbeatSlices);
   // The server's sockets keep the process alive; the timer alone need not.
   heartbeat.unref();
+  // Only with TURN credentials, which expire; STUN servers are handed out once, in the welcome.
+  const iceSweep = iceExpires(ice) ? setInterval(renewIce, ICE_RENEW_SWEEP_MS) : null;
+  iceSweep?.unref();
 
   // ───────────── HTTP side ─────────────
 
@@ -1060,6 +1153,7 @@ export async function createTracker(options: TrackerOptions): Promise<Tracker> {
         role: m.role,
         joinedAtMs: m.joinedAtMs,
         report: m.report,
+        connectivity: m.report?.connectivity ?? null,
       })),
       announcements: swarm.totalAnnouncements,
       lastAnnouncement: swarm.lastAnnouncement,
@@ -1094,7 +1188,13 @@ export async function createTracker(options: TrackerOptions): Promise<Tracker> {
       uptimeS: (Date.now() - startedAtMs) / 1000,
       startTimeS: Math.floor(startedAtMs / 1000),
       cluster: cluster.stats(),
+      peerLinks: connectivity.totals(latestConnectivity()),
     };
+  }
+
+  /** Every current member's latest connectivity (for the open-links gauge). */
+  function* latestConnectivity(): Iterable<ConnectivityReport | undefined> {
+    for (const swarm of registry.all()) for (const m of swarm.members()) yield m.report?.connectivity;
   }
 
   function originStats(): OriginStats {
@@ -1130,6 +1230,7 @@ export async function createTracker(options: TrackerOptions): Promise<Tracker> {
         swarms: registry.size,
         shuttingDown: closing,
         cluster: { backend, connected },
+        ice: iceHealth(ice),
       };
     },
     '/debug/origin': originStats,
@@ -1265,6 +1366,7 @@ export async function createTracker(options: TrackerOptions): Promise<Tracker> {
     });
   } catch (e) {
     clearInterval(heartbeat);
+    if (iceSweep !== null) clearInterval(iceSweep);
     await cluster.close();
     throw e;
   }
@@ -1274,11 +1376,14 @@ export async function createTracker(options: TrackerOptions): Promise<Tracker> {
   const port = (server.address() as AddressInfo).port;
   const urlHost = urlHostFor(host);
   const url = `http://${urlHost}:${port}`;
+  if (ice.stunUrls.length === 0 && ice.turnUrls.length === 0) log('warn', NO_ICE_WARNING, { url });
 
   let closed: Promise<void> | null = null;
   async function close(): Promise<void> {
     closing = true;
     clearInterval(heartbeat);
+    if (iceSweep !== null) clearInterval(iceSweep);
+    iceRenewals.clear();
     log('info', 'tracker closing: WebSockets closed with 1012, HTTP finishing', {
       sessions: connections.size,
       graceMs: closeGraceMs,

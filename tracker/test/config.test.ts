@@ -167,6 +167,84 @@ describe('parseConfig', () => {
     expect(error(['--allowed-origins', ' , '])).toBe('--allowed-origins must list at least one origin');
   });
 
+  it('reads STUN and TURN servers: none by default, flags winning over variables', () => {
+    expect(parseConfig([], {})).toMatchObject({
+      stunUrls: [],
+      turnUrls: [],
+      turnSecret: null,
+      turnTtlS: 3600,
+    });
+    const c = parseConfig(
+      [
+        '--stun-urls',
+        'stun:stun.example.com:3478, stun:[2001:db8::1],stun:stun.example.com:3478',
+        '--turn-urls=turn:turn.example.com:3478?transport=udp,turns:turn.example.com:5349?transport=tcp',
+        '--turn-ttl-s',
+        '21600',
+      ],
+      {
+        CHUNKYCAST_STUN_URLS: 'stun:ignored.example.com',
+        CHUNKYCAST_TURN_SECRET: 's'.repeat(32),
+        CHUNKYCAST_TURN_TTL_S: '60',
+      },
+    );
+    expect(c).toMatchObject({
+      stunUrls: ['stun:stun.example.com:3478', 'stun:[2001:db8::1]'],
+      turnUrls: ['turn:turn.example.com:3478?transport=udp', 'turns:turn.example.com:5349?transport=tcp'],
+      turnSecret: 's'.repeat(32),
+      turnTtlS: 21600,
+    });
+    expect(
+      parseConfig([], {
+        CHUNKYCAST_TURN_URLS: 'turn:10.0.0.1',
+        CHUNKYCAST_TURN_SECRET: 'x'.repeat(16),
+        CHUNKYCAST_TURN_TTL_S: '60',
+      }),
+    ).toMatchObject({ turnUrls: ['turn:10.0.0.1'], turnTtlS: 60 });
+  });
+
+  it('refuses ICE settings that cannot work, naming the flag or variable', () => {
+    const secret = ['--turn-secret', 's'.repeat(16)];
+    expect(error(['--stun-urls', 'turn:a.example'])).toBe(
+      '--stun-urls: "turn:a.example" is not stun:HOST[:PORT]',
+    );
+    expect(error(['--stun-urls', 'stuns:a.example'])).toMatch(/is not stun:HOST/);
+    expect(error(['--stun-urls', 'http://a.example'])).toMatch(/is not stun:HOST/);
+    expect(error(['--stun-urls', 'stun:'])).toMatch(/is not stun:HOST/);
+    expect(error(['--stun-urls', 'stun:a.example:0'])).toMatch(/port must be 1‥65535/);
+    expect(error([], { CHUNKYCAST_STUN_URLS: ' , ' })).toBe(
+      'CHUNKYCAST_STUN_URLS must list at least one stun: URL',
+    );
+    expect(error(['--stun-urls', 'stun:a,stun:b,stun:c,stun:d,stun:e'])).toBe(
+      '--stun-urls lists 5 URLs; at most 4',
+    );
+    expect(error(['--turn-urls', 'stun:a.example', ...secret])).toMatch(
+      /^--turn-urls: "stun:a.example" is not turn:HOST/,
+    );
+    expect(error(['--turn-urls', 'turn:a.example?transport=sctp', ...secret])).toMatch(/is not turn:HOST/);
+    expect(error(['--turn-urls', `turn:${'a'.repeat(600)}`, ...secret])).toMatch(/longer than 512/);
+    expect(error(['--turn-urls', 'turn:a.example'])).toMatch(
+      /^--turn-urls needs --turn-secret: peers get TURN credentials/,
+    );
+    expect(error([], { CHUNKYCAST_TURN_URLS: 'turn:a.example' })).toMatch(
+      /^CHUNKYCAST_TURN_URLS needs --turn-secret/,
+    );
+    expect(error([...secret])).toBe('--turn-secret is only used with --turn-urls');
+    expect(error(['--turn-urls', 'turn:a.example', '--turn-secret', 'short'])).toMatch(
+      /^--turn-secret must be 16–1024 characters \(got 5\)/,
+    );
+    expect(error(['--turn-ttl-s', '600'])).toBe('--turn-ttl-s is only used with --turn-urls');
+    expect(error(['--turn-urls', 'turn:a.example', ...secret, '--turn-ttl-s', '59'])).toMatch(
+      /^--turn-ttl-s must be at least 60/,
+    );
+    expect(error(['--turn-urls', 'turn:a.example', ...secret], { CHUNKYCAST_TURN_TTL_S: '1e3' })).toMatch(
+      /^CHUNKYCAST_TURN_TTL_S must be an integer in 0‥604800/,
+    );
+    expect(error(['--turn-urls', 'turn:a.example', ...secret, '--turn-ttl-s', '604801'])).toMatch(
+      /^--turn-ttl-s must be an integer in 0‥604800/,
+    );
+  });
+
   it('reads the Redis settings: REDIS_URL, CHUNKYCAST_REDIS_URL (preferred) or --redis-url', () => {
     const shared = ['--broadcaster-key', 'shared-key', '--signing-key', '/k.pem'];
     expect(parseConfig(shared, {})).toMatchObject({
@@ -314,6 +392,14 @@ describe('parseConfig', () => {
       'CHUNKYCAST_CLUSTER_HEARTBEAT_MS',
       '--cluster-node-ttl-ms',
       'CHUNKYCAST_CLUSTER_NODE_TTL_MS',
+      '--stun-urls',
+      'CHUNKYCAST_STUN_URLS',
+      '--turn-urls',
+      'CHUNKYCAST_TURN_URLS',
+      '--turn-secret',
+      'CHUNKYCAST_TURN_SECRET',
+      '--turn-ttl-s',
+      'CHUNKYCAST_TURN_TTL_S',
       'chunkycast-tracker token --stream',
       '--ttl-s',
       'CHUNKYCAST_PORT',

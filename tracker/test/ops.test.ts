@@ -5,7 +5,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { RESUME_OUTCOMES } from '@chunkycast/tracker';
-import { AUTH, cleanUpAfterEach, Client, connect, KEY, start, within } from './ws-client.js';
+import type { ConnectivityReport } from '@chunkycast/wire';
+import { AUTH, cleanUpAfterEach, Client, connect, eventually, KEY, start, within } from './ws-client.js';
 
 cleanUpAfterEach();
 
@@ -103,6 +104,112 @@ describe('/metrics', () => {
     expect(tracker.originStats().viewerMediaBytes).toBe(0);
     expect(tracker.metrics().originMediaBytes).toEqual({ source: 1000, viewers: 2000 });
     expect(tracker.metrics().originMediaRequests).toEqual({ source: 1, viewers: 2 });
+  });
+});
+
+describe("peers' connectivity in /metrics and the debug view", () => {
+  const base = {
+    parents: [null],
+    children: [[]],
+    meshBytes: 0,
+    originBytes: 0,
+    uploadBytes: 0,
+    stalls: 0,
+    playing: true,
+  };
+  const connectivity = (
+    connected: Partial<ConnectivityReport['connected']>,
+    open: Partial<ConnectivityReport['open']>,
+    failed: number,
+    relayedBytes: number,
+  ): ConnectivityReport => {
+    const zero = { host: 0, srflx: 0, prflx: 0, relay: 0 };
+    return { open: { ...zero, ...open }, connected: { ...zero, ...connected }, failed, relayedBytes };
+  };
+
+  it('counts the growth of each member’s reports; open links are a gauge; a resumed session starts a baseline', async () => {
+    const tracker = await start();
+    const metric = async (): Promise<Map<string, number>> =>
+      parseExposition(await (await fetch(`${tracker.url}/metrics`)).text());
+    const a = await connect(tracker);
+    const wa = await a.join('live');
+    const b = await connect(tracker);
+    const wb = await b.join('live');
+    a.send({
+      type: 'report',
+      report: { ...base, connectivity: connectivity({ host: 2 }, { host: 2 }, 1, 0) },
+    });
+    a.send({
+      type: 'report',
+      report: { ...base, connectivity: connectivity({ host: 3, relay: 1 }, { host: 2, relay: 1 }, 2, 5000) },
+    });
+    b.send({
+      type: 'report',
+      report: { ...base, connectivity: connectivity({ srflx: 4 }, { srflx: 3 }, 0, 0) },
+    });
+    // An older SDK's report: no connectivity, counted as nothing.
+    b.send({ type: 'report', report: base });
+    b.send({
+      type: 'report',
+      report: { ...base, connectivity: connectivity({ srflx: 5 }, { srflx: 4 }, 0, 0) },
+    });
+    await a.bootstrap();
+    await b.bootstrap();
+    let m = await metric();
+    expect(m.get('chunkycast_peer_links_connected_total{route="host"}')).toBe(3);
+    expect(m.get('chunkycast_peer_links_connected_total{route="relay"}')).toBe(1);
+    expect(m.get('chunkycast_peer_links_connected_total{route="srflx"}')).toBe(5);
+    expect(m.get('chunkycast_peer_links_connected_total{route="prflx"}')).toBe(0);
+    expect(m.get('chunkycast_peer_links_open{route="host"}')).toBe(2);
+    expect(m.get('chunkycast_peer_links_open{route="relay"}')).toBe(1);
+    expect(m.get('chunkycast_peer_links_open{route="srflx"}')).toBe(4);
+    expect(m.get('chunkycast_peer_link_failures_total')).toBe(2);
+    expect(m.get('chunkycast_peer_relayed_bytes_total')).toBe(5000);
+    // Aggregates only: no peer id anywhere.
+    const text = await (await fetch(`${tracker.url}/metrics`)).text();
+    for (const id of [wa.peerId, wb.peerId]) expect(text).not.toContain(String(id));
+
+    // Each member's own numbers are in the debug view, behind the broadcaster key.
+    const swarm = (await (await fetch(`${tracker.url}/debug/swarm/live`, { headers: AUTH })).json()) as {
+      members: { peerId: number; connectivity: ConnectivityReport | null }[];
+    };
+    expect(swarm.members.find((x) => x.peerId === wa.peerId)?.connectivity).toEqual(
+      connectivity({ host: 3, relay: 1 }, { host: 2, relay: 1 }, 2, 5000),
+    );
+
+    // A's counts go down (a reset): a baseline, nothing subtracted.
+    a.send({
+      type: 'report',
+      report: { ...base, connectivity: connectivity({ host: 1 }, { host: 1 }, 0, 10) },
+    });
+    await a.bootstrap();
+    m = await metric();
+    expect(m.get('chunkycast_peer_links_connected_total{route="host"}')).toBe(3);
+    expect(m.get('chunkycast_peer_relayed_bytes_total')).toBe(5000);
+    expect(m.get('chunkycast_peer_links_open{route="host"}')).toBe(1);
+
+    // B leaves: its open links leave the gauge, its counts stay in the counters.
+    b.close();
+    await eventually(() => tracker.metrics().members.viewer === 1, 'b to leave');
+    // B resumes on a new connection: its first report there is a baseline (its old connection
+    // counted what it had), then only growth counts.
+    const resumed = await connect(tracker);
+    const wr = await resumed.join('live', 'viewer', { resume: wb.resume });
+    expect(wr).toMatchObject({ peerId: wb.peerId, resumed: true });
+    resumed.send({
+      type: 'report',
+      report: { ...base, connectivity: connectivity({ srflx: 6 }, { srflx: 2 }, 1, 0) },
+    });
+    resumed.send({
+      type: 'report',
+      report: { ...base, connectivity: connectivity({ srflx: 7 }, { srflx: 2 }, 1, 0) },
+    });
+    await resumed.bootstrap();
+    m = await metric();
+    expect(m.get('chunkycast_peer_links_connected_total{route="srflx"}')).toBe(6);
+    expect(m.get('chunkycast_peer_link_failures_total')).toBe(2);
+    expect(m.get('chunkycast_peer_links_open{route="srflx"}')).toBe(2);
+    expect(tracker.metrics().peerLinks.connected.srflx).toBe(6);
   });
 });
 

@@ -261,19 +261,51 @@ export function linksPerDirection(degree: number): number {
   return Math.ceil(degree / 2);
 }
 
-export interface ResolvedConfig {
+export interface ResolvedConfig extends LoadConfig {
   readonly id: PeerId;
   readonly role: Role;
   readonly sourceId: PeerId;
   readonly protocol: ProtocolConfig;
-  readonly targetLoad: number;
-  readonly maxLoad: number;
-  readonly lowerLatencyThreshold: number;
-  readonly upperLatencyThreshold: number;
+  /** Swaplinks degree, from the TL given at construction (`setLoad` leaves it: see Engine.setLoad). */
   readonly degree: number;
   readonly linksPerDirection: number;
   /** Slices that carry the stream (all but the parity slice). */
   readonly dataSlices: number;
+}
+
+/** The load part of a resolved configuration: what `setLoad` may change while the engine runs. */
+export interface LoadConfig {
+  readonly targetLoad: number;
+  readonly maxLoad: number;
+  readonly lowerLatencyThreshold: number;
+  readonly upperLatencyThreshold: number;
+}
+
+/**
+ * TL, ML, LLT and ULT from a target and an optional maximum load (slices), validated: integers in
+ * 0‥0xfff0 (the wire's u16 load fields, with room for the repair share), ML ≥ TL, ML defaulting to
+ * `maxLoadFactor`·TL (L3632–3634). ULT never exceeds ML. TL = ML = 0 is a receive-only member.
+ */
+export function resolveLoadConfig(
+  targetLoadSlices: number,
+  maxLoadSlices: number | undefined,
+  protocol: ProtocolConfig,
+): LoadConfig {
+  checkInteger('targetLoadSlices', targetLoadSlices, 0, 0xfff0);
+  const maxLoad = maxLoadSlices ?? Math.floor(targetLoadSlices * protocol.maxLoadFactor);
+  checkInteger('maxLoadSlices', maxLoad, 0, 0xfff0);
+  if (maxLoad < targetLoadSlices)
+    throw new ConfigError(
+      `maxLoadSlices (${maxLoad}) must be at least targetLoadSlices (${targetLoadSlices})`,
+    );
+  const thresholds = latencyThresholds(targetLoadSlices, protocol.latencyRangeFraction);
+  const upper = Math.min(thresholds.upper, maxLoad);
+  return {
+    targetLoad: targetLoadSlices,
+    maxLoad,
+    lowerLatencyThreshold: Math.min(thresholds.lower, upper),
+    upperLatencyThreshold: upper,
+  };
 }
 
 function checkInteger(name: string, value: number, min: number, max: number): void {
@@ -353,23 +385,14 @@ export function resolveConfig(init: EngineInit): ResolvedConfig {
   checkInteger('parityOffHoldMs', protocol.parityOffHoldMs, 0, 3_600_000);
 
   const targetLoad = init.role === 'source' ? protocol.slices : init.targetLoadSlices;
-  checkInteger('targetLoadSlices', targetLoad, 0, 0xfff0);
-  const maxLoad = init.maxLoadSlices ?? Math.floor(targetLoad * protocol.maxLoadFactor);
-  checkInteger('maxLoadSlices', maxLoad, 0, 0xfff0);
-  if (maxLoad < targetLoad)
-    throw new ConfigError(`maxLoadSlices (${maxLoad}) must be at least targetLoadSlices (${targetLoad})`);
-  const thresholds = latencyThresholds(targetLoad, protocol.latencyRangeFraction);
-  const upper = Math.min(thresholds.upper, maxLoad);
+  const loads = resolveLoadConfig(targetLoad, init.maxLoadSlices, protocol);
   const degree = nodeDegree(targetLoad, protocol.minLoadSlices, protocol.minNodeDegree);
   return {
     id: init.id,
     role: init.role,
     sourceId: init.sourceId,
     protocol,
-    targetLoad,
-    maxLoad,
-    lowerLatencyThreshold: Math.min(thresholds.lower, upper),
-    upperLatencyThreshold: upper,
+    ...loads,
     degree,
     linksPerDirection: linksPerDirection(degree),
     dataSlices: protocol.slices - protocol.paritySlices,

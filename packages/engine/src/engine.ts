@@ -29,7 +29,13 @@ import {
   type SwitchRequestMessage,
   type TreeLeaveMessage,
 } from '@chunkycast/wire';
-import { resolveConfig, type EngineInit, type ResolvedConfig } from './config.js';
+import {
+  ConfigError,
+  resolveConfig,
+  resolveLoadConfig,
+  type EngineInit,
+  type ResolvedConfig,
+} from './config.js';
 import { bloomMaskFor } from './mask.js';
 import { shuffleInPlace, type Random } from './random.js';
 import { ParityError, ParitySwitch, encodeParity, recoverFromParity } from './parity.js';
@@ -119,7 +125,8 @@ export interface EngineCounters {
  * when `nextDeadline()` is reached. Time and randomness come only from the host.
  */
 export class Engine {
-  readonly config: ResolvedConfig;
+  /** Resolved configuration; its loads (TL, ML, LLT, ULT) change with `setLoad`. */
+  private resolved: ResolvedConfig;
   readonly mask: Bloom128;
   readonly counters: EngineCounters = {
     packetsDelivered: 0,
@@ -179,7 +186,7 @@ export class Engine {
   readonly parityCounters = { active: 0, idle: 0 };
 
   constructor(init: EngineInit, random: Random) {
-    this.config = resolveConfig(init);
+    this.resolved = resolveConfig(init);
     this.random = random;
     this.mask = bloomMaskFor(this.config.id);
     const slices = this.config.protocol.slices;
@@ -223,11 +230,18 @@ export class Engine {
       pc.parityOffHoldMs,
     );
     if (pc.parityOnLossFraction === 0) this.paritySwitch.active = true;
+    const loads = (): ResolvedConfig => this.resolved;
     this.repair = new Repairer({
       protocol: this.config.protocol,
       id: this.config.id,
       sourceId: this.config.sourceId,
-      targetLoad: this.config.targetLoad,
+      // Getters: `setLoad` changes both while the engine runs.
+      get targetLoad() {
+        return loads().targetLoad;
+      },
+      get maxLoad() {
+        return loads().maxLoad;
+      },
       dataSlices: this.config.dataSlices,
       random: this.random.fork(0x4e9a),
       slice: (s) => this.slice(s),
@@ -250,6 +264,10 @@ export class Engine {
   }
 
   // ───────────────────────────── public API ─────────────────────────────
+
+  get config(): ResolvedConfig {
+    return this.resolved;
+  }
 
   get id(): PeerId {
     return this.config.id;
@@ -345,6 +363,9 @@ export class Engine {
       case 'transportBacklog':
         this.repair.setBacklog(input.peer, input.bytes);
         break;
+      case 'setLoad':
+        this.setLoad(input.targetLoadSlices, input.maxLoadSlices);
+        break;
       case 'measuredLoss':
         if (
           this.config.role === 'source' &&
@@ -404,6 +425,63 @@ export class Engine {
 
   swaplinksCounters(): Readonly<Swaplinks['counters']> {
     return this.swaplinks.counters;
+  }
+
+  // ───────────────────────────── load changes ─────────────────────────────
+
+  /**
+   * New TL and ML from the host (its measured uplink). LLT and ULT follow by the same rules as at
+   * construction. The Swaplinks degree does not: it was set from the TL declared at join, and
+   * changing it would drop or add links (repair walks for our neighbours, swaps along them) on every
+   * re-measurement, while the load phase needs no new links to move children. So a member whose
+   * uplink turned out smaller keeps its neighbours, which only gives its own slices more choice of
+   * parents.
+   *
+   * Nothing is dropped: a load above the new TL is moved away by the load phase (our next adverts
+   * carry the thresholds, sent at once so children need not wait a round), requests above the new
+   * ML are refused, and above ML several children are moved per round (parentLoadDecision).
+   */
+  private setLoad(targetLoadSlices: number, maxLoadSlices: number | undefined): void {
+    if (this.config.role === 'source')
+      throw new ConfigError('the true source forwards each slice once (M slices): its load is fixed');
+    const loads = resolveLoadConfig(targetLoadSlices, maxLoadSlices, this.config.protocol);
+    const old = this.resolved;
+    if (
+      loads.targetLoad === old.targetLoad &&
+      loads.maxLoad === old.maxLoad &&
+      loads.lowerLatencyThreshold === old.lowerLatencyThreshold &&
+      loads.upperLatencyThreshold === old.upperLatencyThreshold
+    )
+      return;
+    this.resolved = { ...old, ...loads };
+    if (!this.started || this.quittingUntil !== Infinity) return;
+    if (loads.maxLoad === 0) {
+      // Receive-only: a root with no upload would starve its whole tree. Hand each slice back to the
+      // true source, which roots it elsewhere at once (the declinedRoots path); our subtree stays
+      // below us while we rejoin the re-flooded tree, and the load phase then moves it away.
+      for (let s = 0; s < this.sliceStates.length; s++) if (this.slice(s).isSliceSource) this.handBackRoot(s);
+    }
+    this.sendAdverts();
+  }
+
+  /** Stop rooting slice `s`: tell the true source (a decline of our epoch) and find a parent. */
+  private handBackRoot(s: number): void {
+    const st = this.slice(s);
+    this.send(this.config.sourceId, {
+      type: MessageType.SliceSourceAssign,
+      slice: s,
+      epoch: st.epoch,
+      assigned: false,
+    });
+    st.isSliceSource = false;
+    st.parent = null;
+    // Asked as a planned hand-off (our parent, the true source, leaves us in order): the parent we
+    // find resends everything it holds from our next packet, not only the last hand-off lead, so a
+    // subtree that waited for us to find a place in the re-flooded tree (seconds: its members only
+    // qualify once their adverts show the new root's filters) loses nothing it still holds.
+    st.lostReason = ForcedReason.ParentQuit;
+    this.emit({ type: 'sliceSource', slice: s, epoch: st.epoch, assigned: false });
+    this.requestParent(s, ForcedReason.ParentQuit, [this.config.sourceId]);
   }
 
   // ───────────────────────────── plumbing ─────────────────────────────
@@ -1294,7 +1372,8 @@ export class Engine {
       let minHops = Infinity;
       for (const sender of st.floodSenders) minHops = Math.min(minHops, sender.hops);
       st.floodSenders = st.floodSenders.filter(
-        (sender) => sender.hops === minHops && sender.hops < st.floodLevel,
+        (sender) =>
+          sender.hops === minHops && sender.hops < st.floodLevel && !this.isBelow(sender.peer, s, st),
       );
       while (st.floodSenders.length > 0) {
         const next = st.floodSenders.shift();
@@ -1477,6 +1556,16 @@ export class Engine {
     }
   }
 
+  /**
+   * Whether `peer` is in our own subtree of slice `s` (our child, or its advertised filter holds our
+   * mask). The flood passes through our subtree too — a root that handed its slice back keeps its
+   * children, and so does a dead root's child — and asking a descendant to be our parent only earns
+   * a Loop refusal and a reject back-off on a neighbour we may need later.
+   */
+  private isBelow(peer: PeerId, s: number, st: SliceState): boolean {
+    return st.children.has(peer) || this.peers.get(peer)?.filterContains(s, this.mask) === true;
+  }
+
   /** Pick a parent among the neighbours the flood came from (L3446–3449). */
   private floodDecide(s: number): void {
     const st = this.slice(s);
@@ -1502,9 +1591,22 @@ export class Engine {
         const q = this.peers.get(sender.peer);
         const full = q?.hasAdvert === true && q.load + 1 > q.maxLoad ? 100 : 0;
         const busy = q?.hasAdvert === true && q.load + 1 > q.upperLatencyThreshold ? 0.5 : 0;
-        return { index, hops: sender.hops, score: full + busy + index * 1e-3 };
+        return { index, peer: sender.peer, hops: sender.hops, score: full + busy + index * 1e-3 };
       })
-      .filter((c) => c.hops === minHops);
+      .filter((c) => c.hops === minHops && !this.isBelow(c.peer, s, st));
+    if (scored.length === 0) {
+      // Every sender at that level is in our own subtree: the tree above us is not there yet. Ask
+      // the neighbours that qualify now (none, usually: acquireMissingParents asks again each round;
+      // a root that handed its slice back keeps asking as a planned hand-off, see handBackRoot).
+      st.floodLevel = minHops + 1;
+      st.floodSenders = [];
+      this.requestParent(
+        s,
+        st.lostReason === ForcedReason.ParentQuit ? ForcedReason.ParentQuit : ForcedReason.Join,
+        [],
+      );
+      return;
+    }
     scored.sort((a, b) => a.score - b.score);
     const best =
       scored[this.random.int(Math.min(this.config.protocol.candidateSetSize, scored.length))]?.index ?? 0;
@@ -1674,15 +1776,29 @@ export class Engine {
         a.candidate.lowerLatencyThreshold -
         (b.candidate.load - b.candidate.lowerLatencyThreshold),
     );
-    const pick = options[this.random.int(Math.min(this.config.protocol.candidateSetSize, options.length))];
-    if (pick === undefined) return;
-    this.instructedUntil.set(pick.child, this.now + this.config.protocol.requestTimeoutMs);
-    this.send(pick.child, {
-      type: MessageType.Instruction,
-      slice: pick.slice,
-      target: pick.candidate.peer,
-      targetLoadSeen: Math.min(0xffff, pick.candidate.load),
-    });
+    // One child per round, as in the thesis (L3333–3341). Above ML — only after `setLoad` lowered
+    // it, since admission never passes ML — our uplink cannot carry what we forward and every round
+    // costs all our children late packets: move up to load − ML children at once, each to its own
+    // target, so one target is not asked twice (the anti-implosion rule still picks among the best).
+    let moves = Math.max(1, this.load - this.config.maxLoad);
+    let remaining = options;
+    while (moves > 0 && remaining.length > 0) {
+      const pick =
+        remaining[this.random.int(Math.min(this.config.protocol.candidateSetSize, remaining.length))];
+      if (pick === undefined) return;
+      this.instructedUntil.set(pick.child, this.now + this.config.protocol.requestTimeoutMs);
+      this.send(pick.child, {
+        type: MessageType.Instruction,
+        slice: pick.slice,
+        target: pick.candidate.peer,
+        targetLoadSeen: Math.min(0xffff, pick.candidate.load),
+      });
+      moves--;
+      if (moves > 0)
+        remaining = remaining.filter(
+          (o) => o.child !== pick.child && o.candidate.peer !== pick.candidate.peer,
+        );
+    }
   }
 
   /** Child side of the load phase (L3323–3333): tell an overloaded parent who could take us. */

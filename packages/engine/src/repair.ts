@@ -27,6 +27,8 @@ export interface RepairHost {
   readonly id: PeerId;
   readonly sourceId: PeerId;
   readonly targetLoad: number;
+  /** ML in slices; 0 (receive-only) serves no repair: such an uplink cannot carry one slice. */
+  readonly maxLoad: number;
   /** Slices carrying the stream (the parity slice, if any, is not repaired). */
   readonly dataSlices: number;
   readonly random: Random;
@@ -650,9 +652,13 @@ export class Repairer {
       });
   }
 
-  /** Packets this node may serve per SERVE_WINDOW_MS: repairUploadShare·TL slices, at least one. */
+  /**
+   * Packets this node may serve per SERVE_WINDOW_MS: repairUploadShare·TL slices, at least one;
+   * none for a receive-only member (ML = 0), whose host found its uplink cannot carry one slice.
+   */
   private servingCap(): number {
     const h = this.host;
+    if (h.maxLoad === 0) return 0;
     const interval = this.packetIntervalMs();
     const slices = Math.max(1, h.protocol.repairUploadShare * h.targetLoad);
     return Math.max(1, Math.floor((slices * SERVE_WINDOW_MS) / Math.max(1, interval)));

@@ -52,7 +52,15 @@ export type Input =
    * True source only: the audience's recent loss (packets found missing on their trees ÷ packets
    * due), which switches real parity on and off (`parityOnLossFraction`).
    */
-  | { readonly kind: 'measuredLoss'; readonly fraction: number };
+  | { readonly kind: 'measuredLoss'; readonly fraction: number }
+  /**
+   * Members only: new TL and ML in slices (the host measured what its uplink carries). LLT and ULT
+   * follow as at construction, the next adverts carry them, and a load above the new thresholds is
+   * shed by the load phase, never by dropping children. ML = 0 makes the member receive-only: it
+   * hands back any slice it roots. ML defaults to `maxLoadFactor`·TL. Bad values throw ConfigError,
+   * and so does the true source, whose load is M slices by definition.
+   */
+  | { readonly kind: 'setLoad'; readonly targetLoadSlices: number; readonly maxLoadSlices?: number };
 
 /** How a packet reached this node. */
 export type DeliveryPath = 'tree' | 'repair' | 'origin' | 'parity';

@@ -17,8 +17,14 @@ import {
   MAX_SERVER_FRAME_CHARS,
   MAX_SDP_BYTES,
   MAX_TRACKER_FRAME_BYTES,
+  MAX_ICE_FIELD_LENGTH,
+  MAX_ICE_SERVERS,
+  MAX_ICE_URLS,
+  ROUTE_TYPES,
   utf8,
+  validateIceServers,
   type ClientMessage,
+  type IceConfig,
   type ServerMessage,
   type SignedAnnouncement,
   type TrackerDecodeResult,
@@ -50,6 +56,25 @@ const report = {
   playing: true,
 };
 
+const connectivity = {
+  open: { host: 1, srflx: 2, prflx: 0, relay: 3 },
+  connected: { host: 4, srflx: 5, prflx: 6, relay: Number.MAX_SAFE_INTEGER },
+  failed: 7,
+  relayedBytes: 123_456_789,
+};
+
+const ice: IceConfig = {
+  servers: [
+    { urls: ['stun:stun.example.com:3478', 'stun:[2001:db8::1]'] },
+    {
+      urls: ['turn:turn.example.com:3478?transport=udp', 'turns:turn.example.com:5349?transport=tcp'],
+      username: '1700021600:5',
+      credential: 'K2Jn3h7Gd6c9uS8yTqzXvA0bW1E=',
+    },
+  ],
+  expiresAtMs: 1_700_021_600_000,
+};
+
 const clientMessages: ClientMessage[] = [
   { type: 'join', stream: 'live', role: 'viewer' },
   { type: 'join', stream: 'live', role: 'source', key: 'secret' },
@@ -70,6 +95,7 @@ const clientMessages: ClientMessage[] = [
   },
   { type: 'announce', announcement },
   { type: 'report', report },
+  { type: 'report', report: { ...report, connectivity } },
   { type: 'leave' },
   { type: 'join', stream: 'live', role: 'viewer', token: '1700000000.abc_-', resume: 'eyJ9.sig' },
 ];
@@ -84,6 +110,7 @@ const serverMessages: ServerMessage[] = [
     announcements: [announcement],
     resume: 'eyJwIjo1fQ.c2ln-_',
     resumed: true,
+    ice,
   },
   {
     type: 'welcome',
@@ -94,7 +121,10 @@ const serverMessages: ServerMessage[] = [
     announcements: [],
     resume: null,
     resumed: false,
+    ice: { servers: [], expiresAtMs: null },
   },
+  { type: 'ice', ice },
+  { type: 'ice', ice: { servers: [{ urls: ['stun:127.0.0.1:3478'] }], expiresAtMs: null } },
   { type: 'peers', peers: [] },
   { type: 'peers', peers: [1, 2, 0xffff_ffff] },
   { type: 'signal', from: 3, data: { type: 'offer', sdp: 'v=0' } },
@@ -227,6 +257,124 @@ describe('decoder errors', () => {
   });
 });
 
+describe('ICE servers', () => {
+  const serverError = (frame: unknown): { code: TrackerErrorCode; message: string } =>
+    failure(decodeServerMessage(JSON.stringify(frame)));
+  const iceFrame = (servers: unknown, expiresAtMs: unknown = null): unknown => ({
+    type: 'ice',
+    ice: { servers, expiresAtMs },
+  });
+  const url = (n: number): string => `turn:turn${n}.example.com:3478`;
+
+  it('a welcome from an older tracker (no "ice") means no servers, nothing expiring', () => {
+    const older = { ...serverMessages[1], ice: undefined };
+    const decoded = decodeServerMessage(JSON.stringify(older));
+    expect(decoded.ok && decoded.message.type === 'welcome' && decoded.message.ice).toEqual({
+      servers: [],
+      expiresAtMs: null,
+    });
+  });
+
+  it('takes the most servers of the most URLs with the longest fields', () => {
+    const longest = 'x'.repeat(MAX_ICE_FIELD_LENGTH);
+    const servers = Array.from({ length: MAX_ICE_SERVERS }, (_, i) => ({
+      urls: Array.from({ length: MAX_ICE_URLS }, (_, j) =>
+        `turn:${'h'.repeat(MAX_ICE_FIELD_LENGTH - 12)}${i}${j}`.slice(0, MAX_ICE_FIELD_LENGTH),
+      ),
+      username: longest,
+      credential: longest,
+    }));
+    const decoded = decodeServerMessage(JSON.stringify(iceFrame(servers, 1)));
+    expect(decoded).toEqual({ ok: true, message: { type: 'ice', ice: { servers, expiresAtMs: 1 } } });
+  });
+
+  it('refuses what RTCPeerConnection must never get, naming the field', () => {
+    const cases: [unknown, string][] = [
+      [{ type: 'ice' }, '"ice"'],
+      [{ type: 'ice', ice: [] }, '"ice"'],
+      [iceFrame('stun:a'), '"servers"'],
+      [iceFrame(Array.from({ length: MAX_ICE_SERVERS + 1 }, (_, i) => ({ urls: [url(i)] }))), '"servers"'],
+      [iceFrame(['stun:a']), 'ICE server'],
+      [iceFrame([{ urls: 'stun:a' }]), '"urls"'],
+      [iceFrame([{ urls: [] }]), '"urls"'],
+      [iceFrame([{ urls: Array.from({ length: MAX_ICE_URLS + 1 }, (_, i) => url(i)) }]), '"urls"'],
+      [iceFrame([{ urls: ['http://turn.example.com'] }]), 'stun:'],
+      [iceFrame([{ urls: ['javascript:alert(1)'] }]), 'stun:'],
+      [iceFrame([{ urls: ['stun:'] }]), 'stun:'],
+      [iceFrame([{ urls: ['stun:a b'] }]), 'stun:'],
+      [iceFrame([{ urls: [7] }]), 'stun:'],
+      [iceFrame([{ urls: [`stun:${'a'.repeat(MAX_ICE_FIELD_LENGTH)}`] }]), 'stun:'],
+      [iceFrame([{ urls: [url(1)], username: 'u'.repeat(MAX_ICE_FIELD_LENGTH + 1) }]), '"username"'],
+      [iceFrame([{ urls: [url(1)], username: 5 }]), '"username"'],
+      [iceFrame([{ urls: [url(1)], credential: 'c'.repeat(MAX_ICE_FIELD_LENGTH + 1) }]), '"credential"'],
+      [iceFrame([{ urls: [url(1)], credential: { secret: 1 } }]), '"credential"'],
+      [iceFrame([], -1), '"expiresAtMs"'],
+      [iceFrame([], 1.5), '"expiresAtMs"'],
+      [iceFrame([], '1700000000000'), '"expiresAtMs"'],
+      [{ ...serverMessages[0], ice: { servers: [{ urls: ['ftp://x'] }], expiresAtMs: null } }, 'stun:'],
+      [{ ...serverMessages[0], ice: 'none' }, '"ice"'],
+    ];
+    for (const [frame, field] of cases) {
+      const e = serverError(frame);
+      expect(e.code, JSON.stringify(frame).slice(0, 120)).toBe('invalidField');
+      expect(e.message, JSON.stringify(frame).slice(0, 120)).toContain(field);
+    }
+  });
+
+  it('validateIceServers checks a list from outside the protocol the same way, never throwing', () => {
+    const servers = [{ urls: ['stun:stun.example.com'] }, { urls: [url(1)], username: 'u', credential: 'c' }];
+    expect(validateIceServers(servers)).toEqual({ ok: true, message: servers });
+    expect(validateIceServers([])).toEqual({ ok: true, message: [] });
+    for (const bad of [
+      null,
+      'stun:a',
+      {},
+      [{ urls: ['https://example.com'] }],
+      [{ urls: [url(1)], username: null }],
+      Array.from({ length: MAX_ICE_SERVERS + 1 }, () => ({ urls: [url(1)] })),
+    ]) {
+      const result = validateIceServers(bad);
+      expect(result.ok, JSON.stringify(bad)).toBe(false);
+      if (!result.ok) expect(result.error.code).toBe('invalidField');
+    }
+    fc.assert(
+      fc.property(fc.jsonValue({ maxDepth: 4 }), (value) => {
+        const result = validateIceServers(value);
+        if (!result.ok) expect(result.error.message.startsWith('decoder fault')).toBe(false);
+      }),
+      { seed: SEED, numRuns: 1000 },
+    );
+  });
+});
+
+describe('connectivity in reports', () => {
+  it('is optional (older SDKs send none) and counts every route type', () => {
+    const decoded = decodeClientMessage(JSON.stringify({ type: 'report', report }));
+    expect(decoded.ok && decoded.message.type === 'report' && decoded.message.report.connectivity).toBe(
+      undefined,
+    );
+    expect(Object.keys(connectivity.open).sort()).toEqual([...ROUTE_TYPES].sort());
+  });
+
+  it('refuses counts that are not whole non-negative numbers, and missing route types', () => {
+    const { relay: _relay, ...noRelay } = connectivity.open;
+    const cases: [unknown, string][] = [
+      [{ ...connectivity, open: noRelay }, '"relay"'],
+      [{ ...connectivity, open: { ...connectivity.open, host: -1 } }, '"host"'],
+      [{ ...connectivity, connected: { ...connectivity.connected, srflx: 1.5 } }, '"srflx"'],
+      [{ ...connectivity, connected: null }, '"connected"'],
+      [{ ...connectivity, failed: '3' }, '"failed"'],
+      [{ ...connectivity, relayedBytes: Number.MAX_SAFE_INTEGER + 2 }, '"relayedBytes"'],
+      ['all good', '"connectivity"'],
+    ];
+    for (const [value, field] of cases) {
+      const e = clientError({ type: 'report', report: { ...report, connectivity: value } });
+      expect(e.code, JSON.stringify(value)).toBe('invalidField');
+      expect(e.message, JSON.stringify(value)).toContain(field);
+    }
+  });
+});
+
 describe('announcementSigningBytes', () => {
   it('is the UTF-8 of a fixed-order array without the signature', () => {
     const bytes = announcementSigningBytes({ ...announcement, uri: 'é😀' });
@@ -287,6 +435,7 @@ describe('fuzz: decoding never throws', () => {
       'report',
       'leave',
       'welcome',
+      'ice',
       'peers',
       'error',
     );
@@ -407,8 +556,17 @@ describe('a welcome at its largest', () => {
       stream: 's',
       publicKey: null,
       announcements: Array.from({ length: MAX_RECENT_ANNOUNCEMENTS }, () => biggest),
-      resume: null,
+      resume: 'r'.repeat(512),
       resumed: false,
+      // The largest ICE configuration too: the frame limit leaves room for it.
+      ice: {
+        servers: Array.from({ length: MAX_ICE_SERVERS }, () => ({
+          urls: Array.from({ length: MAX_ICE_URLS }, () => `turn:${'h'.repeat(MAX_ICE_FIELD_LENGTH - 5)}`),
+          username: 'u'.repeat(MAX_ICE_FIELD_LENGTH),
+          credential: 'c'.repeat(MAX_ICE_FIELD_LENGTH),
+        })),
+        expiresAtMs: Number.MAX_SAFE_INTEGER,
+      },
     };
     const frame = JSON.stringify(welcome);
     expect(frame.length).toBeGreaterThan(MAX_TRACKER_FRAME_BYTES);

@@ -19,6 +19,7 @@ import {
   encodeMediaPacket,
   packetRange,
   planPackets,
+  type IceServer,
   type PeerId,
   type SegmentAnnouncement,
   type SignedAnnouncement,
@@ -72,11 +73,19 @@ export interface TrueSourceOptions {
   /** Structured log sink (the tracker's JSON logger). */
   readonly log: SourceLogFn;
   /**
-   * RTCPeerConnection configuration for node-datachannel. Default: no ICE servers, and bound to
-   * 127.0.0.1 when the tracker is on loopback (node-datachannel gathers no loopback candidate
-   * otherwise, environment.md).
+   * The base of every RTCPeerConnection configuration for node-datachannel (`bindAddress`, …); the
+   * ICE servers are added to it. Default: bound to 127.0.0.1 when the tracker URL is on loopback
+   * (node-datachannel gathers no loopback candidate otherwise, environment.md), unbound otherwise. A
+   * tracker reached on loopback may still serve viewers elsewhere (the in-process source of a tracker
+   * bound to 0.0.0.0): its host passes `{}` here so the source is not bound to loopback.
    */
   readonly rtcConfig?: Record<string, unknown>;
+  /**
+   * STUN/TURN servers overriding the tracker's. Default: the servers of the tracker's welcome and of
+   * its later `ice` frames (renewed TURN credentials), for each new connection — in process and as
+   * chunkycast-source alike, since the tracker makes them from its own configuration.
+   */
+  readonly iceServers?: readonly IceServer[];
   /** Segments cut while the tracker is away (default 'feed'; see WhileDisconnected). */
   readonly whileDisconnected?: WhileDisconnected;
   /** Reconnection after a lost tracker (default the SDK's policy). */
@@ -125,11 +134,9 @@ export interface TrueSource {
 export async function startTrueSource(options: TrueSourceOptions): Promise<TrueSource> {
   const { log, stream } = options;
   const trackerHost = new URL(options.trackerUrl).hostname;
-  const rtcConfig =
+  const baseRtcConfig =
     options.rtcConfig ??
-    (trackerHost === '127.0.0.1' || trackerHost === 'localhost'
-      ? { iceServers: [], bindAddress: '127.0.0.1' }
-      : { iceServers: [] });
+    (trackerHost === '127.0.0.1' || trackerHost === 'localhost' ? { bindAddress: '127.0.0.1' } : {});
   const whileDisconnected = options.whileDisconnected ?? 'feed';
   const tracker = new TrackerClient({
     url: options.trackerUrl,
@@ -140,7 +147,19 @@ export async function startTrueSource(options: TrueSourceOptions): Promise<TrueS
     ...(options.reconnect === undefined ? {} : { reconnect: options.reconnect }),
   });
   const welcome = await tracker.join();
-  log('info', 'true source joined', { stream, peerId: welcome.peerId });
+  log('info', 'true source joined', {
+    stream,
+    peerId: welcome.peerId,
+    iceServers: (options.iceServers ?? welcome.ice.servers).length,
+  });
+  // Asked for each new connection: links opened later get renewed TURN credentials.
+  const rtcConfig = (): Record<string, unknown> => ({
+    ...baseRtcConfig,
+    iceServers: (options.iceServers ?? tracker.ice?.servers ?? []).map((server) => ({
+      ...server,
+      urls: [...server.urls],
+    })),
+  });
   const createNode = (peerId: PeerId, sourceId: PeerId): MeshNode => {
     const node: MeshNode = new MeshNode({
       id: peerId,
@@ -359,6 +378,8 @@ export async function startTrueSource(options: TrueSourceOptions): Promise<TrueS
         uploadBytes: retiredUploadBytes + current.counters.uploadBytes,
         stalls: 0,
         playing: true,
+        // The current node's links (counted from its start: a rebuilt node starts a new baseline).
+        connectivity: current.connectivity(),
       },
     });
   }, REPORT_INTERVAL_MS);

@@ -648,6 +648,17 @@ export class FrameGenerator {
         uploadBytes: r.nextU32(),
         stalls: r.int(10),
         playing: chance(r, 0.5),
+        // Half carry connectivity (older SDKs send none), which the tracker sums into its metrics.
+        ...(chance(r, 0.5)
+          ? {
+              connectivity: {
+                open: { host: r.int(8), srflx: r.int(8), prflx: r.int(8), relay: r.int(8) },
+                connected: { host: r.int(64), srflx: r.int(64), prflx: r.int(64), relay: r.int(64) },
+                failed: r.int(64),
+                relayedBytes: r.nextU32(),
+              },
+            }
+          : {}),
       },
     };
   }

@@ -1,0 +1,376 @@
+// The uplink estimator and the load controller (sdk/src/capacity.ts) on synthetic links: a fluid
+// model of data channels draining into an uplink of known capacity, sampled every 100 ms.
+import { describe, expect, it } from 'vitest';
+import {
+  LINK_BACKLOG_BYTES,
+  RAISE_AFTER_MS,
+  SAMPLE_INTERVAL_MS,
+  UPLOAD_BURST_MS,
+  UplinkEstimator,
+  UploadBucket,
+  UploadCapacity,
+  WIRE_OVERHEAD,
+  loadsForCapacity,
+  streamKbps,
+  type LoadChange,
+  type Loads,
+  type UplinkSample,
+  type UploadCapacityOptions,
+} from '../src/capacity.js';
+
+/** A 1000 kbps stream: one slice is 62.5 kbps. */
+const STREAM_KBPS = 1000;
+const SLICE_KBPS = STREAM_KBPS / 16;
+const DECLARED: Loads = { targetLoad: 16, maxLoad: 24 };
+
+/**
+ * `links` channels sharing an uplink of `capacityKbps`: each step every link is handed its share of
+ * `demandKbps`, and the uplink drains the buffers in proportion to what they hold.
+ */
+class FluidUplink {
+  written = 0;
+  readonly buffered: number[];
+  capacityKbps: number;
+  constructor(
+    capacityKbps: number,
+    readonly links = 4,
+  ) {
+    this.capacityKbps = capacityKbps;
+    this.buffered = Array.from({ length: links }, () => 0);
+  }
+
+  /** Advance `dtMs` with `demandKbps` offered; the last link alone can be made slow (`slowKbps`). */
+  step(dtMs: number, demandKbps: number, slowKbps?: number): UplinkSample {
+    const offered = (demandKbps * dtMs) / 8 / this.links;
+    for (let i = 0; i < this.links; i++) this.buffered[i] = (this.buffered[i] ?? 0) + offered;
+    this.written += offered * this.links;
+    let budget = (this.capacityKbps * dtMs) / 8;
+    if (slowKbps !== undefined) {
+      const last = this.links - 1;
+      const take = Math.min(this.buffered[last] ?? 0, (slowKbps * dtMs) / 8);
+      this.buffered[last] = (this.buffered[last] ?? 0) - take;
+      budget -= take;
+    }
+    const fair = this.links - (slowKbps === undefined ? 0 : 1);
+    // Water-filling: repeatedly give every non-empty buffer an equal share of what is left.
+    for (let round = 0; round < fair && budget > 1e-9; round++) {
+      const open = this.buffered.slice(0, fair).filter((b) => b > 1e-9).length;
+      if (open === 0) break;
+      const share = budget / open;
+      for (let i = 0; i < fair; i++) {
+        const take = Math.min(this.buffered[i] ?? 0, share);
+        this.buffered[i] = (this.buffered[i] ?? 0) - take;
+        budget -= take;
+      }
+    }
+    const total = this.buffered.reduce((a, b) => a + b, 0);
+    return {
+      writtenBytes: Math.round(this.written),
+      channelBufferedBytes: Math.round(total),
+      queuedBytes: 0,
+      busyLinks: demandKbps > 0 || total > 0 ? this.links : 0,
+      backloggedLinks: this.buffered.filter((b) => b >= LINK_BACKLOG_BYTES).length,
+    };
+  }
+}
+
+/** Drive an estimator for `ms` and return every measurement. */
+function run(est: UplinkEstimator, up: FluidUplink, t0: number, ms: number, demandKbps: number): number[] {
+  const out: number[] = [];
+  for (let t = t0; t < t0 + ms; t += SAMPLE_INTERVAL_MS) {
+    const m = est.sample(t, up.step(SAMPLE_INTERVAL_MS, demandKbps));
+    if (m !== null) out.push(m);
+  }
+  return out;
+}
+
+describe('UplinkEstimator', () => {
+  it('a backlogged uplink of 1000 kbps measures ≈ 1000 kbps within 2.5 s', () => {
+    const est = new UplinkEstimator();
+    const up = new FluidUplink(1000);
+    // 2000 kbps offered: each of the 4 links is 16 KiB behind after ½ s, then the warm-up and a window.
+    const measurements = run(est, up, 0, 2500, 2000);
+    expect(measurements.length).toBeGreaterThanOrEqual(1);
+    for (const m of measurements) expect(m).toBeCloseTo(1000, -1);
+    expect(est.capacityKbps).toBeCloseTo(1000, -1);
+    expect(est.behindAt(2500)).toBe(true);
+  });
+
+  it('never backlogged: no measurement, no estimate (the uplink carried everything)', () => {
+    const est = new UplinkEstimator();
+    const up = new FluidUplink(10_000);
+    expect(run(est, up, 0, 20_000, 1500)).toEqual([]);
+    expect(est.capacityKbps).toBeNull();
+    expect(est.behindAt(20_000)).toBe(false);
+  });
+
+  it('a short burst that drains within the warm-up is not measured', () => {
+    const est = new UplinkEstimator();
+    const up = new FluidUplink(4000);
+    // 400 ms of 8 Mbit/s offered, then nothing: the backlog clears in well under a second.
+    const measurements = [...run(est, up, 0, 400, 8000), ...run(est, up, 400, 3000, 0)];
+    expect(measurements).toEqual([]);
+  });
+
+  it('one slow child among eight busy links is not our uplink falling behind', () => {
+    const est = new UplinkEstimator();
+    const up = new FluidUplink(10_000, 8);
+    for (let t = 0; t < 10_000; t += SAMPLE_INTERVAL_MS)
+      expect(est.sample(t, up.step(SAMPLE_INTERVAL_MS, 2000, 50))).toBeNull();
+    expect(est.capacityKbps).toBeNull();
+  });
+
+  it('counters that restart (a new mesh node) are a new baseline, not a negative drain', () => {
+    const est = new UplinkEstimator();
+    run(est, new FluidUplink(1000), 0, 3000, 2000);
+    const before = est.capacityKbps;
+    const fresh = new FluidUplink(1000);
+    expect(run(est, fresh, 3000, 1000, 2000)).toEqual([]);
+    expect(est.capacityKbps).toBe(before);
+  });
+});
+
+describe('loadsForCapacity and streamKbps', () => {
+  it('TL = ⌊0.75·C/S⌋, ML = ⌊0.9·C/S⌋, within the declared bounds; below one slice, receive-only', () => {
+    expect(loadsForCapacity(1000, SLICE_KBPS, DECLARED)).toEqual({ targetLoad: 12, maxLoad: 14 });
+    expect(loadsForCapacity(100_000, SLICE_KBPS, DECLARED)).toEqual(DECLARED);
+    expect(loadsForCapacity(100_000, SLICE_KBPS, { targetLoad: 4, maxLoad: 4 })).toEqual({
+      targetLoad: 4,
+      maxLoad: 4,
+    });
+    // 1.2 slices: 0.9 slices of TL — receive-only, not TL 0 with ML 1.
+    expect(loadsForCapacity(75, SLICE_KBPS, DECLARED)).toEqual({ targetLoad: 0, maxLoad: 0 });
+    expect(loadsForCapacity(0, SLICE_KBPS, DECLARED)).toEqual({ targetLoad: 0, maxLoad: 0 });
+    expect(() => loadsForCapacity(1000, 0, DECLARED)).toThrow(RangeError);
+    expect(() => loadsForCapacity(Number.NaN, SLICE_KBPS, DECLARED)).toThrow(RangeError);
+  });
+
+  it('the stream bitrate is the mean over segments with a duration', () => {
+    expect(
+      streamKbps([
+        { bytes: 250_000, durationMs: 2000 },
+        { bytes: 500_000, durationMs: 2000 },
+        { bytes: 1, durationMs: 0 },
+      ]),
+    ).toBe(1500);
+    expect(streamKbps([])).toBeNull();
+    expect(streamKbps([{ bytes: 10, durationMs: 0 }])).toBeNull();
+  });
+});
+
+/** A viewer: the controller, an uplink, and an engine whose load follows TL at once (for the test). */
+class Viewer {
+  readonly capacity: UploadCapacity;
+  readonly up: FluidUplink;
+  readonly changes: (LoadChange & { atMs: number })[] = [];
+  load: number;
+  now = 0;
+
+  constructor(uplinkKbps: number, options: Partial<UploadCapacityOptions> = {}, load = 16) {
+    this.capacity = new UploadCapacity({
+      mode: 'measured',
+      maxUploadKbps: null,
+      declared: DECLARED,
+      ...options,
+    });
+    this.up = new FluidUplink(uplinkKbps);
+    this.load = load;
+  }
+
+  /** Run `ms`: we forward `load` slices (the engine sheds to the new TL `shedAfterMs` after a change). */
+  run(ms: number, shedAfterMs = 3000): void {
+    const end = this.now + ms;
+    for (; this.now < end; this.now += SAMPLE_INTERVAL_MS) {
+      const sample = this.up.step(SAMPLE_INTERVAL_MS, this.load * SLICE_KBPS);
+      const change = this.capacity.update(this.now, sample, { sliceKbps: SLICE_KBPS, load: this.load });
+      if (change !== null) this.changes.push({ ...change, atMs: this.now });
+      const last = this.changes.at(-1);
+      // The load phase moves children towards TL over a few rounds; new children come as TL allows.
+      if (last !== undefined && this.now - last.atMs >= shedAfterMs)
+        this.load = this.capacity.loads.targetLoad;
+    }
+  }
+}
+
+describe('UploadCapacity', () => {
+  it('starts at the declared loads and leaves them on an uplink that keeps up', () => {
+    const v = new Viewer(50_000);
+    v.run(60_000);
+    expect(v.changes).toEqual([]);
+    expect(v.capacity.loads).toEqual(DECLARED);
+    expect(v.capacity.capacityKbps).toBeNull();
+    expect(v.capacity.source).toBe('measured');
+  });
+
+  it('an uplink that cannot carry the declared load sheds to 75% of it at once', () => {
+    // 16 slices = 1000 kbps offered into 600 kbps.
+    const v = new Viewer(600);
+    v.run(3000);
+    expect(v.changes.length).toBe(1);
+    const change = v.changes[0]!;
+    console.info(`600 kbps uplink: ${JSON.stringify(change)}`);
+    // 400 kbps too much: each link is a packet behind after 1.3 s, then the warm-up and one window.
+    expect(change.atMs).toBeLessThanOrEqual(3000);
+    expect(change.capacityKbps).toBeCloseTo(600, -1);
+    // 600 kbps = 9.6 slices: TL ⌊7.2⌋ = 7, ML ⌊8.64⌋ = 8.
+    expect([change.targetLoad, change.maxLoad]).toEqual([7, 8]);
+    expect(change.reason).toBe('measured');
+    expect(v.capacity.source).toBe('measured');
+  });
+
+  it('a sudden drop of the uplink is shed within a few seconds', () => {
+    const v = new Viewer(50_000);
+    v.run(20_000);
+    expect(v.changes).toEqual([]);
+    v.up.capacityKbps = 400;
+    const dropAt = v.now;
+    v.run(5000);
+    const first = v.changes[0];
+    expect(first).toBeDefined();
+    expect(first!.atMs - dropAt).toBeLessThanOrEqual(2500);
+    // 400 kbps = 6.4 slices: TL 4, ML 5, and the load (16) is above that ML: applied at once.
+    expect([first!.targetLoad, first!.maxLoad]).toEqual([4, 5]);
+  });
+
+  it('grows back slowly once the uplink recovers: one step per RAISE_AFTER_MS at most', () => {
+    const v = new Viewer(600);
+    v.run(20_000); // the backlog of the first seconds drains at TL 7
+    expect(v.capacity.loads.targetLoad).toBe(7);
+    v.up.capacityKbps = 50_000;
+    const recoveredAt = v.now;
+    v.run(300_000);
+    const raises = v.changes.filter((c) => c.atMs > recoveredAt);
+    console.info(
+      `recovery: ${raises.map((c) => `${Math.round((c.atMs - recoveredAt) / 1000)} s TL ${c.targetLoad}`).join(', ')}`,
+    );
+    expect(raises.length).toBeGreaterThanOrEqual(2);
+    for (const r of raises) expect(r.reason).toBe('raised');
+    // Never sooner than RAISE_AFTER_MS after the previous change, and never past the declared loads.
+    for (let i = 1; i < raises.length; i++)
+      expect(raises[i]!.atMs - raises[i - 1]!.atMs).toBeGreaterThanOrEqual(RAISE_AFTER_MS);
+    const lastDecrease = v.changes.filter((c) => c.atMs <= recoveredAt).at(-1)!;
+    expect(raises[0]!.atMs - lastDecrease.atMs).toBeGreaterThanOrEqual(RAISE_AFTER_MS);
+    // Back at the declared TL; ML stays at 90% of what the probes showed (no probe past TL).
+    expect(v.capacity.loads.targetLoad).toBe(DECLARED.targetLoad);
+    expect(v.capacity.loads.maxLoad).toBeGreaterThan(DECLARED.targetLoad);
+  });
+
+  it('does not raise while the load stays below TL (no evidence the uplink carries more)', () => {
+    const v = new Viewer(600);
+    v.run(20_000);
+    v.up.capacityKbps = 50_000;
+    v.load = 3; // the swarm does not need us at TL 7
+    const before = v.changes.length;
+    for (let t = 0; t < 4 * RAISE_AFTER_MS; t += SAMPLE_INTERVAL_MS) {
+      const sample = v.up.step(SAMPLE_INTERVAL_MS, v.load * SLICE_KBPS);
+      expect(v.capacity.update(v.now, sample, { sliceKbps: SLICE_KBPS, load: v.load })).toBeNull();
+      v.now += SAMPLE_INTERVAL_MS;
+    }
+    expect(v.changes.length).toBe(before);
+  });
+
+  it('max-upload-kbps caps the loads from the start, measured or fixed, and the estimate', () => {
+    for (const mode of ['measured', 'fixed'] as const) {
+      const v = new Viewer(50_000, { mode, maxUploadKbps: 600 });
+      v.run(30_000);
+      // The first sample with a known stream bitrate applies the cap's loads.
+      expect(v.changes[0]?.atMs).toBe(0);
+      expect(v.capacity.loads).toEqual({ targetLoad: 7, maxLoad: 8 });
+      expect(v.capacity.capacityKbps).toBe(600);
+      expect(v.capacity.source).toBe('capped');
+      expect(v.changes.every((c) => c.reason === 'capped')).toBe(true);
+    }
+    // A measured uplink below the cap wins over it.
+    const low = new Viewer(300, { maxUploadKbps: 600 });
+    low.run(5000);
+    expect(low.capacity.source).toBe('measured');
+    expect(low.capacity.capacityKbps).toBeCloseTo(300, -1);
+    expect(low.capacity.loads.targetLoad).toBe(3);
+  });
+
+  it('fixed without a cap never changes the loads, whatever the uplink does', () => {
+    const v = new Viewer(300, { mode: 'fixed' });
+    v.run(30_000);
+    expect(v.changes).toEqual([]);
+    expect(v.capacity.capacityKbps).toBeNull();
+    expect(v.capacity.source).toBe('fixed');
+    expect(v.capacity.behindAt(v.now)).toBe(false);
+  });
+
+  it('below one slice becomes receive-only, retries one slice after 30 s, and backs off', () => {
+    const v = new Viewer(50);
+    v.run(RAISE_AFTER_MS - 5000);
+    expect(v.capacity.loads).toEqual({ targetLoad: 0, maxLoad: 0 });
+    const enteredAt = v.changes[0]!.atMs;
+    v.run(8 * RAISE_AFTER_MS);
+    const retries = v.changes.filter((c) => c.reason === 'receive-only retry');
+    console.info(
+      `50 kbps uplink: ${v.changes.map((c) => `${(c.atMs / 1000).toFixed(1)} s ${c.targetLoad}/${c.maxLoad} ${c.reason}`).join(', ')}`,
+    );
+    expect(retries.length).toBeGreaterThanOrEqual(1);
+    const first = retries[0]!;
+    expect([first.targetLoad, first.maxLoad]).toEqual([1, 1]);
+    expect(first.atMs - enteredAt).toBeGreaterThanOrEqual(RAISE_AFTER_MS);
+    // One slice (62.5 kbps) into 50 kbps: behind again, receive-only again, the next retry later.
+    const backToZero = v.changes.find((c) => c.atMs > first.atMs && c.maxLoad === 0);
+    expect(backToZero).toBeDefined();
+    const second = retries[1];
+    expect(second).toBeDefined();
+    expect(second!.atMs - backToZero!.atMs).toBeGreaterThanOrEqual(2 * RAISE_AFTER_MS);
+  });
+
+  it('noise around a slice boundary does not move TL up and down', () => {
+    const v = new Viewer(640);
+    v.run(4000);
+    const settled = v.capacity.loads;
+    // ±4% around 640 kbps (TL 7 needs 583, TL 8 needs 667), changing every few seconds.
+    for (let k = 0; k < 20; k++) {
+      v.up.capacityKbps = k % 2 === 0 ? 665 : 615;
+      v.run(3000);
+    }
+    const moves = v.changes.slice(1);
+    console.info(
+      `noisy 640 kbps: settled ${JSON.stringify(settled)}, then ${moves.map((c) => `${(c.atMs / 1000).toFixed(1)} s ${c.targetLoad}/${c.maxLoad} ${c.reason}`).join(', ')}`,
+    );
+    // At most one probe upward and its return in a minute.
+    expect(moves.length).toBeLessThanOrEqual(2);
+    expect(moves.filter((c) => c.reason === 'measured').length).toBeLessThanOrEqual(1);
+  });
+});
+
+describe('UploadBucket (max-upload-kbps)', () => {
+  it('lets data out at the cap (headers counted), control always, one message of debt at most', () => {
+    const CAP_KBPS = 800;
+    const bucket = new UploadBucket(CAP_KBPS, 0);
+    const MESSAGE = 16_400;
+    const perSecond = new Map<number, number>();
+    let total = 0;
+    // Data offered every 5 ms (26 Mbit/s) and a small control message every 100 ms, for 20 s.
+    for (let t = 0; t < 20_000; t += 5) {
+      if (t % 100 === 0) {
+        bucket.spend(t, 200);
+        perSecond.set(Math.floor(t / 1000), (perSecond.get(Math.floor(t / 1000)) ?? 0) + 200);
+        total += 200;
+      }
+      if (bucket.allowsData(t)) {
+        bucket.spend(t, MESSAGE);
+        perSecond.set(Math.floor(t / 1000), (perSecond.get(Math.floor(t / 1000)) ?? 0) + MESSAGE);
+        total += MESSAGE;
+      }
+    }
+    const capBytesPerSecond = (CAP_KBPS * 1000) / 8 / WIRE_OVERHEAD;
+    const slack = (CAP_KBPS / 8) * UPLOAD_BURST_MS + MESSAGE;
+    for (const [second, bytes] of perSecond)
+      expect(bytes, `second ${second}`).toBeLessThanOrEqual(capBytesPerSecond + slack);
+    expect(total / 20).toBeGreaterThan(capBytesPerSecond * 0.95);
+    expect(total / 20).toBeLessThanOrEqual(capBytesPerSecond + slack / 20);
+  });
+
+  it('a cap of 0 lets no data out; a bad cap is refused', () => {
+    const bucket = new UploadBucket(0, 0);
+    expect(bucket.allowsData(0)).toBe(false);
+    expect(bucket.allowsData(60_000)).toBe(false);
+    expect(() => new UploadBucket(-1, 0)).toThrow(RangeError);
+    expect(() => new UploadBucket(Number.POSITIVE_INFINITY, 0)).toThrow(RangeError);
+  });
+});

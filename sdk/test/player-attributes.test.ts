@@ -1,0 +1,41 @@
+// <mesh-player>'s `ice-servers` attribute: JSON checked like the tracker's servers, a bad one said
+// clearly (the player then plays from the origin only).
+import { describe, expect, it } from 'vitest';
+import { parseIceServers } from '@chunkycast/sdk';
+
+describe('ice-servers', () => {
+  it('takes a JSON array of servers; `urls` may be one string, as RTCPeerConnection allows', () => {
+    const errors: string[] = [];
+    expect(
+      parseIceServers(
+        '[{"urls":"stun:stun.example.com:3478"},{"urls":["turn:t.example.com?transport=tcp"],"username":"u","credential":"c"}]',
+        errors,
+      ),
+    ).toEqual([
+      { urls: ['stun:stun.example.com:3478'] },
+      { urls: ['turn:t.example.com?transport=tcp'], username: 'u', credential: 'c' },
+    ]);
+    expect(parseIceServers(null, errors)).toBeUndefined();
+    expect(parseIceServers('  ', errors)).toBeUndefined();
+    expect(parseIceServers('[]', errors)).toEqual([]);
+    expect(errors).toEqual([]);
+  });
+
+  it('refuses what is not JSON or not ICE servers, saying why', () => {
+    const cases: [string, RegExp][] = [
+      ['stun:stun.example.com', /^ice-servers is not JSON/],
+      ['{"urls":"stun:a"}', /^ice-servers: "servers" must be an array of at most 8/],
+      ['[{"urls":"https://example.com"}]', /^ice-servers: "urls" holds a URL that is not stun:/],
+      ['[{"urls":[]}]', /^ice-servers: "urls" must be an array of 1 to 4/],
+      ['[{"urls":"turn:a","credential":42}]', /^ice-servers: "credential" must be a string/],
+      [JSON.stringify(Array.from({ length: 9 }, () => ({ urls: 'stun:a' }))), /at most 8/],
+    ];
+    for (const [raw, message] of cases) {
+      const errors: string[] = [];
+      expect(parseIceServers(raw, errors), raw).toBeNull();
+      expect(errors, raw).toHaveLength(1);
+      expect(errors[0], raw).toMatch(message);
+      expect(errors[0], raw).toMatch(/playing from the origin only$/);
+    }
+  });
+});
