@@ -22,6 +22,17 @@ export interface UplinkSample {
   readonly busyLinks: number;
   /** Of those, links holding at least LINK_BACKLOG_BYTES unsent (channel buffer plus host queue). */
   readonly backloggedLinks: number;
+  /**
+   * Bytes the ICE transports have sent so far (Σ of the selected candidate pairs' `bytesSent`,
+   * links gone included), as of `transportReadAtMs`; absent where the host cannot read them. What
+   * actually left on the wire: unlike the drain of `bufferedAmount`, it does not count bytes that
+   * only moved into SCTP's own send buffer, which in Chromium holds hundreds of kilobytes and
+   * swallows the first second of a burst whatever the uplink (measured in the lab: a 0.5 Mbit/s
+   * uplink drained at 0.9–1.6 Mbit/s by that count).
+   */
+  readonly transportSentBytes?: number;
+  /** When `transportSentBytes` was read (the same clock as the samples). */
+  readonly transportReadAtMs?: number;
 }
 
 /**
@@ -155,6 +166,8 @@ export class UplinkEstimator {
   /** Drain over the current 1 s window, whatever the backlog: a lower bound on the capacity. */
   private recentBytes = 0;
   private recentMs = 0;
+  /** The previous transport reading; once there is one, measurements come from transport readings only. */
+  private transport: { atMs: number; sentBytes: number } | null = null;
 
   /** In a backlogged run past its warm-up: the uplink is behind now. */
   behindAt(nowMs: number): boolean {
@@ -164,9 +177,31 @@ export class UplinkEstimator {
   /** Forget the previous sample (the host's counters restarted: a new mesh node). */
   resetBaseline(): void {
     this.prev = null;
+    this.transport = null;
     this.endRun();
     this.recentBytes = 0;
     this.recentMs = 0;
+  }
+
+  /**
+   * A transport reading (wire bytes sent, at `atMs`): the rate since the previous one is the
+   * capacity if every sample between them was behind (the backlogged run began, warm-up included,
+   * before the previous reading), else a lower bound. Returns a new measurement (kbps) or null.
+   */
+  private transportReading(nowMs: number, atMs: number, sentBytes: number): number | null {
+    const prev = this.transport;
+    if (prev !== null && atMs <= prev.atMs) return null; // no new reading
+    this.transport = { atMs, sentBytes };
+    if (prev === null || sentBytes < prev.sentBytes) return null; // first, or a new host's counters
+    const kbps = ((sentBytes - prev.sentBytes) * 8) / (atMs - prev.atMs);
+    const run = this.runStartMs;
+    if (run !== null && run + RUN_WARMUP_MS <= prev.atMs && this.behindAt(nowMs)) {
+      this.capacityKbps = kbps;
+      this.measurements++;
+      return kbps;
+    }
+    if (this.capacityKbps !== null && kbps > this.capacityKbps) this.capacityKbps = kbps;
+    return null;
   }
 
   /** One sample; returns a new backlogged measurement (kbps) when one completes, else null. */
@@ -178,6 +213,12 @@ export class UplinkEstimator {
     if (restarted) this.resetBaseline();
     this.prev = { atMs: nowMs, sample };
     if (prev === null || restarted) return null;
+    if (sample.transportSentBytes !== undefined && sample.transportReadAtMs !== undefined) {
+      // The wire's own count: the backlog decides only whether a reading is a measurement.
+      if (behind(sample) && behind(prev.sample)) this.runStartMs ??= prev.atMs;
+      else this.endRun();
+      return this.transportReading(nowMs, sample.transportReadAtMs, sample.transportSentBytes);
+    }
     const dtMs = nowMs - prev.atMs;
     const drained = Math.max(
       0,

@@ -374,3 +374,54 @@ describe('UploadBucket (max-upload-kbps)', () => {
     expect(() => new UploadBucket(Number.POSITIVE_INFINITY, 0)).toThrow(RangeError);
   });
 });
+
+describe('UplinkEstimator with the transports’ wire counts', () => {
+  /**
+   * A channel drained into a large SCTP send buffer: `bufferedAmount` empties at `drainKbps` while
+   * the wire carries `wireKbps`, read once a second as the stats poll does.
+   */
+  function run(est: UplinkEstimator, seconds: number, wireKbps: number, drainKbps: number): void {
+    let written = 0;
+    let buffered = 0;
+    let sent = 0;
+    let readAt: number | undefined;
+    let readSent: number | undefined;
+    for (let t = 0; t <= seconds * 1000; t += SAMPLE_INTERVAL_MS) {
+      // Demand far above both rates: every link stays behind the whole time.
+      written += (3000 * SAMPLE_INTERVAL_MS) / 8;
+      buffered += (3000 * SAMPLE_INTERVAL_MS) / 8 - (drainKbps * SAMPLE_INTERVAL_MS) / 8;
+      sent += (wireKbps * SAMPLE_INTERVAL_MS) / 8;
+      if (t % 1000 === 0) {
+        readAt = t;
+        readSent = sent;
+      }
+      est.sample(t, {
+        writtenBytes: written,
+        channelBufferedBytes: buffered,
+        queuedBytes: 0,
+        busyLinks: 4,
+        backloggedLinks: 4,
+        ...(readAt === undefined || readSent === undefined
+          ? {}
+          : { transportSentBytes: readSent, transportReadAtMs: readAt }),
+      });
+    }
+  }
+
+  it('measures what the wire carried, not what moved into the send buffer', () => {
+    const est = new UplinkEstimator();
+    run(est, 6, 500, 1600);
+    expect(est.measurements).toBeGreaterThan(0);
+    expect(est.capacityKbps).toBeCloseTo(500, 0);
+  });
+
+  it('needs a reading that began after the warm-up of the backlog', () => {
+    const est = new UplinkEstimator();
+    // Readings at 0 s and 1 s: the run began at 0 s, so 0 → 1 s still holds its warm-up.
+    run(est, 1, 500, 500);
+    expect(est.measurements).toBe(0);
+    const later = new UplinkEstimator();
+    run(later, 3, 500, 500);
+    expect(later.measurements).toBeGreaterThan(0);
+  });
+});

@@ -252,28 +252,25 @@ export function destroyLab(lab) {
 
 /**
  * Bytes each home has sent on its uplink (its eth0's tx counter), all homes at once: one `ip`
- * call per home, in parallel (asynchronously, so sampling does not stall the harness).
+ * call per home, in parallel (asynchronously, so sampling does not stall the harness). Each value
+ * is `{ bytes, atMs }`, stamped when its answer came (the calls take tens of ms under load, which
+ * is enough to distort a 1 s rate if one time stood for all), or null if the read failed.
  */
 export async function readUplinkBytes(lab) {
   const { execFile } = await import('node:child_process');
-  return Promise.all(
-    lab.homes.map(
-      (home) =>
-        new Promise((resolve) => {
-          execFile(
-            'ip',
-            ['-n', home.namespace, '-s', '-j', 'link', 'show', 'dev', 'eth0'],
-            (error, stdout) => {
-              if (error) return resolve(null);
-              try {
-                const [link] = JSON.parse(stdout);
-                resolve(Number(link?.stats64?.tx?.bytes ?? link?.stats?.tx?.bytes ?? NaN));
-              } catch {
-                resolve(null);
-              }
-            },
-          );
-        }),
-    ),
-  );
+  const readOne = (home) =>
+    new Promise((resolve) => {
+      execFile('ip', ['-n', home.namespace, '-s', '-j', 'link', 'show', 'dev', 'eth0'], (error, stdout) => {
+        const atMs = Date.now();
+        if (error) return resolve(null);
+        try {
+          const [link] = JSON.parse(stdout);
+          const bytes = Number(link?.stats64?.tx?.bytes ?? link?.stats?.tx?.bytes ?? NaN);
+          resolve(Number.isFinite(bytes) ? { bytes, atMs } : null);
+        } catch {
+          resolve(null);
+        }
+      });
+    });
+  return Promise.all(lab.homes.map(readOne));
 }

@@ -123,14 +123,12 @@ export async function runLab({
     }
 
     // Uplink sampling runs on its own clock beside the page sampling.
-    const uplink = { t: [], bytes: [] };
+    const uplink = { readings: [] };
     let sampling = true;
     const uplinkLoop = (async () => {
       while (sampling) {
         const t = Date.now();
-        const bytes = await readUplinkBytes(lab);
-        uplink.t.push(t);
-        uplink.bytes.push(bytes);
+        uplink.readings.push(await readUplinkBytes(lab));
         await sleep(Math.max(0, UPLINK_SAMPLE_MS - (Date.now() - t)));
       }
     })();
@@ -201,18 +199,21 @@ function progressLine(elapsedS, snaps) {
   );
 }
 
-/** Peak upload over 1 s windows and the longest run of windows above SATURATED_SHARE of the cap. */
-export function uplinkFigures(times, bytes, capKbps) {
+/**
+ * Peak upload over 1 s windows (readings two apart) and the longest run of windows above
+ * SATURATED_SHARE of the cap. `readings`: one home's `{ bytes, atMs }` (or null) per round.
+ */
+export function uplinkFigures(readings, capKbps) {
   let peakKbps = 0;
   let longestSaturatedMs = 0;
   let runStart = null;
-  for (let i = 2; i < times.length; i++) {
-    const b0 = bytes[i - 2];
-    const b1 = bytes[i];
-    const t0 = times[i - 2];
-    const t1 = times[i];
-    if (b0 === null || b1 === null || b0 === undefined || b1 === undefined || t1 <= t0) continue;
-    const kbps = ((b1 - b0) * 8) / (t1 - t0);
+  for (let i = 2; i < readings.length; i++) {
+    const r0 = readings[i - 2];
+    const r1 = readings[i];
+    if (r0 === null || r1 === null || r0 === undefined || r1 === undefined || r1.atMs <= r0.atMs) continue;
+    const t0 = r0.atMs;
+    const t1 = r1.atMs;
+    const kbps = ((r1.bytes - r0.bytes) * 8) / (t1 - t0);
     peakKbps = Math.max(peakKbps, kbps);
     if (kbps > SATURATED_SHARE * capKbps) {
       runStart ??= t0;
@@ -239,10 +240,10 @@ function summarise(run) {
     const series = pageSeries[i] ?? [];
     const snap = last[i] ?? {};
     const st = snap.stats ?? {};
-    const homeBytes = uplink.bytes.map((row) => row[i] ?? null);
-    const up = uplinkFigures(uplink.t, homeBytes, home.uplinkKbps);
-    const firstBytes = homeBytes.find((b) => b !== null) ?? 0;
-    const lastBytes = [...homeBytes].reverse().find((b) => b !== null) ?? 0;
+    const homeReadings = uplink.readings.map((row) => row[i] ?? null);
+    const up = uplinkFigures(homeReadings, home.uplinkKbps);
+    const firstBytes = homeReadings.find((r) => r !== null)?.bytes ?? 0;
+    const lastBytes = [...homeReadings].reverse().find((r) => r !== null)?.bytes ?? 0;
     const secondHalf = series.slice(Math.floor(series.length / 2)).filter((s) => s.stats);
     const peersSeen = secondHalf.map((s) => s.stats.peers ?? 0);
     const delays = series.map((s) => s.stats?.liveDelayMs).filter((d) => typeof d === 'number');
