@@ -57,8 +57,12 @@ export const CONNECT_TIMEOUT_MS = 8000;
  * is unreachable instead. Its own offers are still answered (its side may get through).
  */
 export const DIAL_BACKOFF_MS = 30_000;
-/** How often each open link's route, round-trip time and bytes are read (getStats; never per packet). */
-export const LINK_STATS_INTERVAL_MS = 2000;
+/**
+ * How often each open link's route, round-trip time and bytes are read (getStats; never per packet).
+ * Once a second: the upload capacity is measured from the wire bytes these reads give, in windows
+ * of this length, and a thin uplink must be measured within a couple of seconds of falling behind.
+ */
+export const LINK_STATS_INTERVAL_MS = 1000;
 /** Failed peers remembered at most (older entries are pruned first; each lapses after DIAL_BACKOFF_MS). */
 const MAX_BACKOFF_ENTRIES = 1024;
 /** Above this many bytes in the data channel's own buffer we queue in the host (backpressure). */
@@ -257,6 +261,8 @@ interface Link {
   routeCounted: boolean;
   /** Made with `iceTransportPolicy: 'relay'`: every path it can take goes through a TURN relay. */
   readonly relayOnly: boolean;
+  /** What the engine was last told of this link's route (`linkRoute`): relayed or not; null: nothing. */
+  relayedFed: boolean | null;
 }
 
 /**
@@ -314,6 +320,10 @@ export class MeshNode {
   private readonly dropFraction: number;
   /** The upload cap (null: none). */
   private readonly uploadBucket: UploadBucket | null;
+  /** Wire bytes the transports of links now gone had sent, as last read (uplinkSample's total). */
+  private goneTransportSentBytes = 0;
+  /** Σ wire bytes sent by all transports at the last complete stats read, and when (node clock). */
+  private transportSent: { atMs: number; bytes: number } | null = null;
   /** Bytes that were still in the channels of links we lost: written, never sent (uplinkSample). */
   private abandonedBytes = 0;
   /** Where the next flush round starts, so no link's queue always goes first for the cap's tokens. */
@@ -358,7 +368,7 @@ export class MeshNode {
       this.renegotiations = 0;
     }, 60_000);
     this.statsTimer = setInterval(() => {
-      for (const [peerId, link] of this.links) if (link.open) void this.readLinkStats(peerId, link);
+      void this.readAllLinkStats();
     }, LINK_STATS_INTERVAL_MS);
     this.feed({ kind: 'start' });
   }
@@ -466,6 +476,7 @@ export class MeshNode {
    * more unsent.
    */
   uplinkSample(): UplinkSample {
+    const transport = this.transportSent;
     let channelBufferedBytes = 0;
     let queuedBytes = 0;
     let busyLinks = 0;
@@ -489,6 +500,9 @@ export class MeshNode {
       queuedBytes,
       busyLinks,
       backloggedLinks,
+      ...(transport === null
+        ? {}
+        : { transportSentBytes: transport.bytes, transportReadAtMs: transport.atMs }),
     };
   }
 
@@ -678,6 +692,26 @@ export class MeshNode {
   }
 
   /**
+   * Reads every open link's stats at once; when all have answered, the total the transports sent
+   * (links gone included) becomes the uplink sample's wire count, stamped with this moment.
+   */
+  private async readAllLinkStats(): Promise<void> {
+    const reads: Promise<void>[] = [];
+    for (const [peerId, link] of this.links) if (link.open) reads.push(this.readLinkStats(peerId, link));
+    await Promise.all(reads);
+    if (this.stopped) return;
+    let sent = this.goneTransportSentBytes;
+    let known = 0;
+    for (const link of this.links.values())
+      if (link.pair !== null) {
+        sent += link.pair.bytesSent;
+        known++;
+      }
+    if (known === 0 && sent === 0) return; // no stats in this runtime (yet)
+    this.transportSent = { atMs: this.now(), bytes: sent };
+  }
+
+  /**
    * Reads a link's selected candidate pair (route, round-trip time, bytes): at open and then every
    * LINK_STATS_INTERVAL_MS. Counts the link's route once it is known, and relayed bytes.
    */
@@ -704,6 +738,14 @@ export class MeshNode {
       this.connectedByRoute[pair.route]++;
     }
     link.pair = pair;
+    // The engine prefers direct links for tree edges: tell it once the route is known, and again
+    // whenever it changes (an ICE restart, or the pair reselected). A lost link needs nothing: the
+    // engine forgets the route with the peer (peerUnreachable).
+    const relayed = pair.route === 'relay';
+    if (pair.route !== null && link.relayedFed !== relayed) {
+      link.relayedFed = relayed;
+      this.feed({ kind: 'linkRoute', peer: peerId, relayed });
+    }
   }
 
   /**
@@ -839,6 +881,7 @@ export class MeshNode {
       pair: null,
       routeCounted: false,
       relayOnly: config.iceTransportPolicy === 'relay',
+      relayedFed: null,
     };
     this.links.set(peerId, link);
     link.connectTimer = setTimeout(() => {
@@ -1030,6 +1073,9 @@ export class MeshNode {
     const wasCurrent = this.links.get(peerId) === link;
     if (wasCurrent) this.links.delete(peerId);
     this.abandon(link);
+    // Its wire count stays in the total (which only grows), as last read.
+    if (link.pair !== null) this.goneTransportSentBytes += link.pair.bytesSent;
+    link.pair = null;
     if (wasCurrent && !link.closingByUs && !link.open && !this.stopped) {
       this.counters.connectFailures++;
       this.noteFailure(peerId);

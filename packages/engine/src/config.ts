@@ -42,6 +42,27 @@ export interface ProtocolConfig {
    */
   readonly latencySwitchMarginMs: number;
   /**
+   * Not in the thesis, whose links are all direct. A link the host reports as relayed (`linkRoute`
+   * input: a WebRTC link through a TURN server, the only path between two viewers behind symmetric
+   * NATs) counts as this much extra arrival time wherever parents are compared: a neighbour's
+   * expected arrival through it (latency phase, load-report candidate order), and our current
+   * parent's over it (latency phase). Forced requests and flood choices take a relayed neighbour
+   * only when no direct one qualifies. A relayed link is never refused: a viewer whose only
+   * neighbours are relayed still gets every slice. 0 turns the preference off.
+   *
+   * Why 400 ms: on the internet a TURN detour adds about one extra hop of round trip (tens to
+   * hundreds of ms; the measured RTT includes it, so the latency phase already sees that part), and
+   * every byte crosses the broadcaster's relay twice, a cost beyond delay. 400 ms is the thesis's
+   * median one-way latency (L3571–3581), about one tree level: a direct parent is preferred even one
+   * level deeper. It must exceed `latencySwitchMarginMs` (100) so that a child leaves a relayed
+   * parent for a direct neighbour of similar arrival (gain ≈ 400 > 100) and takes a relayed one
+   * only if it gets the slice over 500 ms earlier; and it must stay well under a second, so that a
+   * child does not leave a relayed parent for direct ones whose slice comes seconds later (it leaves
+   * only for one at most 300 ms later). The load phase's limit on how much later a candidate may
+   * deliver (600 ms) looks at arrival alone, without the penalty.
+   */
+  readonly relayedLinkPenaltyMs: number;
+  /**
    * Weight of the newest block in the moving average of relative slice arrival offsets (L3411–3413:
    * "calculated as a moving average", window not given). 0.2 ≈ a window of 5 blocks: smooths one
    * late packet, follows a parent change within a few seconds.
@@ -176,6 +197,7 @@ export const DEFAULT_PROTOCOL: ProtocolConfig = Object.freeze({
   walkLength: 6,
   walkTimeoutMs: 8000,
   latencySwitchMarginMs: 100,
+  relayedLinkPenaltyMs: 400,
   offsetSmoothing: 0.2,
   candidateSetSize: 3,
   latencyBackoffMs: 5000,
@@ -359,6 +381,7 @@ export function resolveConfig(init: EngineInit): ResolvedConfig {
   checkInteger('quitLingerMs', protocol.quitLingerMs, 1, 0xfffe);
   checkInteger('walkLength', protocol.walkLength, 1, 64);
   checkNumber('latencySwitchMarginMs', protocol.latencySwitchMarginMs, 0, 60_000);
+  checkNumber('relayedLinkPenaltyMs', protocol.relayedLinkPenaltyMs, 0, 60_000);
   checkNumber('offsetSmoothing', protocol.offsetSmoothing, 0.001, 1);
   checkInteger('candidateSetSize', protocol.candidateSetSize, 1, 64);
   checkInteger('switchAbortLoadDelta', protocol.switchAbortLoadDelta, 0, 1000);

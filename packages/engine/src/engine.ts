@@ -66,6 +66,8 @@ const SPARE_SHELF_LIFE_MS = 30_000;
  * phase's gains; their noise is ±200 ms). Not in the thesis, which balances load regardless.
  */
 const LOAD_SWITCH_MAX_PENALTY_MS = 600;
+/** Peers' Bloom masks kept at most (children come and go; recomputing one is cheap). */
+const MASK_CACHE_SIZE = 1024;
 /** Candidates in one load report: enough choice for the parent, small on the wire. */
 const REPORT_CANDIDATES = 4;
 /** The payload of a parity packet while parity is off: keeps the parity tree alive for a header. */
@@ -145,6 +147,13 @@ export class Engine {
   private readonly peers = new Map<PeerId, PeerState>();
   private readonly sliceStates: SliceState[];
   private readonly banned = new Set<PeerId>();
+  private readonly masks = new Map<PeerId, Bloom128>();
+  /**
+   * Peers whose link the host reported relayed (`linkRoute`), kept while the host's link lasts: a
+   * PeerState comes and goes with neighbourship, the link (and its route) does not. Cleared by
+   * `peerUnreachable` and when we cut a peer off.
+   */
+  private readonly relayedLinks = new Set<PeerId>();
   private actions: Action[] = [];
   private now = 0;
   private started = false;
@@ -154,7 +163,8 @@ export class Engine {
   private load = 0;
   private reports: StoredReport[] = [];
   private latencyGrantsThisRound = 0;
-  private instructedUntil = new Map<PeerId, number>();
+  /** Children we told to move, by slice, and until when we wait for that switch (parentLoadDecision). */
+  private instructedUntil = new Map<PeerId, Map<number, number>>();
   private linksInstalled = false;
   private failingPeer: PeerId | null = null;
   /** neighbourBias per peer, valid for the current decision round only. */
@@ -336,7 +346,11 @@ export class Engine {
       case 'quit':
         this.quit(input.graceful);
         break;
+      case 'linkRoute':
+        if (this.config.role === 'member') this.setLinkRoute(input.peer, input.relayed);
+        break;
       case 'peerUnreachable':
+        this.relayedLinks.delete(input.peer);
         if (this.config.role === 'source') this.sourcePeerUnreachable(input.peer);
         else if (this.peers.has(input.peer)) this.peerFailed(input.peer, 'failed');
         break;
@@ -502,9 +516,29 @@ export class Engine {
     let p = this.peers.get(id);
     if (p === undefined) {
       p = new PeerState(this.now, this.config.protocol.slices);
+      p.relayed = this.relayedLinks.has(id);
       this.peers.set(id, p);
     }
     return p;
+  }
+
+  /** The host learned how its link to `peer` is routed (relayed: through a TURN server). */
+  private setLinkRoute(peer: PeerId, relayed: boolean): void {
+    if (!Number.isInteger(peer) || peer === this.id || this.banned.has(peer)) return;
+    if (relayed) this.relayedLinks.add(peer);
+    else this.relayedLinks.delete(peer);
+    const p = this.peers.get(peer);
+    if (p !== undefined) p.relayed = relayed;
+  }
+
+  /** Whether tree edges should avoid `q`'s link: relayed, and the preference is on. */
+  private avoidLink(q: PeerState): boolean {
+    return q.relayed && this.config.protocol.relayedLinkPenaltyMs > 0;
+  }
+
+  /** What a relayed link counts as in arrival-time comparisons (0 for a direct one). */
+  private linkPenalty(q: PeerState): number {
+    return q.relayed ? this.config.protocol.relayedLinkPenaltyMs : 0;
   }
 
   private start(): void {
@@ -562,6 +596,7 @@ export class Engine {
     p.violations++;
     if (p.violations >= this.config.protocol.maxViolationsPerPeer) {
       this.banned.add(peer);
+      this.relayedLinks.delete(peer);
       this.peerFailed(peer, 'cutOff');
       this.actions.push({ kind: 'disconnect', peer });
     }
@@ -745,12 +780,20 @@ export class Engine {
     if (msg.seq > st.highestSeq) {
       if (st.highestSeq >= 0 && st.lastHighestAt > -Infinity) {
         const interval = (this.now - st.lastHighestAt) / (msg.seq - st.highestSeq);
-        st.seqIntervalMs = Number.isNaN(st.seqIntervalMs)
-          ? interval
-          : st.seqIntervalMs + 0.1 * (interval - st.seqIntervalMs);
+        // A longer gap than the estimate is taken at once, a shorter one slowly: short ones are bursts
+        // (a new parent resends what it holds at once, then the next live packet comes a fraction of
+        // an interval later), and an estimate too short puts hand-offs too far ahead (a 105 ms
+        // estimate in a stream of one packet per slice every 2 s made a 20-packet lead: the old
+        // parent stopped draining after requestTimeoutMs, and 17 packets never came). Too long an
+        // estimate only shortens the lead: a hand-off point already passed is resent by the new parent.
+        st.seqIntervalMs =
+          Number.isNaN(st.seqIntervalMs) || interval > st.seqIntervalMs
+            ? interval
+            : st.seqIntervalMs + 0.1 * (interval - st.seqIntervalMs);
       }
+      // Our first packet is no baseline: it came with our first parent's answer, however old it was.
+      st.lastHighestAt = st.highestSeq < 0 ? -Infinity : this.now;
       st.highestSeq = msg.seq;
-      st.lastHighestAt = this.now;
     }
     if (fromOldParent && msg.seq === st.oldParentUntilSeq - 1) {
       // The old parent's last packet before the hand-off (one link keeps its order): its share is done.
@@ -1023,6 +1066,10 @@ export class Engine {
       p.sliceHops[entry.slice] = entry.hops;
       p.sliceOffsets[entry.slice] = entry.offsetMs ?? Number.NaN;
       p.setFilter(entry.slice, entry.filter);
+      // Our parent's path is ours: a switch above us shows in our filter before the first packet
+      // over the new path does (adoptParent). The next packet sets it exactly again.
+      const st = this.slice(entry.slice);
+      if (st.parent === from) st.filter = bloomOr(st.filter, bloomOr(entry.filter, this.maskOf(from)));
     }
     if (msg.echoSentAtMs !== null) {
       const rtt = (((Math.floor(this.now) % U32) - msg.echoSentAtMs + U32) % U32) - msg.echoHoldMs;
@@ -1115,6 +1162,11 @@ export class Engine {
       st.rejectedUntil.set(parent, this.now + this.config.protocol.rejectBackoffMs);
     }
     if (st.pending !== null) st.pending = null;
+    // A loop found right after a switch (the probe of adoptParent) is best undone: the old parent
+    // still holds us as a child being handed off and takes us back, even above its ML.
+    const back = st.oldParent;
+    if (back !== null && back !== parent && this.swaplinks.isNeighbour(back))
+      this.sendForced(s, back, ForcedReason.Loop);
     this.loseParent(s, ForcedReason.Loop, parent);
   }
 
@@ -1194,10 +1246,26 @@ export class Engine {
     return Math.min(SEQ_NONE - 1, st.highestSeq + lead);
   }
 
+  /** A peer's Bloom mask (L3300–3304), cached: the loop rule asks for our children's on every round. */
+  private maskOf(peer: PeerId): Bloom128 {
+    let mask = this.masks.get(peer);
+    if (mask === undefined) {
+      if (this.masks.size >= MASK_CACHE_SIZE) this.masks.clear();
+      mask = bloomMaskFor(peer);
+      this.masks.set(peer, mask);
+    }
+    return mask;
+  }
+
   /** Can `q` be our parent on slice `s` at all? Loop rule: not if our mask is in its filter (L3296–3309). */
   private eligibleParent(q: PeerState, qId: PeerId, s: number, st: SliceState): boolean {
     if (!q.hasAdvert || q.quitting || !q.receiving(s)) return false;
     if (st.children.has(qId) || q.filterContains(s, this.mask)) return false;
+    // Nor if one of our children is in its filter: it is below that child, so below us, even when
+    // its filter does not show us yet. Filters change only with data, and a child that joined us
+    // since its last packet on this slice (a live stream's slice carries one packet per segment)
+    // left its whole subtree advertising the old path: asking one of them closed loops.
+    for (const child of st.children.keys()) if (q.filterContains(s, this.maskOf(child))) return false;
     const until = st.rejectedUntil.get(qId);
     return until === undefined || until <= this.now;
   }
@@ -1205,23 +1273,31 @@ export class Engine {
   /**
    * Ask a neighbour to be our parent; it may refuse only above ML or on a loop (L3481–3491).
    * Prefers neighbours with room under ULT and short paths, at random among the best few so
-   * simultaneous orphans do not all ask the same node (L3430–3438).
+   * simultaneous orphans do not all ask the same node (L3430–3438). Neighbours over relayed links
+   * are asked only when no direct one qualifies (relayedLinkPenaltyMs).
    */
   private requestParent(s: number, reason: ForcedReason, exclude: readonly PeerId[]): void {
     const st = this.slice(s);
     if (st.pending !== null || st.isSliceSource) return;
-    const scored: { peer: PeerId; score: number }[] = [];
+    const scored: { peer: PeerId; score: number; relayed: boolean }[] = [];
     for (const peerId of this.swaplinks.neighbours()) {
       if (exclude.includes(peerId) || peerId === st.parent) continue;
       const q = this.peers.get(peerId);
       if (q === undefined || !this.eligibleParent(q, peerId, s, st)) continue;
       if (q.load + 1 > q.maxLoad) continue;
       const overUpper = q.load + 1 > q.upperLatencyThreshold ? 1000 : 0;
-      scored.push({ peer: peerId, score: overUpper + (q.sliceHops[s] ?? 0) + this.random.nextFloat() * 0.5 });
+      scored.push({
+        peer: peerId,
+        score: overUpper + (q.sliceHops[s] ?? 0) + this.random.nextFloat() * 0.5,
+        relayed: this.avoidLink(q),
+      });
     }
     if (scored.length === 0) return;
-    scored.sort((a, b) => a.score - b.score);
-    const pick = scored[this.random.int(Math.min(this.config.protocol.candidateSetSize, scored.length))];
+    // A score penalty alone would not do: the pick is uniform among the best few, so a relayed
+    // neighbour would still be asked whenever fewer direct ones rank above it.
+    const pool = scored.some((c) => !c.relayed) ? scored.filter((c) => !c.relayed) : scored;
+    pool.sort((a, b) => a.score - b.score);
+    const pick = pool[this.random.int(Math.min(this.config.protocol.candidateSetSize, pool.length))];
     if (pick === undefined) return;
     this.sendForced(s, pick.peer, reason);
   }
@@ -1248,7 +1324,10 @@ export class Engine {
     // during a flood that is what lets a tree grow faster than one request round trip per level.
     const existing = st.children.get(from);
     if (existing === undefined || existing.untilSeq !== Infinity) {
-      if (this.effectiveLoad + 1 > this.config.maxLoad) {
+      // A child we are still handing off comes back when its new parent turned out to be in its own
+      // subtree (leaveLoop): taking it back only restores our load of a moment ago, while a refusal
+      // above ML (after `setLoad`) left its whole subtree without the slice for seconds.
+      if (existing === undefined && this.effectiveLoad + 1 > this.config.maxLoad) {
         this.reject(from, s, msg.fromSeq, RejectReason.OverMaxLoad);
         return;
       }
@@ -1313,7 +1392,9 @@ export class Engine {
       this.reject(from, s, msg.handoffSeq, RejectReason.NotReceiving);
       return;
     }
-    if (from === st.parent || bloomContains(st.filter, bloomMaskFor(from))) {
+    // Nor one we are asking to be our own parent (as for forced requests): two nodes told by their
+    // parents to move under each other in the same round each saw a loop-free target.
+    if (from === st.parent || from === st.pending?.target || bloomContains(st.filter, bloomMaskFor(from))) {
       this.reject(from, s, msg.handoffSeq, RejectReason.Loop);
       return;
     }
@@ -1371,10 +1452,12 @@ export class Engine {
     if (reason === ForcedReason.Flood) {
       let minHops = Infinity;
       for (const sender of st.floodSenders) minHops = Math.min(minHops, sender.hops);
-      st.floodSenders = st.floodSenders.filter(
-        (sender) =>
-          sender.hops === minHops && sender.hops < st.floodLevel && !this.isBelow(sender.peer, s, st),
-      );
+      st.floodSenders = st.floodSenders
+        .filter(
+          (sender) =>
+            sender.hops === minHops && sender.hops < st.floodLevel && !this.isBelow(sender.peer, s, st),
+        )
+        .sort((a, b) => this.relayedRank(a.peer) - this.relayedRank(b.peer)); // direct first (stable)
       while (st.floodSenders.length > 0) {
         const next = st.floodSenders.shift();
         if (next === undefined) break;
@@ -1416,6 +1499,27 @@ export class Engine {
     } else this.counters.switchesForced++;
     if (switchKind !== 'forced') this.counters.lastOptimisingSwitchAt = this.now;
     this.emit({ type: 'parentChanged', slice: s, parent, previous, switchKind });
+    // Filters change only with data, and in a live stream a slice carries one packet per 2 s
+    // segment: until the first packet on the new path, we and our subtree would advertise the old
+    // path, and a neighbour that is now our ancestor could take one of us as its parent (a loop;
+    // seen every few seconds in a 4-member swarm). So our filter takes in the new path as the new
+    // parent advertises it (the old one too until then: more refusals, never a loop), and our
+    // subtree takes it in from our adverts (onAdvert), a hop per heartbeat.
+    const q = this.peers.get(parent);
+    if (q?.hasAdvert === true)
+      st.filter = bloomOr(st.filter, bloomOr(this.advertisedFilter(q, s), this.maskOf(parent)));
+    // Meanwhile a loop we closed ourselves, reading stale filters, is silent: the old parent stops at
+    // the hand-off, so no packet ever goes round it to expose it (L3311–3317). A probe does, within
+    // a few hops' latency, and comes back to us (not to another node of the loop, which would cut
+    // off the slice below it): we then return to the old parent (leaveLoop).
+    if (st.activeChildren > 0) this.sendProbe(s);
+  }
+
+  /** The received filter `q` advertised for slice `s`. */
+  private advertisedFilter(q: PeerState, s: number): Bloom128 {
+    const f = q.sliceFilters;
+    const o = s * 4;
+    return [f[o] ?? 0, f[o + 1] ?? 0, f[o + 2] ?? 0, f[o + 3] ?? 0];
   }
 
   private onSwitchComplete(from: PeerId, msg: SwitchCompleteMessage): void {
@@ -1426,7 +1530,9 @@ export class Engine {
     entry.drainingSince = this.now;
     st.activeChildren--;
     this.load--;
-    if (st.highestSeq >= msg.handoffSeq - 1) st.children.delete(from);
+    // The draining entry stays until the next packet (forward) or requestTimeoutMs (expireStale),
+    // even when the hand-off packet has passed: should the child find it closed a loop, it comes
+    // back to us (leaveLoop) and we take it back (onForcedParentRequest).
   }
 
   private onLoadReport(from: PeerId, msg: LoadReportMessage): void {
@@ -1444,8 +1550,18 @@ export class Engine {
     if (st.parent !== from || st.pending !== null || st.oldParent !== null) return;
     const q = this.peers.get(msg.target);
     if (q === undefined || msg.target === this.id || !this.swaplinks.isNeighbour(msg.target)) return;
-    if (!this.eligibleParent(q, msg.target, s, st) || q.load >= q.targetLoad) return;
-    this.sendSwitchRequest(s, msg.target, q, from, 'load');
+    if (!this.eligibleParent(q, msg.target, s, st)) return;
+    if (q.load < q.targetLoad) {
+      this.sendSwitchRequest(s, msg.target, q, from, 'load');
+      return;
+    }
+    // A parent above its ML may send us to a neighbour at or above its TL but below its ULT, which a
+    // load switch would refuse (it must raise an underloaded node): the parent cannot carry us, so
+    // we leave it as a quitting parent's child does — a forced request for a hand-off one lead
+    // ahead, refused only above ML or on a loop (L3481–3491) — to a target that stays in range.
+    const parent = this.peers.get(from);
+    if (parent?.hasAdvert === true && parent.load > parent.maxLoad && q.load + 1 <= q.upperLatencyThreshold)
+      this.sendForced(s, msg.target, ForcedReason.ParentQuit);
   }
 
   /** Ask `target` to take over `slice` at a hand-off point one lead ahead (L3343–3367). */
@@ -1473,9 +1589,13 @@ export class Engine {
   private onLatencyPermissionRequest(from: PeerId, msg: LatencyPermissionRequestMessage): void {
     const entry = this.slice(msg.slice).children.get(from);
     const active = entry?.untilSeq === Infinity;
-    // Grant only if losing this child keeps us inside LLT–ULT, counting grants already given.
+    // Grant only if losing this child keeps us inside LLT–ULT, counting grants already given; a
+    // child over a relayed link may go in any case (latencyPhase: it leaves for a direct parent).
+    const child = this.peers.get(from);
     const granted =
-      active && this.load - 1 - this.latencyGrantsThisRound >= this.config.lowerLatencyThreshold;
+      active &&
+      ((child !== undefined && this.avoidLink(child)) ||
+        this.load - 1 - this.latencyGrantsThisRound >= this.config.lowerLatencyThreshold);
     if (granted) this.latencyGrantsThisRound++;
     this.send(from, {
       type: MessageType.LatencyPermissionReply,
@@ -1542,7 +1662,7 @@ export class Engine {
         hops: Math.min(255, msg.hops + 1),
       };
       for (const n of this.swaplinks.neighbours()) if (n !== from) this.send(n, out);
-      if (!st.isSliceSource && !this.sliceReceiving(st))
+      if (!st.isSliceSource && !this.fedByTree(s, st))
         st.floodDecideAt = this.now + this.config.protocol.floodCollectMs;
       if (st.floodDecideAt < this.floodDeadline) this.floodDeadline = st.floodDecideAt;
     }
@@ -1557,6 +1677,20 @@ export class Engine {
   }
 
   /**
+   * Whether the tree still feeds us slice `s`: we receive it, and our parent says it does too. A
+   * parent that has none (a root that handed the slice back and is looking for a place in the new
+   * tree, itself below all of us) belongs to the dead tree a flood replaces, even while our last
+   * packet is younger than the receiving timeout — 5 s in a live stream, longer than a re-flood
+   * takes: its children kept it, it could not rejoin below them, and the slice stopped for good.
+   */
+  private fedByTree(s: number, st: SliceState): boolean {
+    if (!this.sliceReceiving(st)) return false;
+    if (st.isSliceSource || st.parent === null) return true;
+    const parent = this.peers.get(st.parent);
+    return parent?.hasAdvert !== true || parent.receiving(s);
+  }
+
+  /**
    * Whether `peer` is in our own subtree of slice `s` (our child, or its advertised filter holds our
    * mask). The flood passes through our subtree too — a root that handed its slice back keeps its
    * children, and so does a dead root's child — and asking a descendant to be our parent only earns
@@ -1566,11 +1700,17 @@ export class Engine {
     return st.children.has(peer) || this.peers.get(peer)?.filterContains(s, this.mask) === true;
   }
 
+  /** 1 if tree edges should avoid the link to `peer` (relayed), else 0. */
+  private relayedRank(peer: PeerId): number {
+    const q = this.peers.get(peer);
+    return q !== undefined && this.avoidLink(q) ? 1 : 0;
+  }
+
   /** Pick a parent among the neighbours the flood came from (L3446–3449). */
   private floodDecide(s: number): void {
     const st = this.slice(s);
     st.floodDecideAt = Infinity;
-    if (st.isSliceSource || st.pending !== null || this.sliceReceiving(st)) return;
+    if (st.isSliceSource || st.pending !== null || this.fedByTree(s, st)) return;
     if (st.parent !== null) {
       // Our parent belongs to the dead tree the flood replaces.
       this.send(st.parent, { type: MessageType.TreeLeave, slice: s, role: TreeRole.Child });
@@ -1586,7 +1726,7 @@ export class Engine {
     // the best few so the slice source's neighbours are not all asked at once (L3430–3438).
     let minHops = Infinity;
     for (const sender of st.floodSenders) minHops = Math.min(minHops, sender.hops);
-    const scored = st.floodSenders
+    let scored = st.floodSenders
       .map((sender, index) => {
         const q = this.peers.get(sender.peer);
         const full = q?.hasAdvert === true && q.load + 1 > q.maxLoad ? 100 : 0;
@@ -1594,6 +1734,9 @@ export class Engine {
         return { index, peer: sender.peer, hops: sender.hops, score: full + busy + index * 1e-3 };
       })
       .filter((c) => c.hops === minHops && !this.isBelow(c.peer, s, st));
+    // Senders over relayed links only when no direct one is at that level (relayedLinkPenaltyMs).
+    if (scored.some((c) => this.relayedRank(c.peer) === 0))
+      scored = scored.filter((c) => this.relayedRank(c.peer) === 0);
     if (scored.length === 0) {
       // Every sender at that level is in our own subtree: the tree above us is not there yet. Ask
       // the neighbours that qualify now (none, usually: acquireMissingParents asks again each round;
@@ -1687,6 +1830,8 @@ export class Engine {
         this.peers.delete(peerId);
     }
     this.swaplinks.maintain(now);
+    // Before the adverts, so that they already say which slices we no longer receive as their root.
+    this.shedRoots();
     this.sendAdverts();
     // Tree relations that are not neighbours (slice source ↔ true source, edges after a swap) need heartbeats.
     for (const peerId of treePeers) {
@@ -1728,8 +1873,10 @@ export class Engine {
         st.oldParent = null;
       for (const [peer, until] of st.rejectedUntil) if (until <= this.now) st.rejectedUntil.delete(peer);
     }
-    for (const [peer, until] of this.instructedUntil)
-      if (until <= this.now) this.instructedUntil.delete(peer);
+    for (const [peer, slices] of this.instructedUntil) {
+      for (const [s, until] of slices) if (until <= this.now) slices.delete(s);
+      if (slices.size === 0) this.instructedUntil.delete(peer);
+    }
   }
 
   /**
@@ -1754,15 +1901,20 @@ export class Engine {
     this.reports = [];
     if (this.load <= this.config.targetLoad || reports.length === 0) return;
     const overloaded = this.load > this.config.upperLatencyThreshold;
+    // Above ML our children report neighbours below their ULT as well (childLoadReports).
+    const overMax = this.load > this.config.maxLoad;
     const options: { child: PeerId; slice: number; candidate: LoadCandidate }[] = [];
     for (const r of reports) {
       if (this.slice(r.slice).children.get(r.child)?.untilSeq !== Infinity) continue;
-      if (this.instructedUntil.has(r.child)) continue;
+      // A child we told to move is left alone until that switch is done or abandoned; above ML only
+      // on that slice (its reports then name every slice, see childLoadReports).
+      const instructed = this.instructedUntil.get(r.child);
+      if (instructed !== undefined && (!overMax || instructed.has(r.slice))) continue;
       for (const c of r.candidates) {
         if (
           c.peer !== r.child &&
           c.peer !== this.id &&
-          c.load < (overloaded ? c.targetLoad : c.lowerLatencyThreshold)
+          (overMax || c.load < (overloaded ? c.targetLoad : c.lowerLatencyThreshold))
         )
           options.push({ child: r.child, slice: r.slice, candidate: c });
       }
@@ -1786,7 +1938,12 @@ export class Engine {
       const pick =
         remaining[this.random.int(Math.min(this.config.protocol.candidateSetSize, remaining.length))];
       if (pick === undefined) return;
-      this.instructedUntil.set(pick.child, this.now + this.config.protocol.requestTimeoutMs);
+      let instructed = this.instructedUntil.get(pick.child);
+      if (instructed === undefined) {
+        instructed = new Map();
+        this.instructedUntil.set(pick.child, instructed);
+      }
+      instructed.set(pick.slice, this.now + this.config.protocol.requestTimeoutMs);
       this.send(pick.child, {
         type: MessageType.Instruction,
         slice: pick.slice,
@@ -1794,11 +1951,41 @@ export class Engine {
         targetLoadSeen: Math.min(0xffff, pick.candidate.load),
       });
       moves--;
+      // And one move per slice: two children of one slice, each told to move into the other's
+      // subtree (each loop-free as it saw it), made a loop and left the slice to nobody.
       if (moves > 0)
         remaining = remaining.filter(
-          (o) => o.child !== pick.child && o.candidate.peer !== pick.candidate.peer,
+          (o) => o.slice !== pick.slice && o.candidate.peer !== pick.candidate.peer,
         );
     }
+  }
+
+  /**
+   * A slice source keeps at least one child on each slice it roots that has children at all: every
+   * other member receives that slice through it, so no child of it can move out of its subtree (a
+   * sibling receives through the root too). Its load therefore never falls below the number of such
+   * slices, and the load phase cannot move that part. The thesis never meets this (its TL and ML
+   * are fixed at join, and the true source picks roots load-proportionally, L3245–3256); with
+   * `setLoad` it does: the first member of a small swarm roots all 16 slices, and when its uplink is
+   * measured at TL 7 / ML 8 it stays at 16, starving its children. Above ML (the uplink cannot carry
+   * what we forward), we hand back the roots above ULT — the fewest-children ones first — as a
+   * receive-only member does (the declinedRoots path): the true source roots them elsewhere at once,
+   * we join the re-flooded trees like anyone else, and the load phase moves our old subtree away.
+   */
+  private shedRoots(): void {
+    if (this.load <= this.config.maxLoad || this.quittingUntil !== Infinity) return;
+    const rooted: number[] = [];
+    for (let s = 0; s < this.sliceStates.length; s++) {
+      const st = this.slice(s);
+      if (st.isSliceSource && st.activeChildren > 0) rooted.push(s);
+    }
+    const excess = Math.min(
+      rooted.length - this.config.upperLatencyThreshold,
+      this.load - this.config.maxLoad,
+    );
+    if (excess <= 0) return;
+    rooted.sort((a, b) => this.slice(a).activeChildren - this.slice(b).activeChildren || a - b);
+    for (const s of rooted.slice(0, excess)) this.handBackRoot(s);
   }
 
   /** Child side of the load phase (L3323–3333): tell an overloaded parent who could take us. */
@@ -1808,31 +1995,38 @@ export class Engine {
     for (let s = 0; s < this.sliceStates.length; s++) {
       const st = this.slice(s);
       const parentId = st.parent;
-      if (
-        parentId === null ||
-        st.isSliceSource ||
-        st.pending !== null ||
-        st.oldParent !== null ||
-        reported.has(parentId)
-      )
-        continue;
+      if (parentId === null || st.isSliceSource || st.pending !== null || st.oldParent !== null) continue;
       const parent = this.peers.get(parentId);
       if (parent?.hasAdvert !== true || parent.load <= parent.targetLoad) continue;
+      // One report per parent per round (L3325–3333), but one per slice to a parent above ML, which
+      // moves up to load − ML children a round (parentLoadDecision): one report per child and round
+      // let a root left with two or three children shed one slice per child every few seconds.
+      if (reported.has(parentId) && parent.load <= parent.maxLoad) continue;
       // Above ULT, any neighbour below its TL may take us; between TL and ULT, only one below its LLT
       // (pulling it into its range while the parent stays in its own).
       const overloaded = parent.load > parent.upperLatencyThreshold;
-      const candidates: { candidate: LoadCandidate; arrival: number }[] = [];
+      // Above ML (after `setLoad`: its uplink cannot carry what it forwards), also a neighbour at or
+      // above its TL but below its ULT: it stays in its range. Seen: a member at TL 16 was the only
+      // loop-free place for a child of a member at load 11, ML 8, which then stayed there for good.
+      const overMax = parent.load > parent.maxLoad;
+      let candidates: { candidate: LoadCandidate; arrival: number; relayed: boolean }[] = [];
       const settled = st.offsetBlocks >= OFFSET_SETTLE_BLOCKS && !Number.isNaN(st.offsetMs);
       for (const qId of neighbours) {
         if (qId === parentId) continue;
         const q = this.peers.get(qId);
-        if (q === undefined || q.load >= (overloaded ? q.targetLoad : q.lowerLatencyThreshold)) continue;
+        const room = overMax
+          ? q?.upperLatencyThreshold
+          : overloaded
+            ? q?.targetLoad
+            : q?.lowerLatencyThreshold;
+        if (q === undefined || room === undefined || q.load >= room) continue;
         if (!this.eligibleParent(q, qId, s, st)) continue;
         if (settled) {
           // Not a neighbour through which the slice would come far later than now: moving a whole
           // subtree several levels down stalls it for seconds (seen: 3 s) before the latency phase
-          // can bring it back up.
-          const via = this.expectedArrivalVia(q, s);
+          // can bring it back up. Arrival alone, without the relayed-link penalty: this guards
+          // against delay, not cost.
+          const via = this.arrivalVia(q, s);
           if (via !== Infinity && via + this.neighbourBias(qId, q) - st.offsetMs > LOAD_SWITCH_MAX_PENALTY_MS)
             continue;
         }
@@ -1844,13 +2038,25 @@ export class Engine {
             targetLoad: q.targetLoad,
           },
           arrival: this.expectedArrivalVia(q, s),
+          relayed: this.avoidLink(q),
         });
       }
+      // The parent picks by load alone, so a relayed candidate is offered only when no direct one
+      // is, and only to relieve a parent above ULT: balancing within the range is not worth a relay.
+      if (!overloaded || candidates.some((c) => !c.relayed))
+        candidates = candidates.filter((c) => !c.relayed);
       if (candidates.length === 0) continue;
       // Offer the underloaded (below TL) neighbours through which the slice would arrive earliest:
       // the parent then picks the least loaded of them (L3333–3341), and load switches stop
       // deepening trees.
-      candidates.sort((a, b) => a.arrival - b.arrival || a.candidate.load - b.candidate.load);
+      // (Above ML, those below their TL first.)
+      const full = (c: LoadCandidate): number => (c.load >= c.targetLoad ? 1 : 0);
+      candidates.sort(
+        (a, b) =>
+          full(a.candidate) - full(b.candidate) ||
+          a.arrival - b.arrival ||
+          a.candidate.load - b.candidate.load,
+      );
       reported.add(parentId);
       this.send(parentId, {
         type: MessageType.LoadReport,
@@ -1892,10 +2098,15 @@ export class Engine {
    * When `slice` would reach us through `q`, relative to our other slices: q's advertised relative
    * offset plus half the round trip to q (no clock sync, L3387–3413). Infinity while unknown.
    */
-  private expectedArrivalVia(q: PeerState, slice: number): number {
+  private arrivalVia(q: PeerState, slice: number): number {
     const offset = q.sliceOffsets[slice] ?? Number.NaN;
     const value = offset + q.rttMs / 2;
     return Number.isNaN(value) ? Infinity : value;
+  }
+
+  /** `arrivalVia` as parents are compared: plus `relayedLinkPenaltyMs` when q's link is relayed. */
+  private expectedArrivalVia(q: PeerState, slice: number): number {
+    return this.arrivalVia(q, slice) + this.linkPenalty(q);
   }
 
   /**
@@ -1922,7 +2133,15 @@ export class Engine {
       // slice: requiring all 16 parents in range at once would, with 10% of nodes outside, leave
       // (0.9)^16 ≈ 18% of nodes eligible and the latency phase would barely run.
       if (parent?.hasAdvert !== true || parent.load > parent.upperLatencyThreshold) continue;
-      if (parent.load - 1 < parent.lowerLatencyThreshold) continue;
+      // A parent over a relayed link may be left even below its LLT (not in the thesis): the flood
+      // and the load phase leave relayed edges on parents at or under LLT, which this rule would
+      // keep for good. It still converges: such a switch goes to a direct target that stays within
+      // its ULT, so it creates no overload, and only an overload (a parent above ULT) is ever
+      // relieved onto a relayed link (childLoadReports).
+      if (parent.load - 1 < parent.lowerLatencyThreshold && !this.avoidLink(parent)) continue;
+      // What the current parent costs: our measured offset, plus the penalty if its link is relayed,
+      // so a relayed parent is left for a direct neighbour of similar arrival.
+      const current = st.offsetMs + this.linkPenalty(parent);
       for (const qId of neighbours) {
         if (qId === st.parent) continue;
         const q = this.peers.get(qId);
@@ -1934,7 +2153,7 @@ export class Engine {
         // neighbour's is off by the difference of the two means (±hundreds of ms, above the margin).
         // Where the neighbour already feeds us some slice we measure that difference; elsewhere we
         // take it as zero, as the thesis's trick does.
-        const gain = st.offsetMs - (viaQ + this.neighbourBias(qId, q));
+        const gain = current - (viaQ + this.neighbourBias(qId, q));
         if (gain > margin) options.push({ slice: s, target: qId, gain });
       }
     }
@@ -1979,16 +2198,22 @@ export class Engine {
       if (st.parent === null || st.isSliceSource || st.activeChildren === 0) continue;
       if (this.now - Math.max(st.lastDataAt, st.parentSince) < after || this.now - st.lastProbeSentAt < after)
         continue;
-      st.lastProbeSentAt = this.now;
-      const probe: ProbeMessage = {
-        type: MessageType.Probe,
-        slice: s,
-        probeId: this.random.nextU32(),
-        bloom: this.mask,
-        hops: 1,
-      };
-      for (const [child, entry] of st.children) if (entry.untilSeq === Infinity) this.send(child, probe);
+      this.sendProbe(s);
     }
+  }
+
+  /** A probe down our subtree on slice `s`: it comes back to us only round a loop (L3313–3317). */
+  private sendProbe(s: number): void {
+    const st = this.slice(s);
+    st.lastProbeSentAt = this.now;
+    const probe: ProbeMessage = {
+      type: MessageType.Probe,
+      slice: s,
+      probeId: this.random.nextU32(),
+      bloom: this.mask,
+      hops: 1,
+    };
+    for (const [child, entry] of st.children) if (entry.untilSeq === Infinity) this.send(child, probe);
   }
 
   // ───────────────────────────── quitting ─────────────────────────────

@@ -17,6 +17,8 @@ export class PeerState {
   readonly sliceOffsets: Float32Array;
   /** Per slice 128-bit received filter, 4 words each. */
   readonly sliceFilters: Uint32Array;
+  /** The host's transport to this peer goes through a relay (`linkRoute`); false until told. */
+  relayed = false;
   /** Smoothed round-trip time, NaN until measured. */
   rttMs = Number.NaN;
   /** The peer's last `sentAtMs`, echoed back in our next advert. */

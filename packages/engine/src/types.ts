@@ -46,6 +46,14 @@ export type Input =
       readonly seq: number;
       readonly payload: Uint8Array;
     }
+  /**
+   * How the host's transport to `peer` is routed: `relayed` when it goes through a relay (a TURN
+   * server), which costs the broadcaster bandwidth and adds a detour. Again whenever it changes. The
+   * engine prefers direct links for tree edges (`relayedLinkPenaltyMs`) but never refuses a relayed
+   * one. Kept until `peerUnreachable` for the peer (the link is gone) or the engine cuts it off;
+   * links never reported are direct. Members only; the true source ignores it.
+   */
+  | { readonly kind: 'linkRoute'; readonly peer: PeerId; readonly relayed: boolean }
   /** Bytes queued but unsent on the transport to `peer` (a data channel's bufferedAmount). */
   | { readonly kind: 'transportBacklog'; readonly peer: PeerId; readonly bytes: number }
   /**

@@ -142,6 +142,7 @@ describe('resolveConfig', () => {
       [{ walkTimeoutMs: 0 }, 'walkTimeoutMs'],
       [{ quitLingerMs: 70_000 }, 'quitLingerMs'],
       [{ latencySwitchMarginMs: -1 }, 'latencySwitchMarginMs'],
+      [{ relayedLinkPenaltyMs: -1 }, 'relayedLinkPenaltyMs'],
       [{ offsetSmoothing: 0 }, 'offsetSmoothing'],
       [{ offsetSmoothing: 1.1 }, 'offsetSmoothing'],
       [{ candidateSetSize: 0 }, 'candidateSetSize'],

@@ -1,0 +1,85 @@
+// `setLoad` on the member that roots every slice, in a live stream (one packet per slice per 2 s
+// segment). In a small swarm the first joiner becomes the slice source of all 16 slices; when its
+// host then measures a thin uplink (TL 7, ML 8: the lab's 0.5 Mbit/s home), the load phase alone
+// cannot bring it under ML — each rooted slice keeps a child that every other member receives
+// through — so it hands back the roots above ULT (shedRoots) and the true source roots them elsewhere.
+import { describe, expect, it } from 'vitest';
+import type { PeerId } from '@chunkycast/wire';
+import type { ProtocolConfig } from '../src/index.js';
+import { Network } from './harness.js';
+
+const SLICES = 16;
+/** sdk/src/session.ts LIVE_PROTOCOL (copied: the engine's tests may not import the SDK). */
+const LIVE_PROTOCOL: Partial<ProtocolConfig> = { receivingTimeoutMs: 5000, probeAfterSilenceMs: 4500 };
+const SEGMENT_MS = 2000;
+
+/** Members joining 500 ms apart with the given TLs, a live publisher: 16 packets every segment. */
+function liveSwarm(seed: number, targetLoads: number[]): { net: Network; ids: PeerId[] } {
+  const net = new Network({ seed, protocol: LIVE_PROTOCOL, latency: 20 });
+  const ids: PeerId[] = [];
+  targetLoads.forEach((tl, i) => {
+    ids.push(i + 1);
+    net.at(i * 500, () => net.join(i + 1, tl));
+  });
+  net.addSource();
+  net.at(100, () => {
+    net.start(0);
+  });
+  let index = 0;
+  const burst = (t: number): void => {
+    net.at(t, () => {
+      for (let k = 0; k < SLICES; k++) {
+        const payload = new Uint8Array(4);
+        new DataView(payload.buffer).setUint32(0, index++);
+        net.input(0, { kind: 'publish', payload });
+      }
+      burst(t + SEGMENT_MS);
+    });
+  };
+  burst(1000);
+  return { net, ids };
+}
+
+/** Packets each member received per slice in [fromMs, toMs). */
+function receivedPerSlice(net: Network, id: PeerId, fromMs: number, toMs: number): number[] {
+  const got = Array.from({ length: SLICES }, () => 0);
+  for (const d of net.log(id).deliveries)
+    if (d.time >= fromMs && d.time < toMs) got[d.slice] = (got[d.slice] ?? 0) + 1;
+  return got;
+}
+
+describe('setLoad on the root of every slice, live stream', () => {
+  for (const seed of [1, 2, 3]) {
+    it(`seed ${seed}: load falls under the new ML within 3 s, hands roots back, and nobody misses a slice`, () => {
+      const { net, ids } = liveSwarm(seed, [16, 16, 16, 16]);
+      net.runUntil(20_000);
+      const root = net.engine(1);
+      expect(root.sliceSourceOf().length).toBe(SLICES);
+      expect(root.currentLoad).toBeGreaterThan(8);
+
+      net.input(1, { kind: 'setLoad', targetLoadSlices: 7, maxLoadSlices: 8 });
+      const loads: number[] = [];
+      for (let k = 1; k <= 30; k++) net.at(20_000 + k * 1000, () => loads.push(root.currentLoad));
+      net.runUntil(50_000);
+
+      // Under ML from 3 s on, for good.
+      expect(
+        loads.slice(2).every((l) => l <= 8),
+        `loads ${loads.join(' ')}`,
+      ).toBe(true);
+      // Roots above ULT went back to the true source, which rooted them at other members.
+      expect(root.sliceSourceOf().length).toBeLessThan(SLICES);
+      const rooted = new Set<number>();
+      for (const id of ids) for (const s of net.engine(id).sliceSourceOf()) rooted.add(s);
+      expect(rooted.size).toBe(SLICES);
+      // From 10 s after the change, every member receives every segment's packet on every slice.
+      for (const id of ids) {
+        const got = receivedPerSlice(net, id, 30_000, 50_000);
+        expect(
+          got.every((n) => n >= 9),
+          `member ${id}: ${got.join(' ')}`,
+        ).toBe(true);
+      }
+    });
+  }
+});
