@@ -95,6 +95,25 @@ export const RAISE_AFTER_MS = 30_000;
 export const PROBE_WAIT_MAX_MS = 480_000;
 /** A raise: 25% more, at least one slice. */
 export const RAISE_FACTOR = 1.25;
+/**
+ * Payload bytes are counted this much larger on the wire: each SCTP packet of ~1.2 kB carries about
+ * 85 bytes of SCTP, DTLS, UDP and IP headers (7%). The upload cap counts them (the payer's meter
+ * does), and so does a slice's cost against the measured capacity (the transports' byte counts
+ * include them).
+ */
+export const WIRE_OVERHEAD = 1.07;
+/**
+ * A backlog that lasts this long while the load is within the ML set from the estimate means the
+ * estimate is too high. The transports' byte counts include retransmissions: at a bottleneck that
+ * drops (a modem's queue, the lab's tbf) they run above what the uplink delivers — a 0.5 Mbit/s lab
+ * uplink read 0.57 Mbit/s and stayed saturated at the loads that followed. Long enough for a
+ * segment's burst (2 s of media forwarded as it arrives) to drain at ML.
+ */
+export const BACKLOG_PERSIST_MS = 3000;
+/** Each such persistent backlog discounts the estimate, and every later measurement, by this factor. */
+export const BACKLOG_DISCOUNT = 0.85;
+/** The discount never goes below this: loss alone does not halve what an uplink carries. */
+export const MIN_LOSS_DISCOUNT = 0.5;
 /** The stream's bitrate is the mean of its last this many announced segments. */
 export const BITRATE_SEGMENTS = 8;
 
@@ -168,6 +187,12 @@ export class UplinkEstimator {
   private recentMs = 0;
   /** The previous transport reading; once there is one, measurements come from transport readings only. */
   private transport: { atMs: number; sentBytes: number } | null = null;
+  /**
+   * What measurements are multiplied by: 1 until a backlog persists at loads set from the estimate
+   * (UploadCapacity, BACKLOG_PERSIST_MS); then the share of the wire's bytes the uplink delivers.
+   * Kept for the estimator's life: it describes the bottleneck, not a moment of it.
+   */
+  lossDiscount = 1;
 
   /** In a backlogged run past its warm-up: the uplink is behind now. */
   behindAt(nowMs: number): boolean {
@@ -193,7 +218,7 @@ export class UplinkEstimator {
     if (prev !== null && atMs <= prev.atMs) return null; // no new reading
     this.transport = { atMs, sentBytes };
     if (prev === null || sentBytes < prev.sentBytes) return null; // first, or a new host's counters
-    const kbps = ((sentBytes - prev.sentBytes) * 8) / (atMs - prev.atMs);
+    const kbps = (((sentBytes - prev.sentBytes) * 8) / (atMs - prev.atMs)) * this.lossDiscount;
     const run = this.runStartMs;
     if (run !== null && run + RUN_WARMUP_MS <= prev.atMs && this.behindAt(nowMs)) {
       this.capacityKbps = kbps;
@@ -242,7 +267,7 @@ export class UplinkEstimator {
       this.windowBytes += drained;
       this.windowMs += dtMs;
       if (this.windowMs < MEASURE_WINDOW_MS) return null;
-      const kbps = (this.windowBytes * 8) / this.windowMs;
+      const kbps = ((this.windowBytes * 8) / this.windowMs) * this.lossDiscount;
       this.windowBytes = 0;
       this.windowMs = 0;
       this.capacityKbps = kbps;
@@ -251,6 +276,16 @@ export class UplinkEstimator {
     }
     this.endRun();
     return null;
+  }
+
+  /**
+   * The uplink stayed behind at loads set from the estimate: it delivers less than the wire counts
+   * say. Lowers the estimate and every later measurement by `factor` (not below MIN_LOSS_DISCOUNT).
+   */
+  discount(factor: number): void {
+    const next = Math.max(MIN_LOSS_DISCOUNT, this.lossDiscount * factor);
+    if (this.capacityKbps !== null) this.capacityKbps *= next / this.lossDiscount;
+    this.lossDiscount = next;
   }
 
   /** Raise the estimate to at least `kbps` (the controller's probe upward). */
@@ -307,6 +342,8 @@ export class UploadCapacity {
   private probeWaitMs = RAISE_AFTER_MS;
   private lastProbeAtMs = -Infinity;
   private lastProbeFailed = false;
+  /** Since when the uplink has been behind without a break, and its unsent bytes then; or null. */
+  private behindSince: { atMs: number; unsentBytes: number } | null = null;
 
   constructor(private readonly options: UploadCapacityOptions) {
     this.current = options.declared;
@@ -346,8 +383,12 @@ export class UploadCapacity {
   /** One sample of the links; returns new loads to give the engine, or null. */
   update(nowMs: number, sample: UplinkSample, context: UploadContext): LoadChange | null {
     const measured = this.options.mode === 'measured';
-    if (measured) this.estimator.sample(nowMs, sample);
-    const slice = context.sliceKbps;
+    if (measured) {
+      this.estimator.sample(nowMs, sample);
+      this.discountPersistentBacklog(nowMs, context.load, sample);
+    }
+    // A slice costs its payload plus the headers on the wire, where the capacity is measured.
+    const slice = context.sliceKbps === null ? null : context.sliceKbps * WIRE_OVERHEAD;
     if (slice === null || !(slice > 0)) return null;
     if (measured) this.probeUpward(nowMs, slice, context.load);
     const capacity = this.capacityKbps;
@@ -386,6 +427,36 @@ export class UploadCapacity {
   }
 
   /**
+   * A backlog that outlasts BACKLOG_PERSIST_MS without shrinking, with the loads in force that long
+   * and the load within their ML, discounts the estimate (BACKLOG_DISCOUNT): the uplink delivers
+   * less than was measured. A backlog that shrinks is the one from before a decrease draining (the
+   * loads fit), and is given another BACKLOG_PERSIST_MS. After a discount it waits as long again,
+   * so the loads that follow have their chance.
+   */
+  private discountPersistentBacklog(nowMs: number, load: number, sample: UplinkSample): void {
+    // Only time behind at the loads in force, with the load within their ML, counts.
+    if (
+      !this.estimator.behindAt(nowMs) ||
+      load > this.current.maxLoad ||
+      this.estimator.capacityKbps === null
+    ) {
+      this.behindSince = null;
+      return;
+    }
+    const unsentBytes = sample.channelBufferedBytes + sample.queuedBytes;
+    const since = this.behindSince;
+    if (since === null || since.atMs < this.lastChangeAtMs) {
+      this.behindSince = { atMs: nowMs, unsentBytes };
+      return;
+    }
+    if (nowMs - since.atMs < BACKLOG_PERSIST_MS) return;
+    this.behindSince = { atMs: nowMs, unsentBytes };
+    // Any shrinking is the backlog of before a decrease draining at a load that fits (at ML, by only
+    // a tenth of the uplink): only one that held or grew is evidence.
+    if (unsentBytes >= since.unsentBytes) this.estimator.discount(BACKLOG_DISCOUNT);
+  }
+
+  /**
    * The slow way up (RAISE_AFTER_MS): no backlog for the probe wait while forwarding at least TL (we
    * used what we had and the uplink kept up) raises the estimate by RAISE_FACTOR, at least a slice.
    * A receive-only viewer has nothing to forward: it probes one slice on the same schedule.
@@ -414,11 +485,6 @@ export class UploadCapacity {
   }
 }
 
-/**
- * Payload bytes are counted this much larger against the upload cap: each SCTP packet of ~1.2 kB
- * carries about 85 bytes of SCTP, DTLS, UDP and IP headers (7%), which the payer's meter counts too.
- */
-export const WIRE_OVERHEAD = 1.07;
 /** The bucket holds at most this much time of the cap: a short burst, not a second's worth. */
 export const UPLOAD_BURST_MS = 100;
 

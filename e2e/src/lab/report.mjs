@@ -127,6 +127,7 @@ router (or on the public segment ${result.network.publicSegment}); uplinks and d
 | figure | value |
 |---|---|
 | mesh share (Σ mesh bytes ÷ Σ media bytes, viewers) | ${pct(result.meshShare)} |
+| … over the second half of the window | ${pct(result.meshShareSecondHalf)} |
 | stream copies from the origin (true source's ingest included) | ${num(result.streamCopiesFromOrigin)} |
 | … of which to viewers | ${num(result.streamCopiesFromOriginToViewers)} |
 | stalls (total time) | ${result.stalls} (${ms(result.stallMs)}) |

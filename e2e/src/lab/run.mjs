@@ -223,10 +223,43 @@ export function uplinkFigures(readings, capKbps) {
   return { peakKbps, longestSaturatedMs };
 }
 
+/** Σ mesh ÷ Σ media bytes received by all viewers between the middle and the end of the window. */
+function secondHalfMeshShare(pageSeries) {
+  let mesh = 0;
+  let media = 0;
+  for (const series of pageSeries) {
+    const withStats = series.filter((x) => x.stats);
+    const mid = withStats[Math.floor(withStats.length / 2)];
+    const end = withStats[withStats.length - 1];
+    if (mid === undefined || end === undefined || mid === end) continue;
+    const m = (end.stats.bytesFromMesh ?? 0) - (mid.stats.bytesFromMesh ?? 0);
+    const o = (end.stats.bytesFromOrigin ?? 0) - (mid.stats.bytesFromOrigin ?? 0);
+    mesh += m;
+    media += m + o;
+  }
+  return media > 0 ? mesh / media : null;
+}
+
+/** One viewer's loads at one sample: TL/ML, measured capacity, slices it roots, children. */
+function loadPoint(snap, windowStart) {
+  const st = snap.stats;
+  const slices = st.slices ?? [];
+  return {
+    atS: typeof snap.now === 'number' ? Math.round((snap.now - windowStart) / 100) / 10 : null,
+    load: st.load ?? null,
+    targetLoad: st.targetLoad ?? null,
+    maxLoad: st.maxLoad ?? null,
+    capacityKbps: st.uploadCapacityKbps ?? null,
+    slicesRooted: slices.filter((sl) => sl.parent !== null && sl.parent === st.sourceId).length,
+    children: slices.reduce((n, sl) => n + (sl.children?.length ?? 0), 0),
+    meshShare: st.meshShare ?? null,
+  };
+}
+
 const ROUTE_ORDER = ['relay', 'prflx', 'srflx', 'host'];
 
 function summarise(run) {
-  const { scenario, lab, pageSeries, uplink, origin, produced } = run;
+  const { scenario, lab, pageSeries, uplink, origin, produced, windowStart } = run;
   const last = pageSeries.map((s) => s[s.length - 1] ?? {});
   const idToName = new Map();
   let sourceId = null;
@@ -290,6 +323,11 @@ function summarise(run) {
       liveDelayMsP50: percentile(delays, 50),
       liveDelayMsP95: percentile(delays, 95),
       links,
+      // How the loads and the tree roles moved (every 4 s): where a viewer's upload went.
+      timeline: series
+        .filter((_, k) => k % 2 === 0)
+        .filter((s) => s.stats)
+        .map((s) => loadPoint(s, windowStart)),
       errors: snap.errors ?? [],
     };
   });
@@ -329,6 +367,9 @@ function summarise(run) {
     },
     trackerHealth: run.health,
     meshShare: mesh + fromOrigin === 0 ? 0 : mesh / (mesh + fromOrigin),
+    // The same over the second half of the window only: the swarm past its first minute's warm-up
+    // (trees built, uplinks measured), which the whole-window figure averages in.
+    meshShareSecondHalf: secondHalfMeshShare(pageSeries),
     bytesFromMesh: mesh,
     bytesFromOrigin: fromOrigin,
     originMediaBytes: origin.mediaBytes ?? null,
