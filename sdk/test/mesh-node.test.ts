@@ -221,10 +221,13 @@ describe('a misbehaving peer', () => {
   it('is cut off after three undecodable messages and cannot dial again', async () => {
     const { default: SimplePeer } = await import('@thaunknown/simple-peer/lite.js');
     const LIAR = 99;
+    // Without trickle the offer carries what was gathered when it goes: wait for gathering to
+    // complete (a 200 ms cap sent offers without candidates when the machine was busy, and the
+    // test hung waiting for a connection that could not be made).
     let liar = new SimplePeer({
       initiator: true,
       trickle: false,
-      iceCompleteTimeout: 200,
+      iceCompleteTimeout: 5000,
       config: LOOPBACK_RTC,
     });
     const node = new MeshNode({
@@ -250,28 +253,38 @@ describe('a misbehaving peer', () => {
       });
     };
     dial();
-    await new Promise<void>((resolve) => liar.on('connect', resolve));
+    let connected = false;
+    liar.on('connect', () => {
+      connected = true;
+    });
+    await until(() => connected, 15_000, 'the liar to connect');
     // node-datachannel reports the far end closing as an error ("User-Initiated Abort").
-    const closed = new Promise<void>((resolve) => {
-      liar.on('close', resolve);
-      liar.on('error', () => {
-        resolve();
-      });
+    let closed = false;
+    liar.on('close', () => {
+      closed = true;
+    });
+    liar.on('error', () => {
+      closed = true;
     });
     for (let i = 0; i < 3; i++) liar.send(new Uint8Array([0xff, 0xee, i]));
     await until(() => node.counters.peersCutOff === 1, 10_000, 'the liar to be cut off');
     expect(node.counters.badMessages).toBe(3);
-    await closed;
+    await until(() => closed, 10_000, 'the liar to see its link closed');
     expect(node.openPeers).toBe(0);
     // A new offer from the same peer is ignored: no connection is made for it.
-    liar = new SimplePeer({ initiator: true, trickle: false, iceCompleteTimeout: 200, config: LOOPBACK_RTC });
+    liar = new SimplePeer({
+      initiator: true,
+      trickle: false,
+      iceCompleteTimeout: 5000,
+      config: LOOPBACK_RTC,
+    });
     liar.on('error', () => undefined);
     dial();
     await new Promise((r) => setTimeout(r, 1500));
     expect(liar.connected).toBe(false);
     expect(node.openPeers).toBe(0);
     liar.destroy();
-  }, 30_000);
+  }, 45_000);
 });
 
 describe('a member that corrupts what it forwards', () => {
