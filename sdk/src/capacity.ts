@@ -55,6 +55,8 @@ export const BUSY_LINK_BYTES = 4 * 1024;
  * than the wire carries it, which would inflate the drain rate.
  */
 export const RUN_WARMUP_MS = 500;
+/** Outside backlogs the wire's rate is a lower bound on the capacity, taken over this long a window. */
+export const LOWER_BOUND_WINDOW_MS = 3000;
 /** A measurement is the drain over this much backlogged time: a few SCTP round trips and packets. */
 export const MEASURE_WINDOW_MS = 1000;
 /** How often the session samples its links: short enough that a 1 s window holds ten samples. */
@@ -187,6 +189,8 @@ export class UplinkEstimator {
   private recentMs = 0;
   /** The previous transport reading; once there is one, measurements come from transport readings only. */
   private transport: { atMs: number; sentBytes: number } | null = null;
+  /** Recent transport readings, oldest first, for the lower bound over LOWER_BOUND_WINDOW_MS. */
+  private transportHistory: { atMs: number; sentBytes: number }[] = [];
   /**
    * What measurements are multiplied by: 1 until a backlog persists at loads set from the estimate
    * (UploadCapacity, BACKLOG_PERSIST_MS); then the share of the wire's bytes the uplink delivers.
@@ -203,6 +207,7 @@ export class UplinkEstimator {
   resetBaseline(): void {
     this.prev = null;
     this.transport = null;
+    this.transportHistory = [];
     this.endRun();
     this.recentBytes = 0;
     this.recentMs = 0;
@@ -217,7 +222,10 @@ export class UplinkEstimator {
     const prev = this.transport;
     if (prev !== null && atMs <= prev.atMs) return null; // no new reading
     this.transport = { atMs, sentBytes };
-    if (prev === null || sentBytes < prev.sentBytes) return null; // first, or a new host's counters
+    if (prev === null || sentBytes < prev.sentBytes) {
+      this.transportHistory = [{ atMs, sentBytes }];
+      return null; // first, or a new host's counters
+    }
     const kbps = (((sentBytes - prev.sentBytes) * 8) / (atMs - prev.atMs)) * this.lossDiscount;
     const run = this.runStartMs;
     if (run !== null && run + RUN_WARMUP_MS <= prev.atMs && this.behindAt(nowMs)) {
@@ -225,7 +233,24 @@ export class UplinkEstimator {
       this.measurements++;
       return kbps;
     }
-    if (this.capacityKbps !== null && kbps > this.capacityKbps) this.capacityKbps = kbps;
+    // Outside a backlog the rate is a lower bound, over a longer window: a 1 s reading catches the
+    // fill of queues below us (a shaper's 200 ms) and the jitter of when the stats were read, and
+    // raised a 2 Mbit/s lab uplink's estimate to 2.8.
+    this.transportHistory.push({ atMs, sentBytes });
+    while (
+      this.transportHistory.length > 1 &&
+      atMs - (this.transportHistory[1]?.atMs ?? atMs) >= LOWER_BOUND_WINDOW_MS
+    )
+      this.transportHistory.shift();
+    const oldest = this.transportHistory[0];
+    if (
+      oldest !== undefined &&
+      atMs - oldest.atMs >= LOWER_BOUND_WINDOW_MS &&
+      sentBytes >= oldest.sentBytes
+    ) {
+      const floorKbps = (((sentBytes - oldest.sentBytes) * 8) / (atMs - oldest.atMs)) * this.lossDiscount;
+      if (this.capacityKbps !== null && floorKbps > this.capacityKbps) this.capacityKbps = floorKbps;
+    }
     return null;
   }
 

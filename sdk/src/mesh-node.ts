@@ -65,8 +65,28 @@ export const DIAL_BACKOFF_MS = 30_000;
 export const LINK_STATS_INTERVAL_MS = 1000;
 /** Failed peers remembered at most (older entries are pruned first; each lapses after DIAL_BACKOFF_MS). */
 const MAX_BACKOFF_ENTRIES = 1024;
-/** Above this many bytes in the data channel's own buffer we queue in the host (backpressure). */
+/**
+ * Above this many bytes in the data channel's own buffer we queue in the host (backpressure): the
+ * ceiling, and the mark while the uplink's capacity is unknown (it never fell behind).
+ */
 export const CHANNEL_HIGH_WATER_BYTES = 1024 * 1024;
+/**
+ * Once the uplink's capacity is measured, a link's channel holds at most this long of its share of
+ * it (and at least MIN_CHANNEL_HIGH_WATER_BYTES). What sits in a channel's buffer cannot be dropped
+ * or passed, and control shares the channel with data: with 1 MiB per link, a 0.5 Mbit/s uplink
+ * shared by eight links held over a minute of backlog per link, and the load phase's instructions
+ * to move away waited behind it (the lab's thin first viewer took 40 s to shed its children).
+ */
+export const CHANNEL_BUFFER_MS = 300;
+/** The smallest high-water mark: a whole media packet (the wire's limit is 16 KiB) may wait. */
+export const MIN_CHANNEL_HIGH_WATER_BYTES = 16 * 1024;
+/**
+ * Data that waited this long in the host's queue is dropped when its turn comes (counted in
+ * `droppedStale`): a packet this late reaches our children's players after they have asked a
+ * neighbour or the origin for it, and sending it anyway only delays what is behind it (control
+ * too). Control is never dropped.
+ */
+export const MAX_DATA_QUEUE_AGE_MS = 2000;
 /**
  * Host queue bound per peer: ~30 s of a 1 Mbit/s stream. A peer that falls this far behind cannot
  * play what we send; its data messages are dropped (counted) while control messages still queue,
@@ -175,6 +195,8 @@ export interface MeshNodeCounters {
   messagesReceived: number;
   /** Data messages dropped because a peer's queue was full. */
   droppedForBackpressure: number;
+  /** Data messages dropped from the host's queue after MAX_DATA_QUEUE_AGE_MS there. */
+  droppedStale: number;
   badMessages: number;
   /** Data packets that failed their announced hash (dropped, never forwarded). */
   forgedPackets: number;
@@ -224,6 +246,8 @@ function corrupted(payload: Uint8Array): Uint8Array {
 
 interface QueuedMessage {
   readonly bytes: Uint8Array;
+  /** When it was queued (the node's clock). */
+  readonly queuedAtMs: number;
   /** Data may be dropped when the queue is full; control never is. */
   readonly isData: boolean;
   /** Announcements go ahead of everything queued but earlier announcements (see `enqueue`). */
@@ -283,6 +307,7 @@ export class MeshNode {
     messagesSent: 0,
     messagesReceived: 0,
     droppedForBackpressure: 0,
+    droppedStale: 0,
     badMessages: 0,
     forgedPackets: 0,
     forgedAnnouncements: 0,
@@ -320,6 +345,8 @@ export class MeshNode {
   private readonly dropFraction: number;
   /** The upload cap (null: none). */
   private readonly uploadBucket: UploadBucket | null;
+  /** The channel buffer's high-water mark now (setUplinkCapacity). */
+  private channelHighWaterBytes = CHANNEL_HIGH_WATER_BYTES;
   /** Wire bytes the transports of links now gone had sent, as last read (uplinkSample's total). */
   private goneTransportSentBytes = 0;
   /** Σ wire bytes sent by all transports at the last complete stats read, and when (node clock). */
@@ -757,7 +784,7 @@ export class MeshNode {
     if (
       link.open &&
       link.queue.length === 0 &&
-      link.peer.bufferSize < CHANNEL_HIGH_WATER_BYTES &&
+      link.peer.bufferSize < this.channelHighWaterBytes &&
       (!isData || this.uploadAllowed())
     ) {
       this.transmit(to, link, bytes);
@@ -767,7 +794,7 @@ export class MeshNode {
       this.counters.droppedForBackpressure++;
       return false;
     }
-    const item: QueuedMessage = { bytes, isData, ahead };
+    const item: QueuedMessage = { bytes, isData, ahead, queuedAtMs: this.now() };
     if (ahead) {
       let at = 0;
       while (at < link.queue.length && link.queue[at]?.ahead === true) at++;
@@ -830,7 +857,8 @@ export class MeshNode {
   }
 
   private flush(peerId: PeerId, link: Link): void {
-    while (link.open && link.queue.length > 0 && link.peer.bufferSize < CHANNEL_HIGH_WATER_BYTES) {
+    this.dropStaleData(link);
+    while (link.open && link.queue.length > 0 && link.peer.bufferSize < this.channelHighWaterBytes) {
       // The queue keeps its order (hand-offs rely on it): data at its head waits for the cap, and
       // so does what follows it.
       if (link.queue[0]?.isData === true && !this.uploadAllowed()) break;
@@ -839,6 +867,39 @@ export class MeshNode {
       link.queuedBytes -= item.bytes.length;
       this.transmit(peerId, link, item.bytes);
     }
+  }
+
+  /** Drops the data that waited MAX_DATA_QUEUE_AGE_MS in the link's queue (the head is the oldest). */
+  private dropStaleData(link: Link): void {
+    const head = link.queue[0];
+    const cutoff = this.now() - MAX_DATA_QUEUE_AGE_MS;
+    if (head === undefined || head.queuedAtMs > cutoff) return;
+    link.queue = link.queue.filter((item) => {
+      if (!item.isData || item.queuedAtMs > cutoff) return true;
+      link.queuedBytes -= item.bytes.length;
+      this.counters.droppedStale++;
+      return false;
+    });
+  }
+
+  /**
+   * The uplink's measured capacity (null: unknown): each link's channel then holds at most
+   * CHANNEL_BUFFER_MS of its share of it, the rest waiting in the host's queue.
+   */
+  setUplinkCapacity(kbps: number | null): void {
+    if (kbps === null || !(kbps > 0)) {
+      this.channelHighWaterBytes = CHANNEL_HIGH_WATER_BYTES;
+      return;
+    }
+    let busy = 0;
+    for (const link of this.links.values()) if (link.open && link.writtenBytes > 0) busy++;
+    const share = (kbps * 1000) / 8 / Math.max(1, busy);
+    this.channelHighWaterBytes = Math.round(
+      Math.min(
+        CHANNEL_HIGH_WATER_BYTES,
+        Math.max(MIN_CHANNEL_HIGH_WATER_BYTES, (share * CHANNEL_BUFFER_MS) / 1000),
+      ),
+    );
   }
 
   private createLink(

@@ -433,6 +433,7 @@ export class MeshSession extends EventTarget implements SegmentProvider {
       sliceKbps: this.sliceKbps(node),
       load: node.engine.currentLoad,
     });
+    node.setUplinkCapacity(this.capacity.capacityKbps);
     if (change === null) return;
     this.log('info', 'upload capacity: new loads', {
       targetLoad: change.targetLoad,

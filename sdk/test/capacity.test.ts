@@ -458,6 +458,31 @@ describe('UplinkEstimator with the transports’ wire counts', () => {
     expect(est.capacityKbps).toBeCloseTo(500, 0);
   });
 
+  it('outside a backlog, raises the estimate by what 3 s of the wire show, not by one jittery second', () => {
+    const est = new UplinkEstimator();
+    run(est, 6, 500, 500);
+    expect(est.capacityKbps).toBeCloseTo(500, 0);
+    // Then no backlog: readings once a second whose rates swing 700, 300, 500 kbit/s (a shaper's
+    // queue filling, stats read late), 500 on average.
+    let sent = (500 * 6100) / 8; // where run() left the wire count (its last reading, at 6 s)
+    const rates = [700, 300, 500, 700, 300, 500, 700, 300, 500];
+    for (let k = 0; k < rates.length; k++) {
+      sent += ((rates[k] ?? 0) * 1000) / 8;
+      const t = 7000 + k * 1000;
+      est.sample(t, {
+        writtenBytes: 1e7 + t,
+        channelBufferedBytes: 0,
+        queuedBytes: 0,
+        busyLinks: 4,
+        backloggedLinks: 0,
+        transportSentBytes: sent,
+        transportReadAtMs: t,
+      });
+    }
+    // A 1 s window would have read 700; over 3 s a one-second spike counts a third (≤ 567).
+    expect(est.capacityKbps).toBeLessThanOrEqual(570);
+  });
+
   it('needs a reading that began after the warm-up of the backlog', () => {
     const est = new UplinkEstimator();
     // Readings at 0 s and 1 s: the run began at 0 s, so 0 → 1 s still holds its warm-up.

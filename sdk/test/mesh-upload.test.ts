@@ -148,6 +148,47 @@ describe('max-upload-kbps in MeshNode', () => {
     }
   }, 60_000);
 
+  it('with its capacity measured, a backlogged forwarder keeps its channel short and drops data that waited 2 s', async () => {
+    const CAP_KBPS = 300;
+    const { source, forwarder, received } = trio(CAP_KBPS);
+    await until(
+      () => source.engine.currentSliceSources().every((s) => s === FORWARDER),
+      20_000,
+      'the forwarder to root every slice',
+    );
+    // What the session does once its estimator has measured the uplink.
+    forwarder.setUplinkCapacity(CAP_KBPS);
+    let published = 0;
+    const publisher = setInterval(() => {
+      for (let i = 0; i < 16; i++) source.publish(new Uint8Array(2000).fill(published++ % 251));
+    }, 250);
+    const samples: UplinkSample[] = [];
+    const sampler = setInterval(() => samples.push(forwarder.uplinkSample()), 100);
+    try {
+      await until(() => received.size > 0, 20_000, 'the receive-only member to receive');
+      await new Promise((resolve) => setTimeout(resolve, 6000));
+      const before = received.size;
+      await new Promise((resolve) => setTimeout(resolve, 1000));
+      // Still delivering: what is sent is recent data, not a growing backlog.
+      expect(received.size).toBeGreaterThan(before);
+    } finally {
+      clearInterval(publisher);
+      clearInterval(sampler);
+    }
+    const late = samples.slice(-20);
+    console.info(
+      `measured 300 kbit/s, 1024 offered: dropped stale ${forwarder.counters.droppedStale}, ` +
+        `channel ≤ ${Math.max(...late.map((s) => s.channelBufferedBytes))} B, queue ≤ ${Math.max(...late.map((s) => s.queuedBytes))} B`,
+    );
+    expect(forwarder.counters.droppedStale).toBeGreaterThan(0);
+    // The channel holds 300 ms of the uplink (11 kB: the 16 KiB floor) plus one message; the host
+    // queue at most 2 s of what is offered (256 kB) plus one round of the publisher.
+    for (const s of late) {
+      expect(s.channelBufferedBytes).toBeLessThanOrEqual(16 * 1024 + 2100);
+      expect(s.queuedBytes).toBeLessThanOrEqual(((1024 * 2250) / 8) * 1.1);
+    }
+  }, 60_000);
+
   it('refuses a cap that is not a number ≥ 0', () => {
     for (const bad of [-1, Number.NaN, Number.POSITIVE_INFINITY])
       expect(
