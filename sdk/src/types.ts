@@ -19,7 +19,7 @@ export interface MeshSessionOptions {
    */
   readonly maxLoad?: number;
   /**
-   * `measured` (default): TL and ML follow what the uplink is measured to carry (75% and 90% of
+   * `measured` (default): TL and ML follow what the uplink is measured to carry (65% and 80% of
    * it, in slices), within `targetLoad` and `maxLoad`; an uplink that cannot carry one slice makes
    * the viewer receive-only. `fixed`: `targetLoad` and `maxLoad` as given (the earlier behaviour).
    */

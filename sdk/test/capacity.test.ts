@@ -131,14 +131,14 @@ describe('UplinkEstimator', () => {
 });
 
 describe('loadsForCapacity and streamKbps', () => {
-  it('TL = ⌊0.75·C/S⌋, ML = ⌊0.9·C/S⌋, within the declared bounds; below one slice, receive-only', () => {
-    expect(loadsForCapacity(1000, SLICE_KBPS, DECLARED)).toEqual({ targetLoad: 12, maxLoad: 14 });
+  it('TL = ⌊0.65·C/S⌋, ML = ⌊0.8·C/S⌋, within the declared bounds; below one slice, receive-only', () => {
+    expect(loadsForCapacity(1000, SLICE_KBPS, DECLARED)).toEqual({ targetLoad: 10, maxLoad: 12 });
     expect(loadsForCapacity(100_000, SLICE_KBPS, DECLARED)).toEqual(DECLARED);
     expect(loadsForCapacity(100_000, SLICE_KBPS, { targetLoad: 4, maxLoad: 4 })).toEqual({
       targetLoad: 4,
       maxLoad: 4,
     });
-    // 1.2 slices: 0.9 slices of TL — receive-only, not TL 0 with ML 1.
+    // 1.2 slices: 0.78 slices of TL — receive-only, not TL 0 with ML 0.
     expect(loadsForCapacity(75, SLICE_KBPS, DECLARED)).toEqual({ targetLoad: 0, maxLoad: 0 });
     expect(loadsForCapacity(0, SLICE_KBPS, DECLARED)).toEqual({ targetLoad: 0, maxLoad: 0 });
     expect(() => loadsForCapacity(1000, 0, DECLARED)).toThrow(RangeError);
@@ -202,7 +202,7 @@ describe('UploadCapacity', () => {
     expect(v.capacity.source).toBe('measured');
   });
 
-  it('an uplink that cannot carry the declared load sheds to 75% of it at once', () => {
+  it('an uplink that cannot carry the declared load sheds to 65% of it at once', () => {
     // 16 slices = 1000 kbps offered into 600 kbps.
     const v = new Viewer(600);
     v.run(3000);
@@ -213,8 +213,8 @@ describe('UploadCapacity', () => {
     expect(change.atMs).toBeLessThanOrEqual(3000);
     expect(change.capacityKbps).toBeCloseTo(600, -1);
     // A slice costs 62.5 kbps plus 7% of headers on the wire (66.9): 600 kbps = 8.97 of them,
-    // TL ⌊6.73⌋ = 6, ML ⌊8.07⌋ = 8.
-    expect([change.targetLoad, change.maxLoad]).toEqual([6, 8]);
+    // TL ⌊5.83⌋ = 5, ML ⌊7.17⌋ = 7.
+    expect([change.targetLoad, change.maxLoad]).toEqual([5, 7]);
     expect(change.reason).toBe('measured');
     expect(v.capacity.source).toBe('measured');
   });
@@ -229,14 +229,15 @@ describe('UploadCapacity', () => {
     const first = v.changes[0];
     expect(first).toBeDefined();
     expect(first!.atMs - dropAt).toBeLessThanOrEqual(2500);
-    // 400 kbps = 6.4 slices: TL 4, ML 5, and the load (16) is above that ML: applied at once.
-    expect([first!.targetLoad, first!.maxLoad]).toEqual([4, 5]);
+    // 400 kbps = 5.98 slices with the headers: TL 3, ML 4, and the load (16) is above that ML:
+    // applied at once.
+    expect([first!.targetLoad, first!.maxLoad]).toEqual([3, 4]);
   });
 
   it('grows back slowly once the uplink recovers: one step per RAISE_AFTER_MS at most', () => {
     const v = new Viewer(600);
-    v.run(20_000); // the backlog of the first seconds drains at TL 6
-    expect(v.capacity.loads.targetLoad).toBe(6);
+    v.run(20_000); // the backlog of the first seconds drains at TL 5
+    expect(v.capacity.loads.targetLoad).toBe(5);
     // Its backlog came from a load above ML (16): no discount of the estimate.
     expect(v.capacity.estimator.lossDiscount).toBe(1);
     v.up.capacityKbps = 50_000;
@@ -262,7 +263,7 @@ describe('UploadCapacity', () => {
     const v = new Viewer(600);
     v.run(20_000);
     v.up.capacityKbps = 50_000;
-    v.load = 3; // the swarm does not need us at TL 6
+    v.load = 3; // the swarm does not need us at TL 5
     const before = v.changes.length;
     for (let t = 0; t < 4 * RAISE_AFTER_MS; t += SAMPLE_INTERVAL_MS) {
       const sample = v.up.step(SAMPLE_INTERVAL_MS, v.load * SLICE_KBPS);
@@ -278,7 +279,7 @@ describe('UploadCapacity', () => {
       v.run(30_000);
       // The first sample with a known stream bitrate applies the cap's loads.
       expect(v.changes[0]?.atMs).toBe(0);
-      expect(v.capacity.loads).toEqual({ targetLoad: 6, maxLoad: 8 });
+      expect(v.capacity.loads).toEqual({ targetLoad: 5, maxLoad: 7 });
       expect(v.capacity.capacityKbps).toBe(600);
       expect(v.capacity.source).toBe('capped');
       expect(v.changes.every((c) => c.reason === 'capped')).toBe(true);
@@ -288,7 +289,7 @@ describe('UploadCapacity', () => {
     low.run(5000);
     expect(low.capacity.source).toBe('measured');
     expect(low.capacity.capacityKbps).toBeCloseTo(300, -1);
-    expect(low.capacity.loads.targetLoad).toBe(3);
+    expect(low.capacity.loads.targetLoad).toBe(2);
   });
 
   it('fixed without a cap never changes the loads, whatever the uplink does', () => {
@@ -366,7 +367,7 @@ describe('UploadCapacity', () => {
     const v = new Viewer(668);
     v.run(4000);
     const settled = v.capacity.loads;
-    // ±4% around 668 kbps (TL 7 needs 624, TL 8 needs 713 with the headers), changing every few seconds.
+    // ±4% around 668 kbps (TL 6 needs 617, TL 7 needs 720 with the headers), changing every few seconds.
     for (let k = 0; k < 20; k++) {
       v.up.capacityKbps = k % 2 === 0 ? 695 : 641;
       v.run(3000);

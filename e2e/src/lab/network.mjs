@@ -251,26 +251,33 @@ export function destroyLab(lab) {
 }
 
 /**
- * Bytes each home has sent on its uplink (its eth0's tx counter), all homes at once: one `ip`
- * call per home, in parallel (asynchronously, so sampling does not stall the harness). Each value
- * is `{ bytes, atMs }`, stamped when its answer came (the calls take tens of ms under load, which
- * is enough to distort a 1 s rate if one time stood for all), or null if the read failed.
+ * Bytes each home has sent on its uplink (its eth0's tx counter), all homes at once: one process
+ * per home, in parallel (asynchronously, so sampling does not stall the harness). Each value is
+ * `{ bytes, atMs }`, with `atMs` read by the same process a moment before the counter (`date`, then
+ * the counter from sysfs): a time taken when the answer reaches us is late by however long the
+ * process took to start and report, which on this busy 2-core machine varied by hundreds of ms and
+ * made 1 s rates of a 0.5 Mbit/s tbf-shaped uplink read up to 168% of its cap. Null if the read failed.
  */
 export async function readUplinkBytes(lab) {
   const { execFile } = await import('node:child_process');
   const readOne = (home) =>
     new Promise((resolve) => {
-      execFile('ip', ['-n', home.namespace, '-s', '-j', 'link', 'show', 'dev', 'eth0'], (error, stdout) => {
-        const atMs = Date.now();
-        if (error) return resolve(null);
-        try {
-          const [link] = JSON.parse(stdout);
-          const bytes = Number(link?.stats64?.tx?.bytes ?? link?.stats?.tx?.bytes ?? NaN);
-          resolve(Number.isFinite(bytes) ? { bytes, atMs } : null);
-        } catch {
-          resolve(null);
-        }
-      });
+      execFile(
+        'ip',
+        [
+          'netns',
+          'exec',
+          home.namespace,
+          'sh',
+          '-c',
+          'date +%s%N; cat /sys/class/net/eth0/statistics/tx_bytes',
+        ],
+        (error, stdout) => {
+          if (error) return resolve(null);
+          const [ns, bytes] = String(stdout).trim().split(/\s+/).map(Number);
+          resolve(Number.isFinite(ns) && Number.isFinite(bytes) ? { bytes, atMs: ns / 1e6 } : null);
+        },
+      );
     });
   return Promise.all(lab.homes.map(readOne));
 }
