@@ -192,6 +192,8 @@ export class UplinkEstimator {
   private recentMs = 0;
   /** The previous transport reading; once there is one, measurements come from transport readings only. */
   private transport: { atMs: number; sentBytes: number } | null = null;
+  /** When a sample last found the links behind (the wire's rate is then no lower bound). */
+  private lastBehindAtMs = -Infinity;
   /** Recent transport readings, oldest first, for the lower bound over LOWER_BOUND_WINDOW_MS. */
   private transportHistory: { atMs: number; sentBytes: number }[] = [];
   /**
@@ -248,6 +250,9 @@ export class UplinkEstimator {
     const oldest = this.transportHistory[0];
     if (
       oldest !== undefined &&
+      // Only over a window the links kept up through: behind a dropping bottleneck the wire's count
+      // includes what was dropped and resent (a 0.5 Mbit/s lab uplink read 0.61 over 3 s of bursts).
+      oldest.atMs > this.lastBehindAtMs &&
       atMs - oldest.atMs >= LOWER_BOUND_WINDOW_MS &&
       sentBytes >= oldest.sentBytes
     ) {
@@ -268,6 +273,7 @@ export class UplinkEstimator {
     if (prev === null || restarted) return null;
     if (sample.transportSentBytes !== undefined && sample.transportReadAtMs !== undefined) {
       // The wire's own count: the backlog decides only whether a reading is a measurement.
+      if (behind(sample)) this.lastBehindAtMs = nowMs;
       if (behind(sample) && behind(prev.sample)) this.runStartMs ??= prev.atMs;
       else this.endRun();
       return this.transportReading(nowMs, sample.transportReadAtMs, sample.transportSentBytes);

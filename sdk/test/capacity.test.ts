@@ -484,6 +484,27 @@ describe('UplinkEstimator with the transports’ wire counts', () => {
     expect(est.capacityKbps).toBeLessThanOrEqual(570);
   });
 
+  it('takes no lower bound from a window with backlogs in it (the wire then counts what was dropped and resent)', () => {
+    const est = new UplinkEstimator();
+    run(est, 6, 500, 500);
+    // Bursts: behind for 400 ms of every second (too short to measure), the wire reading 700.
+    let sent = (500 * 6100) / 8;
+    for (let t = 6100; t <= 15_000; t += SAMPLE_INTERVAL_MS) {
+      if (t % 1000 === 0) sent += (700 * 1000) / 8;
+      const behindNow = t % 1000 < 400;
+      est.sample(t, {
+        writtenBytes: 1e7 + t,
+        channelBufferedBytes: behindNow ? 80_000 : 0,
+        queuedBytes: 0,
+        busyLinks: 4,
+        backloggedLinks: behindNow ? 4 : 0,
+        transportSentBytes: sent,
+        transportReadAtMs: Math.floor(t / 1000) * 1000,
+      });
+    }
+    expect(est.capacityKbps).toBeCloseTo(500, 0);
+  });
+
   it('needs a reading that began after the warm-up of the backlog', () => {
     const est = new UplinkEstimator();
     // Readings at 0 s and 1 s: the run began at 0 s, so 0 → 1 s still holds its warm-up.
