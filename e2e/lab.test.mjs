@@ -12,7 +12,7 @@ import { linksSvg, reportMarkdown } from './src/lab/report.mjs';
 
 const DURATION_S = 60;
 /** The mesh's share of the media over the run's second half (see the assertion). */
-const MIN_MESH_SHARE_SECOND_HALF = 0.5;
+const MIN_MESH_SHARE_SECOND_HALF = 0.7;
 const isRoot = process.getuid?.() === 0;
 
 describe('network lab', () => {
@@ -81,8 +81,8 @@ describe('network lab', () => {
       // Every viewer is in the mesh with more than the true source.
       expect(r.minPeers, brief).toBeGreaterThanOrEqual(2);
       // Past the first half-minute (trees built, the thin uplink measured) the mesh carries most of
-      // the media. (Measured on this machine: 55–59% over the whole minute, 70%
-      // over its second half; the bound leaves room for a slower CI machine.)
+      // the media. (Measured on this machine: 78–80% over the whole minute, 100% over its second
+      // half; the bound leaves room for a slower CI machine.)
       expect(r.meshShareSecondHalf, brief).toBeGreaterThanOrEqual(MIN_MESH_SHARE_SECOND_HALF);
       // The thin uplink is measured, and its loads follow: TL and ML below the declared 16/24, and
       // its load down from its peak (children moved away through the load phase).
