@@ -252,6 +252,7 @@ function emptyStats(stream: string): MeshStats {
     peerIdChanges: 0,
     trackerSignalsDropped: 0,
     heldPacketsDropped: 0,
+    forwardsDropped: 0,
     peers: 0,
     bytesFromMesh: 0,
     bytesFromOrigin: 0,

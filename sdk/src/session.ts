@@ -204,6 +204,7 @@ export class MeshSession extends EventTarget implements SegmentProvider {
     forgedPackets: 0,
     peersCutOff: 0,
     heldPacketsDropped: 0,
+    forwardsDropped: 0,
     injectedLosses: 0,
     connectFailures: 0,
     relayedBytes: 0,
@@ -517,6 +518,7 @@ export class MeshSession extends EventTarget implements SegmentProvider {
     this.retired.forgedPackets += old.counters.forgedPackets;
     this.retired.peersCutOff += old.counters.peersCutOff;
     this.retired.heldPacketsDropped += old.counters.heldPacketsDropped;
+    this.retired.forwardsDropped += old.counters.droppedStale + old.counters.droppedForBackpressure;
     this.retired.injectedLosses += old.counters.injectedLosses;
     this.retired.connectFailures += old.counters.connectFailures;
     this.retired.relayedBytes += old.counters.relayedBytes;
@@ -816,6 +818,9 @@ export class MeshSession extends EventTarget implements SegmentProvider {
       peerIdChanges: tracker?.peerIdChanges ?? 0,
       trackerSignalsDropped: tracker?.signalsDropped ?? 0,
       heldPacketsDropped: this.retired.heldPacketsDropped + (node?.counters.heldPacketsDropped ?? 0),
+      forwardsDropped:
+        this.retired.forwardsDropped +
+        (node === null ? 0 : node.counters.droppedStale + node.counters.droppedForBackpressure),
       peers: node?.openPeers ?? 0,
       bytesFromMesh,
       bytesFromOrigin: this.bytesFromOrigin,

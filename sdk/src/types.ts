@@ -97,6 +97,12 @@ export interface MeshStats {
   readonly trackerSignalsDropped: number;
   /** Data packets held for their segment's announcement and dropped when it did not come in time. */
   readonly heldPacketsDropped: number;
+  /**
+   * Data packets we did not forward because our uplink was behind: dropped from a peer's queue after
+   * waiting 2 s there (too late for its player), or because that queue was full. The peer gets them
+   * by repair or from the origin.
+   */
+  readonly forwardsDropped: number;
   /** Open WebRTC data channels. */
   readonly peers: number;
   /** Media bytes received from peers (tree packets and repaired ones; all verified). */
