@@ -138,7 +138,9 @@ export function buildLab(homes) {
   removeStaleNamespaces();
   const tag = `${NS_PREFIX}${process.pid}`;
   const namespaces = [];
-  const lab = { tag, homes: [], namespaces, publicIp: LAB_PUBLIC_IP };
+  /** veth ends made in this (the caller's) namespace: deleted first, see destroyLab. */
+  const localLinks = [];
+  const lab = { tag, homes: [], namespaces, localLinks, publicIp: LAB_PUBLIC_IP };
   const addNs = (name) => {
     ip(['netns', 'add', name]);
     namespaces.push(name);
@@ -159,6 +161,7 @@ export function buildLab(homes) {
       const wanIp = `${PUBLIC_PREFIX}.${wanHost++}`;
       const outside = `lw${routerIndex}`;
       ip(['link', 'add', outside, 'type', 'veth', 'peer', 'name', 'wan', 'netns', router]);
+      localLinks.push(outside);
       ip(['link', 'set', outside, 'master', PUBLIC_BRIDGE, 'up']);
       ip(['addr', 'add', `${wanIp}/24`, 'dev', 'wan'], router);
       ip(['link', 'set', 'wan', 'up'], router);
@@ -191,6 +194,7 @@ export function buildLab(homes) {
         gateway = LAB_PUBLIC_IP;
         downDev = `lp${i + 1}`;
         ip(['link', 'add', downDev, 'type', 'veth', 'peer', 'name', 'eth0', 'netns', ns]);
+        localLinks.push(downDev);
         ip(['link', 'set', downDev, 'master', PUBLIC_BRIDGE, 'up']);
         ip(['addr', 'add', `${address}/24`, 'dev', 'eth0'], ns);
         downNs = undefined;
@@ -243,8 +247,15 @@ function ipLinks() {
   return out;
 }
 
-/** Deletes the lab's namespaces (their veths go with them) and the public bridge. */
+/**
+ * Deletes the lab's namespaces and the public bridge. The veth ends in the caller's namespace are
+ * deleted first, by name: deleting a namespace takes its veths' far ends with it only when the
+ * kernel gets round to it, and until then they stay visible here (the e2e test after the lab's saw
+ * them and refused to run outside a loopback-only namespace).
+ */
 export function destroyLab(lab) {
+  for (const name of (lab.localLinks ?? []).splice(0))
+    spawnSync('ip', ['link', 'del', name], { stdio: 'ignore' });
   for (const ns of lab.namespaces.splice(0).reverse())
     spawnSync('ip', ['netns', 'del', ns], { stdio: 'ignore' });
   spawnSync('ip', ['link', 'del', PUBLIC_BRIDGE], { stdio: 'ignore' });
