@@ -190,11 +190,12 @@ export class UplinkEstimator {
   /** Drain over the current 1 s window, whatever the backlog: a lower bound on the capacity. */
   private recentBytes = 0;
   private recentMs = 0;
-  /** The previous transport reading; once there is one, measurements come from transport readings only. */
-  private transport: { atMs: number; sentBytes: number } | null = null;
   /** When a sample last found the links behind (the wire's rate is then no lower bound). */
   private lastBehindAtMs = -Infinity;
-  /** Recent transport readings, oldest first, for the lower bound over LOWER_BOUND_WINDOW_MS. */
+  /**
+   * Recent transport readings, oldest first: the last is the previous reading (measurements over
+   * one interval), the first the one LOWER_BOUND_WINDOW_MS back (the lower bound).
+   */
   private transportHistory: { atMs: number; sentBytes: number }[] = [];
   /**
    * What measurements are multiplied by: 1 until a backlog persists at loads set from the estimate
@@ -211,7 +212,6 @@ export class UplinkEstimator {
   /** Forget the previous sample (the host's counters restarted: a new mesh node). */
   resetBaseline(): void {
     this.prev = null;
-    this.transport = null;
     this.transportHistory = [];
     this.endRun();
     this.recentBytes = 0;
@@ -224,13 +224,15 @@ export class UplinkEstimator {
    * before the previous reading), else a lower bound. Returns a new measurement (kbps) or null.
    */
   private transportReading(nowMs: number, atMs: number, sentBytes: number): number | null {
-    const prev = this.transport;
-    if (prev !== null && atMs <= prev.atMs) return null; // no new reading
-    this.transport = { atMs, sentBytes };
-    if (prev === null || sentBytes < prev.sentBytes) {
+    const history = this.transportHistory;
+    const prev = history.at(-1);
+    if (prev !== undefined && atMs <= prev.atMs) return null; // no new reading
+    if (prev === undefined || sentBytes < prev.sentBytes) {
       this.transportHistory = [{ atMs, sentBytes }];
       return null; // first, or a new host's counters
     }
+    history.push({ atMs, sentBytes });
+    while (history.length > 1 && atMs - (history[1]?.atMs ?? atMs) >= LOWER_BOUND_WINDOW_MS) history.shift();
     const kbps = (((sentBytes - prev.sentBytes) * 8) / (atMs - prev.atMs)) * this.lossDiscount;
     const run = this.runStartMs;
     if (run !== null && run + RUN_WARMUP_MS <= prev.atMs && this.behindAt(nowMs)) {
@@ -240,21 +242,14 @@ export class UplinkEstimator {
     }
     // Outside a backlog the rate is a lower bound, over a longer window: a 1 s reading catches the
     // fill of queues below us (a shaper's 200 ms) and the jitter of when the stats were read, and
-    // raised a 2 Mbit/s lab uplink's estimate to 2.8.
-    this.transportHistory.push({ atMs, sentBytes });
-    while (
-      this.transportHistory.length > 1 &&
-      atMs - (this.transportHistory[1]?.atMs ?? atMs) >= LOWER_BOUND_WINDOW_MS
-    )
-      this.transportHistory.shift();
-    const oldest = this.transportHistory[0];
+    // raised a 2 Mbit/s lab uplink's estimate to 2.8. Only over a window the links kept up through:
+    // behind a dropping bottleneck the wire's count includes what was dropped and resent (a 0.5
+    // Mbit/s lab uplink read 0.61 over 3 s of bursts).
+    const oldest = history[0];
     if (
       oldest !== undefined &&
-      // Only over a window the links kept up through: behind a dropping bottleneck the wire's count
-      // includes what was dropped and resent (a 0.5 Mbit/s lab uplink read 0.61 over 3 s of bursts).
       oldest.atMs > this.lastBehindAtMs &&
-      atMs - oldest.atMs >= LOWER_BOUND_WINDOW_MS &&
-      sentBytes >= oldest.sentBytes
+      atMs - oldest.atMs >= LOWER_BOUND_WINDOW_MS
     ) {
       const floorKbps = (((sentBytes - oldest.sentBytes) * 8) / (atMs - oldest.atMs)) * this.lossDiscount;
       if (this.capacityKbps !== null && floorKbps > this.capacityKbps) this.capacityKbps = floorKbps;

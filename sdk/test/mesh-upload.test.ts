@@ -60,21 +60,30 @@ function trio(maxUploadKbps: number | undefined): {
   return { source, forwarder, received };
 }
 
+/** Until the forwarder roots all 16 slices (the receive-only member declines every root). */
+function forwarderRootsEverySlice(source: MeshNode): Promise<void> {
+  return until(
+    () => source.engine.currentSliceSources().every((s) => s === FORWARDER),
+    20_000,
+    'the forwarder to root every slice',
+  );
+}
+
+/** 16 packets of 2000 bytes every 250 ms from the source (1024 kbit/s); clear the timer to stop. */
+function publishMegabit(source: MeshNode): ReturnType<typeof setInterval> {
+  let published = 0;
+  return setInterval(() => {
+    for (let i = 0; i < 16; i++) source.publish(new Uint8Array(2000).fill(published++ % 251));
+  }, 250);
+}
+
 describe('max-upload-kbps in MeshNode', () => {
   it('keeps what a forwarder writes under its cap, queueing the rest, and its samples show the backlog', async () => {
     const CAP_KBPS = 300;
     const { source, forwarder, received } = trio(CAP_KBPS);
-    // The receive-only member declines every root: the forwarder roots all 16 slices.
-    await until(
-      () => source.engine.currentSliceSources().every((s) => s === FORWARDER),
-      20_000,
-      'the forwarder to root every slice',
-    );
-    // 16 packets of 2000 bytes every 250 ms: 1024 kbit/s, all of it for the receive-only member.
-    let published = 0;
-    const publisher = setInterval(() => {
-      for (let i = 0; i < 16; i++) source.publish(new Uint8Array(2000).fill(published++ % 251));
-    }, 250);
+    await forwarderRootsEverySlice(source);
+    // 1024 kbit/s, all of it for the receive-only member.
+    const publisher = publishMegabit(source);
     const samples: UplinkSample[] = [];
     // The session's estimator, fed as the session feeds it.
     const estimator = new UplinkEstimator();
@@ -120,15 +129,8 @@ describe('max-upload-kbps in MeshNode', () => {
 
   it('without a cap the same forwarder writes what is offered and nothing waits', async () => {
     const { source, forwarder, received } = trio(undefined);
-    await until(
-      () => source.engine.currentSliceSources().every((s) => s === FORWARDER),
-      20_000,
-      'the forwarder to root every slice',
-    );
-    let published = 0;
-    const publisher = setInterval(() => {
-      for (let i = 0; i < 16; i++) source.publish(new Uint8Array(2000).fill(published++ % 251));
-    }, 250);
+    await forwarderRootsEverySlice(source);
+    const publisher = publishMegabit(source);
     // An uplink that keeps up (loopback) is never measured: the declared loads stay.
     const estimator = new UplinkEstimator();
     const sampler = setInterval(() => estimator.sample(performance.now(), forwarder.uplinkSample()), 100);
@@ -151,17 +153,10 @@ describe('max-upload-kbps in MeshNode', () => {
   it('with its capacity measured, a backlogged forwarder keeps its channel short and drops data that waited 2 s', async () => {
     const CAP_KBPS = 300;
     const { source, forwarder, received } = trio(CAP_KBPS);
-    await until(
-      () => source.engine.currentSliceSources().every((s) => s === FORWARDER),
-      20_000,
-      'the forwarder to root every slice',
-    );
+    await forwarderRootsEverySlice(source);
     // What the session does once its estimator has measured the uplink.
     forwarder.setUplinkCapacity(CAP_KBPS);
-    let published = 0;
-    const publisher = setInterval(() => {
-      for (let i = 0; i < 16; i++) source.publish(new Uint8Array(2000).fill(published++ % 251));
-    }, 250);
+    const publisher = publishMegabit(source);
     const samples: UplinkSample[] = [];
     const sampler = setInterval(() => samples.push(forwarder.uplinkSample()), 100);
     try {

@@ -257,7 +257,7 @@ export class Engine {
       slice: (s) => this.slice(s),
       peer: (id) => this.peers.get(id),
       neighbours: () => this.swaplinks.neighbours(),
-      maskOf: (peer) => bloomMaskFor(peer),
+      maskOf: (peer) => this.maskOf(peer),
       send: (to, message) => {
         this.send(to, message);
       },
@@ -1069,7 +1069,7 @@ export class Engine {
       // Our parent's path is ours: a switch above us shows in our filter before the first packet
       // over the new path does (adoptParent). The next packet sets it exactly again.
       const st = this.slice(entry.slice);
-      if (st.parent === from) st.filter = bloomOr(st.filter, bloomOr(entry.filter, this.maskOf(from)));
+      if (st.parent === from) this.takeInParentPath(st, entry.filter, from);
     }
     if (msg.echoSentAtMs !== null) {
       const rtt = (((Math.floor(this.now) % U32) - msg.echoSentAtMs + U32) % U32) - msg.echoHoldMs;
@@ -1331,7 +1331,7 @@ export class Engine {
         this.reject(from, s, msg.fromSeq, RejectReason.OverMaxLoad);
         return;
       }
-      if (from === st.parent || from === st.pending?.target || bloomContains(st.filter, bloomMaskFor(from))) {
+      if (from === st.parent || from === st.pending?.target || bloomContains(st.filter, this.maskOf(from))) {
         this.reject(from, s, msg.fromSeq, RejectReason.Loop);
         return;
       }
@@ -1394,7 +1394,7 @@ export class Engine {
     }
     // Nor one we are asking to be our own parent (as for forced requests): two nodes told by their
     // parents to move under each other in the same round each saw a loop-free target.
-    if (from === st.parent || from === st.pending?.target || bloomContains(st.filter, bloomMaskFor(from))) {
+    if (from === st.parent || from === st.pending?.target || bloomContains(st.filter, this.maskOf(from))) {
       this.reject(from, s, msg.handoffSeq, RejectReason.Loop);
       return;
     }
@@ -1506,8 +1506,7 @@ export class Engine {
     // parent advertises it (the old one too until then: more refusals, never a loop), and our
     // subtree takes it in from our adverts (onAdvert), a hop per heartbeat.
     const q = this.peers.get(parent);
-    if (q?.hasAdvert === true)
-      st.filter = bloomOr(st.filter, bloomOr(this.advertisedFilter(q, s), this.maskOf(parent)));
+    if (q?.hasAdvert === true) this.takeInParentPath(st, q.filter(s), parent);
     // Meanwhile a loop we closed ourselves, reading stale filters, is silent: the old parent stops at
     // the hand-off, so no packet ever goes round it to expose it (L3311–3317). A probe does, within
     // a few hops' latency, and comes back to us (not to another node of the loop, which would cut
@@ -1515,11 +1514,9 @@ export class Engine {
     if (st.activeChildren > 0) this.sendProbe(s);
   }
 
-  /** The received filter `q` advertised for slice `s`. */
-  private advertisedFilter(q: PeerState, s: number): Bloom128 {
-    const f = q.sliceFilters;
-    const o = s * 4;
-    return [f[o] ?? 0, f[o + 1] ?? 0, f[o + 2] ?? 0, f[o + 3] ?? 0];
+  /** Our filter on a slice takes in our parent's path (`parentFilter`) and the parent itself. */
+  private takeInParentPath(st: SliceState, parentFilter: Bloom128, parent: PeerId): void {
+    st.filter = bloomOr(st.filter, bloomOr(parentFilter, this.maskOf(parent)));
   }
 
   private onSwitchComplete(from: PeerId, msg: SwitchCompleteMessage): void {

@@ -67,6 +67,13 @@ export class PeerState {
     );
   }
 
+  /** The filter this peer advertised for `slice`. */
+  filter(slice: number): Bloom128 {
+    const f = this.sliceFilters;
+    const o = slice * 4;
+    return [f[o] ?? 0, f[o + 1] ?? 0, f[o + 2] ?? 0, f[o + 3] ?? 0];
+  }
+
   setFilter(slice: number, filter: Bloom128): void {
     const o = slice * 4;
     this.sliceFilters[o] = filter[0];
