@@ -62,6 +62,13 @@ const ASSIGN_CONFIRM_MS = 2000;
 /** A sampled spare slice source older than this may have left; it is no longer used. */
 const SPARE_SHELF_LIFE_MS = 30_000;
 /**
+ * A member that declined or handed back a root is not asked to root again for this long. Not in
+ * the thesis (its loads never change); here loads do (setLoad: slow start, a re-measured uplink), so
+ * a member that could not feed a tree then may well now, and a receive-only one asked again only
+ * declines again (one message). As long as a spare's shelf life: walks find it again by then.
+ */
+const ROOT_DECLINE_HOLD_MS = 30_000;
+/**
  * A load switch may make a slice arrive later, but not by more than this (estimated like the latency
  * phase's gains; their noise is ±200 ms). Not in the thesis, which balances load regardless.
  */
@@ -186,8 +193,8 @@ export class Engine {
   private readonly sliceAssignedAt: number[] = [];
   private lastSourceBootstrapAt = -Infinity;
   private readonly sliceConfirmed: boolean[] = [];
-  /** Receive-only members that declined to root a slice (ML = 0). */
-  private readonly declinedRoots = new Set<PeerId>();
+  /** Members that declined or handed back a root, and when: not asked again for ROOT_DECLINE_HOLD_MS. */
+  private readonly declinedRoots = new Map<PeerId, number>();
   /** Deadline-aware repair from neighbours and the origin (members only, once a playout clock is set). */
   readonly repair: Repairer;
   /** True source with a parity slice: whether parity is real (by measured loss) or empty. */
@@ -1968,9 +1975,19 @@ export class Engine {
    * what we forward), we hand back the roots above ULT — the fewest-children ones first — as a
    * receive-only member does (the declinedRoots path): the true source roots them elsewhere at once,
    * we join the re-flooded trees like anyone else, and the load phase moves our old subtree away.
+   * At ML we also hand back the roots without a child: nobody else receives such a slice, and we
+   * cannot take the child it needs (seen: the first member, in slow start at ML 6, rooted all 16
+   * slices, fed 6 of them, and the other 10 reached nobody for the rest of the run).
    */
   private shedRoots(): void {
-    if (this.load <= this.config.maxLoad || this.quittingUntil !== Infinity) return;
+    if (this.quittingUntil !== Infinity) return;
+    const maxLoad = this.config.maxLoad;
+    if (maxLoad > 0 && this.load >= maxLoad)
+      for (let s = 0; s < this.sliceStates.length; s++) {
+        const st = this.slice(s);
+        if (st.isSliceSource && st.activeChildren === 0) this.handBackRoot(s);
+      }
+    if (this.load <= maxLoad) return;
     const rooted: number[] = [];
     for (let s = 0; s < this.sliceStates.length; s++) {
       const st = this.slice(s);
@@ -2277,9 +2294,10 @@ export class Engine {
       return;
     }
     if (message.type === MessageType.SliceSourceAssign && !message.assigned) {
-      // A receive-only member declined to root a slice: never ask it again; reassign now.
+      // A member declined to root a slice (receive-only) or handed one back (it cannot feed it):
+      // not asked again for a while; reassign now.
       const s = message.slice;
-      this.declinedRoots.add(from);
+      this.declinedRoots.set(from, this.now);
       this.spares = this.spares.filter((sp) => sp.peer !== from);
       if (this.sliceSources[s] === from && this.sliceEpochs[s] === message.epoch) {
         this.sliceSources[s] = null;
@@ -2296,9 +2314,18 @@ export class Engine {
   }
 
   private onSampled(peer: PeerId): void {
-    if (this.config.role !== 'source' || this.declinedRoots.has(peer)) return;
+    if (this.config.role !== 'source' || this.declinedRecently(peer)) return;
     this.spares.push({ peer, at: this.now });
     this.assignSliceSources();
+  }
+
+  /** Whether `peer` declined or handed back a root within ROOT_DECLINE_HOLD_MS. */
+  private declinedRecently(peer: PeerId): boolean {
+    const at = this.declinedRoots.get(peer);
+    if (at === undefined) return false;
+    if (this.now - at < ROOT_DECLINE_HOLD_MS) return true;
+    this.declinedRoots.delete(peer);
+    return false;
   }
 
   /** The true source keeps exactly M neighbours, each rooting one slice's tree (L3245–3256). */
@@ -2340,7 +2367,7 @@ export class Engine {
   private sourceBootstrap(peers: readonly PeerId[]): void {
     const fresh = shuffleInPlace(
       peers.filter(
-        (p) => p !== this.id && !this.declinedRoots.has(p) && !this.spares.some((sp) => sp.peer === p),
+        (p) => p !== this.id && !this.declinedRecently(p) && !this.spares.some((sp) => sp.peer === p),
       ),
       this.random,
     );

@@ -83,3 +83,27 @@ describe('setLoad on the root of every slice, live stream', () => {
     });
   }
 });
+
+describe('a first joiner with a small ML (slow start) roots every slice', () => {
+  for (const seed of [1, 2, 3]) {
+    it(`seed ${seed}: it hands back the roots it cannot give a child, and every member gets every slice`, () => {
+      // TL 4 / ML 6: the SDK's slow-start loads. It joins first and roots all 16 slices, but can
+      // feed only 6 of them; the members after it start at TL 16.
+      const { net, ids } = liveSwarm(seed, [4, 16, 16, 16, 16]);
+      net.runUntil(40_000);
+      const first = net.engine(1);
+      expect(first.currentLoad).toBeLessThanOrEqual(6);
+      expect(first.sliceSourceOf().length).toBeLessThanOrEqual(6);
+      const rooted = new Set<number>();
+      for (const id of ids) for (const s of net.engine(id).sliceSourceOf()) rooted.add(s);
+      expect(rooted.size).toBe(SLICES);
+      for (const id of ids) {
+        const got = receivedPerSlice(net, id, 20_000, 40_000);
+        expect(
+          got.every((n) => n >= 9),
+          `member ${id}: ${got.join(' ')}`,
+        ).toBe(true);
+      }
+    });
+  }
+});
