@@ -119,26 +119,6 @@ export const BACKLOG_PERSIST_MS = 3000;
 export const BACKLOG_DISCOUNT = 0.85;
 /** The discount never goes below this: loss alone does not halve what an uplink carries. */
 export const MIN_LOSS_DISCOUNT = 0.5;
-/**
- * Slow start (measured mode): the loads a viewer starts with, before its uplink has shown anything.
- * 8 slices are half a stream copy (about 0.45 Mbit/s of the lab's 0.9 Mbit/s stream). Like TCP's
- * slow start, the loads then double every SLOW_START_STEP_MS that the viewer forwarded at least TL
- * with no backlog, until the declared bounds or the first backlogged measurement (then the estimate
- * takes over): the default 16/24 after one step. Starting at the bounds put the lab's 0.5 Mbit/s
- * first viewer at 14 slices, three times its uplink, while the estimate caught up; starting at 4/6
- * (tried in the lab) left the swarm short of capacity for its first minute, since steps wait for
- * the load to reach TL, which only the load phase's slow moves bring: mesh share fell from 89% to
- * 72%. (Bounds of two copies, 32/48, by default were tried too: TURN-relayed bytes in `mixed` fell
- * from 33% to 17% of the mesh's, as the public viewer took the symmetric ones' slices, but in
- * `thin-uplinks` the two fat viewers were driven to their uplinks, over-measured by retransmissions,
- * and every viewer stalled: 36 stalls.)
- */
-export const SLOW_START_LOADS: Loads = { targetLoad: 8, maxLoad: 12 };
-/**
- * A step of slow start waits this long clean at TL: a segment (2 s) is forwarded in a burst, so a
- * shorter wait could pass between bursts without the uplink ever being asked for the load.
- */
-export const SLOW_START_STEP_MS = 2000;
 /** The stream's bitrate is the mean of its last this many announced segments. */
 export const BITRATE_SEGMENTS = 8;
 
@@ -354,10 +334,7 @@ export interface UploadCapacityOptions {
   readonly mode: UploadCapacityMode;
   /** Upload cap in kbps (the `max-upload-kbps` attribute), or null. */
   readonly maxUploadKbps: number | null;
-  /**
-   * The declared loads (`target-load`, `max-load`, or the session's defaults): upper bounds, and
-   * the starting loads in fixed mode (measured mode starts in slow start below them).
-   */
+  /** The declared loads (`target-load`, `max-load`): the starting loads and upper bounds. */
   readonly declared: Loads;
 }
 
@@ -371,17 +348,15 @@ export interface UploadContext {
 
 export interface LoadChange extends Loads {
   readonly previous: Loads;
-  /** The capacity the loads come from; null during slow start (nothing measured or capped yet). */
-  readonly capacityKbps: number | null;
-  readonly reason: 'measured' | 'raised' | 'capped' | 'receive-only retry' | 'slow start';
+  readonly capacityKbps: number;
+  readonly reason: 'measured' | 'raised' | 'capped' | 'receive-only retry';
 }
 
 /**
- * Turns the uplink estimate (or the cap) into TL and ML for the engine: in measured mode, slow
- * start at first (SLOW_START_LOADS, doubling while the uplink keeps up: a viewer must forward to be
- * measured, and the swarm's other viewers and the origin carry what it does not take in the few
- * seconds this costs), then lower as soon as the uplink falls behind, and higher again only slowly.
- * In fixed mode, the declared loads (or the cap's). A change is returned at most every
+ * Turns the uplink estimate (or the cap) into TL and ML for the engine: the declared loads at
+ * first — a viewer must forward to measure anything, and a swarm whose viewers all started low
+ * would have too little capacity while they proved themselves — then lower as soon as the uplink
+ * falls behind, and higher again only slowly. A change is returned at most every
  * MIN_DECREASE_INTERVAL_MS down (at once when the load is above the new ML) and
  * MIN_INCREASE_INTERVAL_MS up; the caller applies it with the engine's setLoad.
  */
@@ -398,26 +373,9 @@ export class UploadCapacity {
   private lastProbeFailed = false;
   /** Since when the uplink has been behind without a break, and its unsent bytes then; or null. */
   private behindSince: { atMs: number; unsentBytes: number } | null = null;
-  /** Slow start's ceiling on the loads, or null once it has ended (or in fixed mode). */
-  private slowStart: Loads | null;
-  /** Since when slow start has seen the load at its TL with no backlog. */
-  private slowStartCleanSinceMs: number | null = null;
 
   constructor(private readonly options: UploadCapacityOptions) {
-    const declared = options.declared;
-    this.slowStart =
-      options.mode === 'measured' && declared.maxLoad > SLOW_START_LOADS.maxLoad
-        ? {
-            targetLoad: Math.min(declared.targetLoad, SLOW_START_LOADS.targetLoad),
-            maxLoad: SLOW_START_LOADS.maxLoad,
-          }
-        : null;
-    this.current = this.slowStart ?? declared;
-  }
-
-  /** Whether slow start is still on (no backlog measured yet, the declared bounds not reached). */
-  get inSlowStart(): boolean {
-    return this.slowStart !== null;
+    this.current = options.declared;
   }
 
   /** The loads in force (what the engine was last told). */
@@ -462,18 +420,11 @@ export class UploadCapacity {
     const slice = context.sliceKbps === null ? null : context.sliceKbps * WIRE_OVERHEAD;
     if (slice === null || !(slice > 0)) return null;
     if (measured) this.probeUpward(nowMs, slice, context.load);
-    const stepped = measured && this.slowStartStep(nowMs, context.load);
     const capacity = this.capacityKbps;
-    // Slow start's ceiling bounds the loads (a cap's included) until it ends at the declared ones.
-    const bounds = this.slowStart ?? this.options.declared;
-    if (capacity === null && !measured) return null;
+    if (capacity === null) return null;
     const cur = this.current;
-    const raw = capacity === null ? bounds : loadsForCapacity(capacity, slice, bounds);
-    // A cap is exact: no noise to damp.
-    const damped =
-      capacity === null || this.source === 'capped'
-        ? raw
-        : loadsForCapacity(capacity * (1 - RAISE_HYSTERESIS), slice, bounds);
+    const raw = loadsForCapacity(capacity, slice, this.options.declared);
+    const damped = loadsForCapacity(capacity * (1 - RAISE_HYSTERESIS), slice, this.options.declared);
     let targetLoad =
       raw.targetLoad < cur.targetLoad ? raw.targetLoad : Math.max(cur.targetLoad, damped.targetLoad);
     let maxLoad = raw.maxLoad < cur.maxLoad ? raw.maxLoad : Math.max(cur.maxLoad, damped.maxLoad);
@@ -486,12 +437,7 @@ export class UploadCapacity {
     const lower = targetLoad < cur.targetLoad || maxLoad < cur.maxLoad;
     const sinceChange = nowMs - this.lastChangeAtMs;
     const urgent = context.load > maxLoad;
-    // Slow start's steps are its own pace (SLOW_START_STEP_MS clean at TL), not the increases'.
-    if (
-      lower
-        ? !urgent && sinceChange < MIN_DECREASE_INTERVAL_MS
-        : !stepped && sinceChange < MIN_INCREASE_INTERVAL_MS
-    )
+    if (lower ? !urgent && sinceChange < MIN_DECREASE_INTERVAL_MS : sinceChange < MIN_INCREASE_INTERVAL_MS)
       return null;
     const previous = cur;
     this.current = { targetLoad, maxLoad };
@@ -503,41 +449,10 @@ export class UploadCapacity {
       this.probeWaitMs = Math.min(PROBE_WAIT_MAX_MS, 2 * this.probeWaitMs);
     }
     let reason: LoadChange['reason'] = 'measured';
-    if (capacity === null) reason = 'slow start';
-    else if (this.source === 'capped') reason = 'capped';
+    if (this.source === 'capped') reason = 'capped';
     else if (this.raisePending) reason = previous.maxLoad === 0 ? 'receive-only retry' : 'raised';
     this.raisePending = false;
     return { targetLoad, maxLoad, previous, capacityKbps: capacity, reason };
-  }
-
-  /**
-   * Slow start: ends at the first backlogged measurement (the estimate then sets the loads); until
-   * then doubles its ceiling once the viewer has forwarded at TL for SLOW_START_STEP_MS with no
-   * backlog, and ends when the ceiling reaches the declared bounds.
-   * Returns whether the ceiling rose now.
-   */
-  private slowStartStep(nowMs: number, load: number): boolean {
-    const ceiling = this.slowStart;
-    if (ceiling === null) return false;
-    if (this.estimator.capacityKbps !== null) {
-      this.slowStart = null;
-      return false;
-    }
-    if (this.estimator.behindAt(nowMs) || load < this.current.targetLoad) {
-      this.slowStartCleanSinceMs = null;
-      return false;
-    }
-    this.slowStartCleanSinceMs ??= nowMs;
-    if (nowMs - this.slowStartCleanSinceMs < SLOW_START_STEP_MS) return false;
-    this.slowStartCleanSinceMs = null;
-    const declared = this.options.declared;
-    const next: Loads = {
-      targetLoad: Math.min(declared.targetLoad, ceiling.targetLoad * 2),
-      maxLoad: Math.min(declared.maxLoad, ceiling.maxLoad * 2),
-    };
-    const done = next.targetLoad >= declared.targetLoad && next.maxLoad >= declared.maxLoad;
-    this.slowStart = done ? null : next;
-    return true;
   }
 
   /**

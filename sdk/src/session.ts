@@ -441,7 +441,7 @@ export class MeshSession extends EventTarget implements SegmentProvider {
       maxLoad: change.maxLoad,
       previousTargetLoad: change.previous.targetLoad,
       previousMaxLoad: change.previous.maxLoad,
-      capacityKbps: change.capacityKbps === null ? null : Math.round(change.capacityKbps),
+      capacityKbps: Math.round(change.capacityKbps),
       reason: change.reason,
       load: node.engine.currentLoad,
     });

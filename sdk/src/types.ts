@@ -10,13 +10,12 @@ export interface MeshSessionOptions {
   /**
    * Target load TL in slices: how many slice streams this viewer forwards when it can. 16 slices
    * make one stream copy (the thesis's TL = 16, chunkyspread.md). Default 16. With a measured
-   * upload capacity this is TL's upper bound; the viewer starts in slow start at 8/12 (or the
-   * bounds, if lower) and doubles while its uplink keeps up.
+   * upload capacity this is the starting TL and its upper bound.
    */
   readonly targetLoad?: number;
   /**
    * Maximum load ML in slices; default 1.5·TL (the thesis's ML). 0 makes a receive-only viewer.
-   * With a measured upload capacity, ML's upper bound.
+   * With a measured upload capacity, the starting ML and its upper bound.
    */
   readonly maxLoad?: number;
   /**

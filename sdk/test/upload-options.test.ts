@@ -79,11 +79,7 @@ function announcement(sequence: number): SignedAnnouncement {
   };
 }
 
-async function session(options: {
-  maxUploadKbps?: number;
-  uploadCapacity?: 'measured' | 'fixed';
-  targetLoad?: number;
-}) {
+async function session(options: { maxUploadKbps?: number; uploadCapacity?: 'measured' | 'fixed' }) {
   const clock = new FakeClock();
   const factory = socketFactory(clock);
   const s = MeshSession.connect(
@@ -120,24 +116,6 @@ describe('a session with max-upload-kbps', () => {
       uploadCapacityKbps: null,
       uploadCapacitySource: 'fixed',
     });
-  });
-
-  it('measured without load options starts in slow start (8/12) under the declared 16/24', async () => {
-    const s = await session({});
-    await new Promise((resolve) => setTimeout(resolve, 300));
-    // Nothing forwarded, nothing measured: slow start's loads, no capacity yet.
-    expect(s.stats()).toMatchObject({
-      targetLoad: 8,
-      maxLoad: 12,
-      uploadCapacityKbps: null,
-      uploadCapacitySource: 'measured',
-    });
-  });
-
-  it('measured with a declared TL below slow start keeps it as the bound', async () => {
-    const s = await session({ targetLoad: 4 });
-    await new Promise((resolve) => setTimeout(resolve, 300));
-    expect(s.stats()).toMatchObject({ targetLoad: 4, maxLoad: 6, uploadCapacitySource: 'measured' });
   });
 
   it('a cap of 0 makes a receive-only viewer', async () => {

@@ -1976,7 +1976,7 @@ export class Engine {
    * receive-only member does (the declinedRoots path): the true source roots them elsewhere at once,
    * we join the re-flooded trees like anyone else, and the load phase moves our old subtree away.
    * At ML we also hand back the roots without a child: nobody else receives such a slice, and we
-   * cannot take the child it needs (seen: the first member, in slow start at ML 6, rooted all 16
+   * cannot take the child it needs (seen in a lab trial of a slow start: the first member, at ML 6, rooted all 16
    * slices, fed 6 of them, and the other 10 reached nobody for the rest of the run).
    */
   private shedRoots(): void {

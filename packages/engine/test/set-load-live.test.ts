@@ -87,7 +87,7 @@ describe('setLoad on the root of every slice, live stream', () => {
 describe('a first joiner with a small ML (slow start) roots every slice', () => {
   for (const seed of [1, 2, 3]) {
     it(`seed ${seed}: it hands back the roots it cannot give a child, and every member gets every slice`, () => {
-      // TL 4 / ML 6: the SDK's slow-start loads. It joins first and roots all 16 slices, but can
+      // TL 4 / ML 6 (a slow start tried in the lab). It joins first and roots all 16 slices, but can
       // feed only 6 of them; the members after it start at TL 16.
       const { net, ids } = liveSwarm(seed, [4, 16, 16, 16, 16]);
       net.runUntil(40_000);
