@@ -48,6 +48,23 @@ function receivedPerSlice(net: Network, id: PeerId, fromMs: number, toMs: number
   return got;
 }
 
+/**
+ * Every slice is rooted at some member, and every member received at least 9 of the 10 segments'
+ * packets on every slice in [fromMs, toMs).
+ */
+function expectWholeSwarmServed(net: Network, ids: PeerId[], fromMs: number, toMs: number): void {
+  const rooted = new Set<number>();
+  for (const id of ids) for (const s of net.engine(id).sliceSourceOf()) rooted.add(s);
+  expect(rooted.size).toBe(SLICES);
+  for (const id of ids) {
+    const got = receivedPerSlice(net, id, fromMs, toMs);
+    expect(
+      got.every((n) => n >= 9),
+      `member ${id}: ${got.join(' ')}`,
+    ).toBe(true);
+  }
+}
+
 describe('setLoad on the root of every slice, live stream', () => {
   for (const seed of [1, 2, 3]) {
     it(`seed ${seed}: load falls under the new ML within 3 s, hands roots back, and nobody misses a slice`, () => {
@@ -69,17 +86,8 @@ describe('setLoad on the root of every slice, live stream', () => {
       ).toBe(true);
       // Roots above ULT went back to the true source, which rooted them at other members.
       expect(root.sliceSourceOf().length).toBeLessThan(SLICES);
-      const rooted = new Set<number>();
-      for (const id of ids) for (const s of net.engine(id).sliceSourceOf()) rooted.add(s);
-      expect(rooted.size).toBe(SLICES);
       // From 10 s after the change, every member receives every segment's packet on every slice.
-      for (const id of ids) {
-        const got = receivedPerSlice(net, id, 30_000, 50_000);
-        expect(
-          got.every((n) => n >= 9),
-          `member ${id}: ${got.join(' ')}`,
-        ).toBe(true);
-      }
+      expectWholeSwarmServed(net, ids, 30_000, 50_000);
     });
   }
 });
@@ -94,16 +102,7 @@ describe('a first joiner with a small ML (slow start) roots every slice', () => 
       const first = net.engine(1);
       expect(first.currentLoad).toBeLessThanOrEqual(6);
       expect(first.sliceSourceOf().length).toBeLessThanOrEqual(6);
-      const rooted = new Set<number>();
-      for (const id of ids) for (const s of net.engine(id).sliceSourceOf()) rooted.add(s);
-      expect(rooted.size).toBe(SLICES);
-      for (const id of ids) {
-        const got = receivedPerSlice(net, id, 20_000, 40_000);
-        expect(
-          got.every((n) => n >= 9),
-          `member ${id}: ${got.join(' ')}`,
-        ).toBe(true);
-      }
+      expectWholeSwarmServed(net, ids, 20_000, 40_000);
     });
   }
 });
