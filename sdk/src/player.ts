@@ -280,6 +280,7 @@ function emptyStats(stream: string): MeshStats {
     peersCutOff: 0,
     bytesFromRepair: 0,
     repairRequests: 0,
+    repairsReasked: 0,
     repairPacketsServed: 0,
     peerLinks: [],
     peersByRoute: { host: 0, srflx: 0, prflx: 0, relay: 0 },

@@ -71,6 +71,12 @@ export const REPAIR_LEAD_MS = 1200;
 /** Neighbours asked at once, the missing packets split between them. */
 const REPAIR_HELPERS = 2;
 /**
+ * Repair requests remembered until answered (for passing a NAKed share to another neighbour); the
+ * oldest is forgotten beyond this. A viewer asks for a few segments at startup and an occasional
+ * gap later: 64 outstanding is far more than that.
+ */
+const MAX_REPAIRS_IN_FLIGHT = 64;
+/**
  * Repair requests served per neighbour per window: an honest viewer asks for a few segments at
  * startup and for an occasional gap, far below 8 per 2 s.
  */
@@ -192,6 +198,21 @@ export class MeshSession extends EventTarget implements SegmentProvider {
   private random: Random = createRandom(1);
   private repairRequests = 0;
   private repairPacketsServed = 0;
+  /**
+   * Our recent repair requests by id (oldest first): whom we asked for which packets, and whether
+   * they refused. A refused one stays, so that neighbour is not asked for that segment again.
+   */
+  private readonly repairsInFlight = new Map<
+    number,
+    {
+      readonly segment: number;
+      readonly helper: number;
+      readonly indexes: readonly number[];
+      refused: boolean;
+    }
+  >();
+  /** Shares of repair requests passed on to another neighbour after a NAK. */
+  private repairsReasked = 0;
   private readonly repairBudgets = new Map<number, { since: number; served: number }>();
   private stalls = 0;
   private stallMs = 0;
@@ -610,36 +631,76 @@ export class MeshSession extends EventTarget implements SegmentProvider {
   /**
    * Asks up to REPAIR_HELPERS neighbours with an open channel for the missing packets of an
    * announced segment, split between them (Bullet's recovery from several peers at once); replies
-   * are checked like tree packets. False if there is nothing to ask or nobody to ask.
+   * are checked like tree packets. Each neighbour gets a contiguous run of the missing packets, so a
+   * share nobody serves is one byte range for the origin, not every other packet. A NAKed share is
+   * passed to a neighbour not yet asked (onRepairNak). False if there is nothing or nobody to ask.
    */
   private requestRepair(sequence: number): boolean {
     const store = this.store;
     const node = this.node;
     if (store === null || node === null) return false;
     const missing = store.missingIndexes(sequence);
-    const announcement = store.announcement(sequence);
-    if (missing === null || missing.length === 0 || announcement === null) return false;
-    // Never the true source: it keeps no segments to serve (it answers nothing), so asking it would
-    // only waste the request and the wait until the origin fill.
-    const helpers = node.openPeerIds().filter((id) => id !== this.sourceId);
-    const chosen = shuffleInPlace(helpers, this.random).slice(0, REPAIR_HELPERS);
+    if (missing === null || missing.length === 0) return false;
+    const chosen = shuffleInPlace(this.repairHelpers(), this.random).slice(0, REPAIR_HELPERS);
     let asked = false;
     for (const [k, helper] of chosen.entries()) {
-      const share = missing.filter((_, n) => n % chosen.length === k);
-      if (share.length === 0) continue;
-      const bitmap = new Uint8Array(Math.ceil(announcement.packets / 8));
-      for (const index of share) bitmap[index >> 3] = (bitmap[index >> 3] ?? 0) | (1 << (index & 7));
-      const sent = node.sendRepair(helper, {
-        type: MessageType.RepairRequest,
-        requestId: this.nextRepairId++,
-        segment: sequence,
-        count: announcement.packets,
-        missing: bitmap,
-      });
-      asked ||= sent;
+      const from = Math.floor((k * missing.length) / chosen.length);
+      const to = Math.floor(((k + 1) * missing.length) / chosen.length);
+      asked = this.askForRepair(helper, sequence, missing.slice(from, to)) || asked;
     }
     if (asked) this.repairRequests++;
     return asked;
+  }
+
+  /**
+   * Neighbours worth asking for repair: open channels, never the true source (it keeps no segments
+   * to serve, so asking it would only waste the wait until the origin fill).
+   */
+  private repairHelpers(): number[] {
+    return this.node?.openPeerIds().filter((id) => id !== this.sourceId) ?? [];
+  }
+
+  /** One repair request for these packets of an announced segment; false if it could not be sent. */
+  private askForRepair(helper: number, sequence: number, indexes: readonly number[]): boolean {
+    const node = this.node;
+    const announcement = this.store?.announcement(sequence) ?? null;
+    if (node === null || announcement === null || indexes.length === 0) return false;
+    const bitmap = new Uint8Array(Math.ceil(announcement.packets / 8));
+    for (const index of indexes) bitmap[index >> 3] = (bitmap[index >> 3] ?? 0) | (1 << (index & 7));
+    const requestId = this.nextRepairId++;
+    const sent = node.sendRepair(helper, {
+      type: MessageType.RepairRequest,
+      requestId,
+      segment: sequence,
+      count: announcement.packets,
+      missing: bitmap,
+    });
+    if (!sent) return false;
+    this.repairsInFlight.set(requestId, { segment: sequence, helper, indexes, refused: false });
+    const oldest = this.repairsInFlight.keys().next();
+    if (this.repairsInFlight.size > MAX_REPAIRS_IN_FLIGHT && oldest.done !== true)
+      this.repairsInFlight.delete(oldest.value);
+    return true;
+  }
+
+  /**
+   * A neighbour could not serve our request (busy: receive-only or its uplink behind; or it does
+   * not hold the segment): ask one not yet asked for this segment for what is still missing of that
+   * share, once per NAK. With nobody left, the origin completes it at the fill time.
+   */
+  private onRepairNak(from: number, requestId: number): void {
+    const request = this.repairsInFlight.get(requestId);
+    // Only the neighbour we asked can refuse our request, and only once.
+    if (request === undefined || request.helper !== from || request.refused) return;
+    request.refused = true;
+    const stillMissing = new Set(this.store?.missingIndexes(request.segment) ?? []);
+    const indexes = request.indexes.filter((index) => stillMissing.has(index));
+    if (indexes.length === 0) return;
+    const asked = new Set<number>();
+    for (const r of this.repairsInFlight.values()) if (r.segment === request.segment) asked.add(r.helper);
+    const untried = this.repairHelpers().filter((id) => !asked.has(id));
+    const next = shuffleInPlace(untried, this.random)[0];
+    if (next !== undefined && this.askForRepair(next, request.segment, indexes)) this.repairsReasked++;
   }
 
   /**
@@ -717,7 +778,8 @@ export class MeshSession extends EventTarget implements SegmentProvider {
         return;
       }
       case MessageType.RepairNak:
-        return; // the origin completes what no neighbour had, at the fill time
+        this.onRepairNak(from, message.requestId);
+        return;
     }
   }
 
@@ -849,6 +911,7 @@ export class MeshSession extends EventTarget implements SegmentProvider {
       injectedLosses: this.retired.injectedLosses + (node?.counters.injectedLosses ?? 0),
       bytesFromRepair: this.store?.counters.bytesRepaired ?? 0,
       repairRequests: this.repairRequests,
+      repairsReasked: this.repairsReasked,
       repairPacketsServed: this.repairPacketsServed,
       peersCutOff: this.retired.peersCutOff + (node?.counters.peersCutOff ?? 0),
       peerLinks: node?.peerLinks() ?? [],

@@ -155,6 +155,8 @@ export interface MeshStats {
   readonly bytesFromRepair: number;
   /** Segments for which neighbours were asked for missing packets. */
   readonly repairRequests: number;
+  /** Shares of those requests a neighbour refused (busy, or not holding the segment) and another was asked for. */
+  readonly repairsReasked: number;
   /** Packets this viewer sent to neighbours that asked. */
   readonly repairPacketsServed: number;
   /** Every open WebRTC link: route type, candidate types, round-trip time, bytes (read every 2 s). */
