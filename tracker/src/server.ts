@@ -1099,11 +1099,15 @@ export async function createTracker(options: TrackerOptions): Promise<Tracker> {
   // (and reading their 20,000 pongs) in one loop blocked the event loop for 280–610 ms and made it the
   // p99 of signal relays (npm run bench:tracker, docs/results/tracker-bench). The round is cut into
   // up to HEARTBEAT_SLICES ticks of at least ~100 ms, each pinging its share of the connections.
+  // A round starts every heartbeatSlices ticks, however few connections there are: starting one
+  // whenever the last had pinged everyone pinged 4 connections every 4 ticks (1.2 s at the default
+  // 15 s) and dropped a Node viewer whose event loop was busy for ~2.4 s (seen in scale-out.test.ts).
   const heartbeatSlices = Math.max(1, Math.min(HEARTBEAT_SLICES, Math.floor(heartbeatMs / 100)));
   let heartbeatRound: Connection[] = [];
   let heartbeatNext = 0;
+  let heartbeatTick = 0;
   const heartbeat = setInterval(() => {
-    if (heartbeatNext >= heartbeatRound.length) {
+    if (heartbeatTick++ % heartbeatSlices === 0) {
       heartbeatRound = [...connections];
       heartbeatNext = 0;
     }

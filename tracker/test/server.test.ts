@@ -405,6 +405,23 @@ describe('keep-alive and shutdown', () => {
     for (const client of alive) expect((await client.bootstrap()).length).toBe(10);
   });
 
+  it('pings each socket once per round however few there are', async () => {
+    // 400 ms rounds of 4 ticks: two sockets are pinged once each per 400 ms, not at every tick.
+    const tracker = await start({ heartbeatMs: 400 });
+    const clients = [await connect(tracker), await connect(tracker)];
+    const pings = [0, 0];
+    for (const [i, client] of clients.entries())
+      client.ws.on('ping', () => {
+        pings[i] = (pings[i] ?? 0) + 1;
+      });
+    await new Promise((r) => setTimeout(r, 2000));
+    // 2 s is 5 rounds; one more for a round that had just begun.
+    for (const count of pings) {
+      expect(count).toBeGreaterThanOrEqual(4);
+      expect(count).toBeLessThanOrEqual(6);
+    }
+  });
+
   it('closes every client with 1012 (service restart) and stops listening', async () => {
     const tracker = await start();
     const a = await connect(tracker);
