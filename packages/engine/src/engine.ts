@@ -63,11 +63,21 @@ const ASSIGN_CONFIRM_MS = 2000;
 const SPARE_SHELF_LIFE_MS = 30_000;
 /**
  * A member that declined or handed back a root is not asked to root again for this long. Not in
- * the thesis (its loads never change); here loads do (setLoad: slow start, a re-measured uplink), so
+ * the thesis (its loads never change); here loads do (setLoad: a re-measured uplink), so
  * a member that could not feed a tree then may well now, and a receive-only one asked again only
  * declines again (one message). As long as a spare's shelf life: walks find it again by then.
  */
 const ROOT_DECLINE_HOLD_MS = 30_000;
+/**
+ * ...unless nobody else can root a slice: with no spare left, the member that declined longest ago
+ * (at least this long ago) is asked again rather than leaving the slice without a tree for the whole
+ * hold. Seen in a trial of a slow start of the loads in a four-viewer swarm: all three forwarders
+ * handed back roots in their first seconds at ML 12, and the slices they gave back reached nobody
+ * for 30 s. 5 s lets a re-measured uplink (or the hand-back's load phase) settle first; a
+ * receive-only member asked again only declines again (one message per 5 s while no other member
+ * can take the slice).
+ */
+const ROOT_RETRY_MS = 5_000;
 /**
  * A load switch may make a slice arrive later, but not by more than this (estimated like the latency
  * phase's gains; their noise is ±200 ms). Not in the thesis, which balances load regardless.
@@ -2319,6 +2329,24 @@ export class Engine {
     this.assignSliceSources();
   }
 
+  /**
+   * With no spare left: the member that declined or handed back a root longest ago, if that was at
+   * least ROOT_RETRY_MS ago, as a spare (and no longer held back: later bootstrap answers may give
+   * it more slices if it takes this one). Undefined if there is none.
+   */
+  private retryDecliner(): { peer: PeerId; at: number } | undefined {
+    let oldest: PeerId | null = null;
+    let oldestAt = Infinity;
+    for (const [peer, at] of this.declinedRoots)
+      if (this.now - at >= ROOT_RETRY_MS && at < oldestAt) {
+        oldest = peer;
+        oldestAt = at;
+      }
+    if (oldest === null) return undefined;
+    this.declinedRoots.delete(oldest);
+    return { peer: oldest, at: this.now };
+  }
+
   /** Whether `peer` declined or handed back a root within ROOT_DECLINE_HOLD_MS. */
   private declinedRecently(peer: PeerId): boolean {
     const at = this.declinedRoots.get(peer);
@@ -2332,7 +2360,7 @@ export class Engine {
   private assignSliceSources(): void {
     for (let s = 0; s < this.sliceSources.length; s++) {
       if (this.sliceSources[s] !== null) continue;
-      const spare = this.spares.pop(); // the freshest
+      const spare = this.spares.pop() ?? this.retryDecliner(); // the freshest spare, else a decliner again
       if (spare === undefined) return;
       const epoch = (this.sliceEpochs[s] ?? 0) + 1;
       this.sliceEpochs[s] = epoch;
@@ -2407,6 +2435,7 @@ export class Engine {
    */
   private sourcePeerUnreachable(peer: PeerId): void {
     this.spares = this.spares.filter((sp) => sp.peer !== peer);
+    this.declinedRoots.delete(peer); // gone: never to be asked again
     this.sourceLastHeard.delete(peer);
     let lost = false;
     for (let s = 0; s < this.sliceSources.length; s++) {

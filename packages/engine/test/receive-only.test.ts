@@ -29,7 +29,7 @@ describe('receive-only members and slice sources', () => {
     expect(solo.sendsOf(MessageType.Flood, mark).length).toBeGreaterThan(0);
   });
 
-  it('the true source reassigns a declined slice and never asks the decliner again', () => {
+  it('the true source reassigns a declined slice and does not ask the decliner again while others can root', () => {
     const solo = new Solo({ id: SOURCE, role: 'source', targetLoadSlices: 16 });
     solo.input({ kind: 'start' });
     solo.input({ kind: 'bootstrap', peers: [5, 6] });
@@ -43,14 +43,49 @@ describe('receive-only members and slice sources', () => {
       0,
       false,
     ]);
-    // Later bootstrap answers that include the decliner fill slices with everyone else only.
-    for (let t = 1; t <= 5; t++) {
+    // Later bootstrap answers that include the decliner fill slices with everyone else only, each
+    // a fresh member at a time, before ROOT_RETRY_MS (5 s) has passed.
+    const assignedTo = (since: number): number[] =>
+      solo.sendsOf(MessageType.SliceSourceAssign, since).map((r) => r.to);
+    for (let t = 1; t <= 4; t++) {
       solo.advance(t * 1000);
-      solo.input({ kind: 'bootstrap', peers: [5, 6, 8, 9] });
+      solo.input({ kind: 'bootstrap', peers: [declined!, 10 + 2 * t, 11 + 2 * t] });
     }
     const later = solo.engine.currentSliceSources();
     expect(later.filter((p) => p !== null).length).toBeGreaterThan(2);
     expect(later).not.toContain(declined);
+    expect(assignedTo(mark)).not.toContain(declined);
+  });
+
+  it('asks a member that handed back a root again after 5 s when nobody else can take a slice', () => {
+    const solo = new Solo({ id: SOURCE, role: 'source', targetLoadSlices: 16 });
+    solo.input({ kind: 'start' });
+    solo.input({ kind: 'bootstrap', peers: [5] });
+    expect(solo.engine.currentSliceSources()[0]).toBe(5);
+    // 5 hands slice 0 back (its uplink was full); nobody else is known.
+    solo.feed(5, { type: MessageType.SliceSourceAssign, slice: 0, epoch: 1, assigned: false });
+    expect(solo.engine.currentSliceSources()[0]).toBeNull();
+    const mark = solo.mark();
+    const assignsTo5 = (): number =>
+      solo.sendsOf(MessageType.SliceSourceAssign, mark).filter((r) => r.to === 5 && r.message.assigned)
+        .length;
+    solo.advance(4000);
+    solo.input({ kind: 'bootstrap', peers: [5] });
+    expect(assignsTo5()).toBe(0); // held back for now
+    solo.advance(5500);
+    expect(assignsTo5()).toBeGreaterThan(0);
+    expect(solo.engine.currentSliceSources()[0]).toBe(5);
+    // It declines again: held back again, not asked at every tick.
+    const epoch = solo
+      .sendsOf(MessageType.SliceSourceAssign, mark)
+      .filter((r) => r.to === 5 && r.message.slice === 0)
+      .at(-1)?.message.epoch;
+    solo.feed(5, { type: MessageType.SliceSourceAssign, slice: 0, epoch: epoch ?? 0, assigned: false });
+    const again = solo.mark();
+    solo.advance(9000);
+    expect(
+      solo.sendsOf(MessageType.SliceSourceAssign, again).filter((r) => r.to === 5 && r.message.assigned),
+    ).toEqual([]);
   });
 
   it('a decline for an older epoch or from a member that is not the root changes nothing', () => {
