@@ -69,9 +69,9 @@ const SPARE_SHELF_LIFE_MS = 30_000;
  */
 const ROOT_DECLINE_HOLD_MS = 30_000;
 /**
- * ...unless nobody else can root a slice: with no spare left, the member that declined longest ago
- * (at least this long ago) is asked again rather than leaving the slice without a tree for the whole
- * hold. Seen in a trial of a slow start of the loads in a four-viewer swarm: all three forwarders
+ * ...unless nobody else can root a slice: when a slice has waited this long for a spare (walks
+ * find fresh ones meanwhile), the member that declined longest ago (at least this long ago) is asked
+ * again rather than leaving the slice without a tree for the whole hold. Seen in a trial of a slow start of the loads in a four-viewer swarm: all three forwarders
  * handed back roots in their first seconds at ML 12, and the slices they gave back reached nobody
  * for 30 s. 5 s lets a re-measured uplink (or the hand-back's load phase) settle first; a
  * receive-only member asked again only declines again (one message per 5 s while no other member
@@ -201,6 +201,8 @@ export class Engine {
   private spares: { peer: PeerId; at: number }[] = [];
   private readonly sourceLastHeard = new Map<PeerId, number>();
   private readonly sliceAssignedAt: number[] = [];
+  /** When each slice last lost its root (for ROOT_RETRY_MS). */
+  private readonly sliceUnrootedAt: number[] = [];
   private lastSourceBootstrapAt = -Infinity;
   private readonly sliceConfirmed: boolean[] = [];
   /** Members that declined or handed back a root, and when: not asked again for ROOT_DECLINE_HOLD_MS. */
@@ -2310,7 +2312,7 @@ export class Engine {
       this.declinedRoots.set(from, this.now);
       this.spares = this.spares.filter((sp) => sp.peer !== from);
       if (this.sliceSources[s] === from && this.sliceEpochs[s] === message.epoch) {
-        this.sliceSources[s] = null;
+        this.unroot(s);
         this.emit({ type: 'sliceSource', slice: s, epoch: message.epoch, assigned: false });
         this.assignSliceSources();
       }
@@ -2330,8 +2332,8 @@ export class Engine {
   }
 
   /**
-   * With no spare left: the member that declined or handed back a root longest ago, if that was at
-   * least ROOT_RETRY_MS ago, as a spare (and no longer held back: later bootstrap answers may give
+   * For a slice without a spare for ROOT_RETRY_MS: the member that declined or handed back a root
+   * longest ago, if that was at least ROOT_RETRY_MS ago, as a spare (and no longer held back: later bootstrap answers may give
    * it more slices if it takes this one). Undefined if there is none.
    */
   private retryDecliner(): { peer: PeerId; at: number } | undefined {
@@ -2356,12 +2358,19 @@ export class Engine {
     return false;
   }
 
+  private unroot(s: number): void {
+    this.sliceSources[s] = null;
+    this.sliceUnrootedAt[s] = this.now;
+  }
+
   /** The true source keeps exactly M neighbours, each rooting one slice's tree (L3245–3256). */
   private assignSliceSources(): void {
     for (let s = 0; s < this.sliceSources.length; s++) {
       if (this.sliceSources[s] !== null) continue;
-      const spare = this.spares.pop() ?? this.retryDecliner(); // the freshest spare, else a decliner again
-      if (spare === undefined) return;
+      // The freshest spare; else, once the slice has waited ROOT_RETRY_MS for one, a decliner again.
+      const waitedMs = this.now - (this.sliceUnrootedAt[s] ?? -Infinity);
+      const spare = this.spares.pop() ?? (waitedMs >= ROOT_RETRY_MS ? this.retryDecliner() : undefined);
+      if (spare === undefined) continue;
       const epoch = (this.sliceEpochs[s] ?? 0) + 1;
       this.sliceEpochs[s] = epoch;
       this.sliceSources[s] = spare.peer;
@@ -2440,7 +2449,7 @@ export class Engine {
     let lost = false;
     for (let s = 0; s < this.sliceSources.length; s++) {
       if (this.sliceSources[s] !== peer) continue;
-      this.sliceSources[s] = null;
+      this.unroot(s);
       lost = true;
       this.emit({ type: 'sliceSource', slice: s, epoch: this.sliceEpochs[s] ?? 0, assigned: false });
     }
@@ -2466,7 +2475,7 @@ export class Engine {
         this.sliceConfirmed[s] !== true && now - (this.sliceAssignedAt[s] ?? now) > ASSIGN_CONFIRM_MS;
       if (now - heard > p.failureTimeoutMs || unconfirmed) {
         // Slice source failed: a new random node roots the tree and re-floods it (L3253–3256).
-        this.sliceSources[s] = null;
+        this.unroot(s);
         this.emit({ type: 'sliceSource', slice: s, epoch: this.sliceEpochs[s] ?? 0, assigned: false });
         continue;
       }
