@@ -57,6 +57,24 @@ const MAX_STORED_REPORTS = 64;
  * transients.
  */
 const OFFSET_SETTLE_BLOCKS = 8;
+/**
+ * The sequence window (not in the thesis, whose members are honest). The true source deals packets
+ * to the slices in turn (L3245–3256), so every slice's sequence advances in step; a data packet's
+ * sequence may run ahead of the most advanced slice we hold by what the time since that slice last
+ * advanced allows, at twice its measured rate, plus this slack (packets in flight on faster trees).
+ * Beyond it the packet is forged (a parent replaying a genuine packet under sequence 10⁶ or 2³²−1
+ * silenced its whole subtree for good: every honest packet then looked late): a violation, never
+ * delivered or forwarded.
+ */
+const SEQ_WINDOW_SLACK = 4;
+/**
+ * The fastest packet rate the window assumes on a slice whose rate it has not measured yet: one
+ * packet every 10 ms per slice is 1,600 packets/s for the stream, far above any live stream here
+ * (a 0.9 Mbit/s stream of 16 KiB packets is 7 per second).
+ */
+const MIN_SEQ_INTERVAL_MS = 10;
+/** Violations remembered for peers we hold no state for, beyond which the oldest are forgotten. */
+const MAX_STRANGER_VIOLATION_ENTRIES = 256;
 /** A slice source that has not acknowledged its assignment within this time is replaced. */
 const ASSIGN_CONFIRM_MS = 2000;
 /** A sampled spare slice source older than this may have left; it is no longer used. */
@@ -129,6 +147,8 @@ export interface EngineCounters {
   duplicatePackets: number;
   latePackets: number;
   strayPackets: number;
+  /** Data packets with a sequence beyond the window (SEQ_WINDOW_SLACK): dropped, a violation each. */
+  forgedSequences: number;
   loopsDetected: number;
   switchesLoad: number;
   switchesLatency: number;
@@ -152,6 +172,7 @@ export class Engine {
     duplicatePackets: 0,
     latePackets: 0,
     strayPackets: 0,
+    forgedSequences: 0,
     loopsDetected: 0,
     switchesLoad: 0,
     switchesLatency: 0,
@@ -164,6 +185,8 @@ export class Engine {
   private readonly peers = new Map<PeerId, PeerState>();
   private readonly sliceStates: SliceState[];
   private readonly banned = new Set<PeerId>();
+  /** Violations of peers without a PeerState (a parent that is not a Swaplinks neighbour, say). */
+  private readonly strangerViolations = new Map<PeerId, number>();
   private readonly masks = new Map<PeerId, Bloom128>();
   /**
    * Peers whose link the host reported relayed (`linkRoute`), kept while the host's link lasts: a
@@ -611,9 +634,19 @@ export class Engine {
   private violation(peer: PeerId, reason: string): void {
     const p = this.peers.get(peer);
     this.emit({ type: 'protocolViolation', peer, reason });
-    if (p === undefined) return;
-    p.violations++;
-    if (p.violations >= this.config.protocol.maxViolationsPerPeer) {
+    let violations: number;
+    if (p !== undefined) violations = ++p.violations;
+    else {
+      // Not a neighbour, yet it sent us something it should not have: counted all the same.
+      violations = (this.strangerViolations.get(peer) ?? 0) + 1;
+      this.strangerViolations.delete(peer); // re-inserted last: the map stays oldest first
+      this.strangerViolations.set(peer, violations);
+      const oldest = this.strangerViolations.keys().next();
+      if (this.strangerViolations.size > MAX_STRANGER_VIOLATION_ENTRIES && oldest.done !== true)
+        this.strangerViolations.delete(oldest.value);
+    }
+    if (violations >= this.config.protocol.maxViolationsPerPeer) {
+      this.strangerViolations.delete(peer);
       this.banned.add(peer);
       this.relayedLinks.delete(peer);
       this.peerFailed(peer, 'cutOff');
@@ -781,6 +814,11 @@ export class Engine {
       this.leaveLoop(s);
       return;
     }
+    if (msg.seq > this.seqWindowEnd()) {
+      this.counters.forgedSequences++;
+      this.violation(from, `data sequence ${msg.seq} on slice ${s} beyond the window`);
+      return;
+    }
     if (fromParent) {
       st.filter = msg.bloom;
       st.hops = msg.hops;
@@ -813,6 +851,7 @@ export class Engine {
       // Our first packet is no baseline: it came with our first parent's answer, however old it was.
       st.lastHighestAt = st.highestSeq < 0 ? -Infinity : this.now;
       st.highestSeq = msg.seq;
+      st.highestSeqAt = this.now;
     }
     if (fromOldParent && msg.seq === st.oldParentUntilSeq - 1) {
       // The old parent's last packet before the hand-off (one link keeps its order): its share is done.
@@ -834,6 +873,23 @@ export class Engine {
     }
     this.forward(st, s, msg.seq, msg.bloom, msg.hops, msg.payload);
     this.tryParity(msg.seq);
+  }
+
+  /**
+   * The highest data sequence we can justify now (SEQ_WINDOW_SLACK): the most advanced of our
+   * slices, plus what the time since it last advanced allows at twice its measured rate (at
+   * MIN_SEQ_INTERVAL_MS while unmeasured). Infinity before our first packet: nothing to judge by.
+   */
+  private seqWindowEnd(): number {
+    let end = -Infinity;
+    for (const st of this.sliceStates) {
+      if (st.highestSeq < 0) continue;
+      const intervalMs = Number.isNaN(st.seqIntervalMs)
+        ? MIN_SEQ_INTERVAL_MS
+        : Math.max(MIN_SEQ_INTERVAL_MS, st.seqIntervalMs / 2);
+      end = Math.max(end, st.highestSeq + Math.ceil((this.now - st.highestSeqAt) / intervalMs));
+    }
+    return end === -Infinity ? Infinity : end + SEQ_WINDOW_SLACK;
   }
 
   /** With a parity slice: rebuild the one data packet a stripe still lacks, if it lacks only one. */

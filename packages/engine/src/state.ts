@@ -140,10 +140,15 @@ export class SliceState {
   lastDataAt = -Infinity;
   highestSeq = -1;
   lastHighestAt = -Infinity;
+  /** When highestSeq last rose, the first packet included (for the sequence window). */
+  highestSeqAt = -Infinity;
   /** Smoothed packet interval on this slice, for hand-off sequence numbers. */
   seqIntervalMs = Number.NaN;
-  /** Ring of recent packets: dedupe and resend to a new child. Slot = seq mod size; −1 empty. */
-  readonly ringSeq: Int32Array;
+  /**
+   * Ring of recent packets: dedupe and resend to a new child. Slot = seq mod size; −1 empty.
+   * Float64: a sequence number is a u32, which an Int32Array would wrap (2³²−1 became −1, "empty").
+   */
+  readonly ringSeq: Float64Array;
   readonly ringPayload: (Uint8Array | undefined)[];
   readonly ringArrivedAt: Float64Array;
   offsetMs = Number.NaN;
@@ -171,7 +176,7 @@ export class SliceState {
   advertised: AdvertisedSlice | null = null;
 
   constructor(ringSize: number) {
-    this.ringSeq = new Int32Array(ringSize).fill(-1);
+    this.ringSeq = new Float64Array(ringSize).fill(-1);
     this.ringPayload = new Array<Uint8Array | undefined>(ringSize).fill(undefined);
     this.ringArrivedAt = new Float64Array(ringSize).fill(-Infinity);
   }
@@ -185,8 +190,8 @@ export class SliceState {
     const size = this.ringSeq.length;
     if (this.highestSeq >= 0 && seq <= this.highestSeq - size) return false;
     const slot = seq % size;
-    if (this.ringSeq[slot] === (seq | 0)) return false;
-    this.ringSeq[slot] = seq | 0;
+    if (this.ringSeq[slot] === seq) return false;
+    this.ringSeq[slot] = seq;
     this.ringPayload[slot] = payload;
     this.ringArrivedAt[slot] = now;
     return true;
@@ -195,11 +200,11 @@ export class SliceState {
   /** When a remembered packet arrived here (−Infinity if not held). */
   arrivedAt(seq: number): number {
     const slot = seq % this.ringSeq.length;
-    return this.ringSeq[slot] === (seq | 0) ? (this.ringArrivedAt[slot] ?? -Infinity) : -Infinity;
+    return this.ringSeq[slot] === seq ? (this.ringArrivedAt[slot] ?? -Infinity) : -Infinity;
   }
 
   payloadOf(seq: number): Uint8Array | undefined {
     const slot = seq % this.ringSeq.length;
-    return this.ringSeq[slot] === (seq | 0) ? this.ringPayload[slot] : undefined;
+    return this.ringSeq[slot] === seq ? this.ringPayload[slot] : undefined;
   }
 }

@@ -6,55 +6,11 @@ import {
   EMPTY_BLOOM,
   ForcedReason,
   MessageType,
-  RejectReason,
   TreeRole,
   type Bloom128,
 } from '@chunkycast/wire';
 import { BLOOM_MASK_BITS, bloomMaskFor } from '../src/index.js';
-import { dataMessage, Solo, type AdvertSpec } from './solo.js';
-
-const N = 50; // the node under test
-const P = 101; // its parent
-const Q = 102; // an alternative
-const A = 103; // a neighbour downstream of N (N's mask is in its filter)
-const C = 104; // a child of N
-
-/** TL 8, Lat2: LLT 7, ULT 9, ML 12. */
-function spec(load: number, slices: AdvertSpec['slices']): AdvertSpec {
-  return { load, lower: 7, upper: 9, maxLoad: 12, slices };
-}
-
-function accept(slice: number, handoffSeq = 0): Parameters<Solo['feed']>[1] {
-  return {
-    type: MessageType.SwitchReply,
-    slice,
-    handoffSeq,
-    accepted: true,
-    rejectReason: RejectReason.None,
-    load: 5,
-  };
-}
-
-/** N with parent P on slice 0 (packets 0..4 received, filter = P's mask) and a child C on slice 0. */
-function nodeWithParent(seed = 1): Solo {
-  const solo = new Solo({ id: N, role: 'member', targetLoadSlices: 8 }, seed);
-  solo.startWith([P, Q, A, C]);
-  solo.advance(1000);
-  solo.feed(P, solo.advertFrom(P, spec(5, { 0: { receiving: true, filter: bloomMaskFor(200) } })));
-  const requests = solo.sendsOf(MessageType.ForcedParentRequest);
-  expect(requests.map((r) => [r.to, r.message.slice])).toEqual([[P, 0]]);
-  solo.feed(P, accept(0));
-  for (let seq = 0; seq < 5; seq++) {
-    solo.advance(solo.now + 100);
-    solo.feed(P, dataMessage(0, seq, bloomOr(bloomMaskFor(200), bloomMaskFor(P)), 2));
-  }
-  solo.feed(C, { type: MessageType.ForcedParentRequest, slice: 0, reason: ForcedReason.Join, fromSeq: 5 });
-  expect(solo.engine.children()[0]).toEqual([C]);
-  solo.feed(Q, solo.advertFrom(Q, spec(5, { 0: { receiving: true, filter: bloomMaskFor(201) } })));
-  expect(solo.engine.parents()[0]).toBe(P);
-  expect(solo.deliveries().map((d) => d.seq)).toEqual([0, 1, 2, 3, 4]);
-  return solo;
-}
+import { A, accept, C, dataMessage, N, nodeWithParent, P, Q, Solo, spec } from './solo.js';
 
 describe('Bloom masks', () => {
   it('bloomMaskFor sets exactly 6 of 128 bits, deterministically, and rarely collides', () => {

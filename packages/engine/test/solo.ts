@@ -3,18 +3,29 @@
  * both ways so crafted messages are ones a real peer could send, and the engine's own messages are
  * checked to encode.
  */
+import { expect } from 'vitest';
 import {
+  bloomOr,
   decode,
   EMPTY_BLOOM,
   encode,
+  ForcedReason,
   MessageType,
+  RejectReason,
   type AdvertMessage,
   type AdvertSliceEntry,
   type Bloom128,
   type Message,
   type PeerId,
 } from '@chunkycast/wire';
-import { createRandom, Engine, type Action, type EngineEvent, type EngineInit } from '../src/index.js';
+import {
+  bloomMaskFor,
+  createRandom,
+  Engine,
+  type Action,
+  type EngineEvent,
+  type EngineInit,
+} from '../src/index.js';
 
 export interface TimedAction {
   readonly time: number;
@@ -192,4 +203,49 @@ export function dataMessage(
   const payload = new Uint8Array(4);
   new DataView(payload.buffer).setUint32(0, seq);
   return { type: MessageType.Data, slice, seq, bloom, hops, payload };
+}
+
+// A member with a parent, for tests of what a parent may send (loops.test.ts, hostile.test.ts).
+
+export const N = 50; // the node under test
+export const P = 101; // its parent
+export const Q = 102; // an alternative
+export const A = 103; // a neighbour downstream of N (N's mask is in its filter)
+export const C = 104; // a child of N
+
+/** TL 8, Lat2: LLT 7, ULT 9, ML 12. */
+export function spec(load: number, slices: AdvertSpec['slices']): AdvertSpec {
+  return { load, lower: 7, upper: 9, maxLoad: 12, slices };
+}
+
+export function accept(slice: number, handoffSeq = 0): Parameters<Solo['feed']>[1] {
+  return {
+    type: MessageType.SwitchReply,
+    slice,
+    handoffSeq,
+    accepted: true,
+    rejectReason: RejectReason.None,
+    load: 5,
+  };
+}
+
+/** N with parent P on slice 0 (packets 0..4 received, filter = P's mask) and a child C on slice 0. */
+export function nodeWithParent(seed = 1): Solo {
+  const solo = new Solo({ id: N, role: 'member', targetLoadSlices: 8 }, seed);
+  solo.startWith([P, Q, A, C]);
+  solo.advance(1000);
+  solo.feed(P, solo.advertFrom(P, spec(5, { 0: { receiving: true, filter: bloomMaskFor(200) } })));
+  const requests = solo.sendsOf(MessageType.ForcedParentRequest);
+  expect(requests.map((r) => [r.to, r.message.slice])).toEqual([[P, 0]]);
+  solo.feed(P, accept(0));
+  for (let seq = 0; seq < 5; seq++) {
+    solo.advance(solo.now + 100);
+    solo.feed(P, dataMessage(0, seq, bloomOr(bloomMaskFor(200), bloomMaskFor(P)), 2));
+  }
+  solo.feed(C, { type: MessageType.ForcedParentRequest, slice: 0, reason: ForcedReason.Join, fromSeq: 5 });
+  expect(solo.engine.children()[0]).toEqual([C]);
+  solo.feed(Q, solo.advertFrom(Q, spec(5, { 0: { receiving: true, filter: bloomMaskFor(201) } })));
+  expect(solo.engine.parents()[0]).toBe(P);
+  expect(solo.deliveries().map((d) => d.seq)).toEqual([0, 1, 2, 3, 4]);
+  return solo;
 }
