@@ -217,6 +217,8 @@ export interface MeshNodeCounters {
   dialsBackedOff: number;
   /** Bytes sent and received over links whose route is `relay` (TURN), as their stats counted them. */
   relayedBytes: number;
+  /** Engine actions that threw when carried out (logged; the rest of their batch went on). */
+  actionsFailed: number;
 }
 
 /**
@@ -319,6 +321,7 @@ export class MeshNode {
     connectFailures: 0,
     dialsBackedOff: 0,
     relayedBytes: 0,
+    actionsFailed: 0,
   };
   /** Links that opened, by the route type of their selected candidate pair (once it is known). */
   readonly connectedByRoute: Record<RouteType, number> = { host: 0, srflx: 0, prflx: 0, relay: 0 };
@@ -626,7 +629,15 @@ export class MeshNode {
           this.log('error', 'engine refused an input', { input: next.kind, error: String(e) });
           continue;
         }
-        for (const action of actions) this.perform(action);
+        for (const action of actions)
+          try {
+            this.perform(action);
+          } catch (e) {
+            // One action that fails (a message that does not encode, a host callback that throws)
+            // must not cost the rest of the batch: the timers and sends after it still happen.
+            this.counters.actionsFailed++;
+            this.log('error', 'an engine action failed', { action: action.kind, error: String(e) });
+          }
       }
     } finally {
       this.running = false;

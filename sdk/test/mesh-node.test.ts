@@ -169,6 +169,51 @@ describe('MeshNode over WebRTC on loopback', () => {
   }, 60_000);
 });
 
+describe('an engine action that throws', () => {
+  it('costs only itself: a member whose application throws on every packet still forwards them all', async () => {
+    // 41 is the only forwarder (42 and 43 receive only), and its deliver callback always throws:
+    // the forwarding sends come after the delivery in the same batch of actions.
+    const forwarder = 41;
+    const { source, members } = swarm(
+      [forwarder, 42, 43],
+      (id) => (id === forwarder ? 48 : 0),
+      (id) =>
+        id === forwarder
+          ? {
+              deliver: () => {
+                throw new Error('a bug in the application');
+              },
+              log: () => undefined,
+            }
+          : {},
+    );
+    running = [source, ...[...members.values()].map((m) => m.node)];
+    for (const m of members.values()) m.node.start();
+    source.start();
+    await until(() => source.engine.currentSliceSources().every((s) => s !== null), 20_000, 'slice sources');
+    let published = 0;
+    const publisher = setInterval(() => {
+      for (let i = 0; i < 16; i++) source.publish(new Uint8Array(100).fill(published++ % 256));
+    }, 200);
+    try {
+      await until(
+        () =>
+          [42, 43].every(
+            (id) =>
+              new Set([...(members.get(id)?.received.keys() ?? [])].map((k) => k.split(':')[0])).size === 16,
+          ),
+        30_000,
+        'both receive-only members to receive all 16 slices through the forwarder',
+      );
+    } finally {
+      clearInterval(publisher);
+    }
+    const node = members.get(forwarder)!.node;
+    expect(node.counters.actionsFailed).toBeGreaterThan(0);
+    expect(node.counters.uploadBytes).toBeGreaterThan(0);
+  }, 60_000);
+});
+
 describe('a peer that cannot be reached', () => {
   it('is given up after the connect timeout, reported with its reason, and not dialled again at once', async () => {
     const GHOST = 77;
