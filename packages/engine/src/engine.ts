@@ -89,11 +89,11 @@ const ROOT_DECLINE_HOLD_MS = 30_000;
 /**
  * ...unless nobody else can root a slice: when a slice has waited this long for a spare (walks
  * find fresh ones meanwhile), the member that declined longest ago (at least this long ago) is asked
- * again rather than leaving the slice without a tree for the whole hold. Seen in a trial of a slow start of the loads in a four-viewer swarm: all three forwarders
- * handed back roots in their first seconds at ML 12, and the slices they gave back reached nobody
- * for 30 s. 5 s lets a re-measured uplink (or the hand-back's load phase) settle first; a
- * receive-only member asked again only declines again (one message per 5 s while no other member
- * can take the slice).
+ * again rather than leaving the slice without a tree for the whole hold. Seen in a trial of a slow
+ * start of the loads in a four-viewer swarm: all three forwarders handed back roots in their first
+ * seconds at ML 12, and the slices they gave back reached nobody for 30 s. 5 s lets a re-measured
+ * uplink (or the hand-back's load phase) settle first; a receive-only member asked again only
+ * declines again (one message per 5 s while no other member can take the slice).
  */
 const ROOT_RETRY_MS = 5_000;
 /**
@@ -2389,8 +2389,8 @@ export class Engine {
 
   /**
    * For a slice without a spare for ROOT_RETRY_MS: the member that declined or handed back a root
-   * longest ago, if that was at least ROOT_RETRY_MS ago, as a spare (and no longer held back: later bootstrap answers may give
-   * it more slices if it takes this one). Undefined if there is none.
+   * longest ago, if that was at least ROOT_RETRY_MS ago, as a spare (and no longer held back: later
+   * bootstrap answers may give it more slices if it takes this one). Undefined if there is none.
    */
   private retryDecliner(): { peer: PeerId; at: number } | undefined {
     let oldest: PeerId | null = null;

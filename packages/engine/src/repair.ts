@@ -509,7 +509,10 @@ export class Repairer {
       this.counters.duplicatesRepaired++;
       return;
     }
-    if (seq > st.highestSeq) st.highestSeq = seq;
+    if (seq > st.highestSeq) {
+      st.highestSeq = seq;
+      st.highestSeqAt = now;
+    }
     this.missing.delete(k);
     if (m !== undefined) this.filled.set(k, m.deadline);
     this.host.accept({ slice: s, seq, hops, from, payload, via, missingSinceMs: m?.detectedAt ?? now });
