@@ -42,6 +42,19 @@ import { ParityError, ParitySwitch, encodeParity, recoverFromParity } from './pa
 import { Repairer, type FilledPacket } from './repair.js';
 import { PeerState, SliceState, type PendingKind } from './state.js';
 import { Swaplinks } from './swaplinks.js';
+import {
+  AUDIT_LAG_MS,
+  AUDIT_RING_MARGIN_PACKETS,
+  AUDIT_SETTLE_MS,
+  AUDIT_MAX_MISSES,
+  AUDIT_WINDOW_PACKETS,
+  FAILED_AUDIT_SHARE,
+  REPLAY_GRACE_MS,
+  REPLAY_SHARE,
+  SILENT_PARENT_SHARE,
+  Trust,
+  type RequestKind,
+} from './trust.js';
 import type { Action, EngineEvent, Input, SwitchKind } from './types.js';
 
 /** Blocks of arrival times kept for the relative-offset measurement. */
@@ -110,6 +123,17 @@ const EMPTY_PAYLOAD: Uint8Array = new Uint8Array(0);
 /** Flood senders remembered per slice, in arrival order. */
 const MAX_FLOOD_SENDERS = 16;
 
+/** Requests that cost us work or upload, by kind: rate-limited per peer (trust.ts). */
+const REQUEST_KIND: readonly (RequestKind | undefined)[] = (() => {
+  const table: (RequestKind | undefined)[] = [];
+  table[MessageType.SwitchRequest] = 'parent';
+  table[MessageType.ForcedParentRequest] = 'parent';
+  table[MessageType.LatencyPermissionRequest] = 'parent';
+  table[MessageType.PacketRepairRequest] = 'repair';
+  table[MessageType.RepairRequest] = 'repair';
+  return table;
+})();
+
 /** Message types with a `slice` field, which must be below this stream's M. */
 const CARRIES_SLICE: readonly boolean[] = (() => {
   const table: boolean[] = [];
@@ -149,6 +173,14 @@ export interface EngineCounters {
   strayPackets: number;
   /** Data packets with a sequence beyond the window (SEQ_WINDOW_SLACK): dropped, a violation each. */
   forgedSequences: number;
+  /** Slices whose highest sequence turned out forged (set before the window could judge it): reset. */
+  poisonedSlices: number;
+  /** Tree copies a sender sent us again outside REPLAY_GRACE_MS: dropped, a violation each. */
+  replayedPackets: number;
+  /** Requests beyond a peer's REQUEST_RATE_PER_S: dropped, a violation each. */
+  requestsThrottled: number;
+  /** Parents left for withholding (audit, silence) or for closing loops, and not taken again for a while. */
+  parentsDistrusted: number;
   loopsDetected: number;
   switchesLoad: number;
   switchesLatency: number;
@@ -173,6 +205,10 @@ export class Engine {
     latePackets: 0,
     strayPackets: 0,
     forgedSequences: 0,
+    poisonedSlices: 0,
+    replayedPackets: 0,
+    requestsThrottled: 0,
+    parentsDistrusted: 0,
     loopsDetected: 0,
     switchesLoad: 0,
     switchesLatency: 0,
@@ -185,6 +221,12 @@ export class Engine {
   private readonly peers = new Map<PeerId, PeerState>();
   private readonly sliceStates: SliceState[];
   private readonly banned = new Set<PeerId>();
+  /** Suspicion and request rates of peers (trust.ts). */
+  private readonly trust = new Trust();
+  /** A trusted word on where the stream is (`liveSequence`), and when it came. */
+  private liveSeqHint: { readonly seq: number; readonly at: number } | null = null;
+  /** Scratch for the sequence window's per-slice estimates. */
+  private readonly windowScratch: Float64Array;
   /** Violations of peers without a PeerState (a parent that is not a Swaplinks neighbour, say). */
   private readonly strangerViolations = new Map<PeerId, number>();
   private readonly masks = new Map<PeerId, Bloom128>();
@@ -245,6 +287,7 @@ export class Engine {
     const ringSize = Math.max(MIN_RING_PACKETS, this.config.protocol.resendWindowPackets);
     this.sliceStates = Array.from({ length: slices }, () => new SliceState(ringSize));
     this.blockArrivals = new Float64Array(OFFSET_BLOCKS * slices).fill(Number.NaN);
+    this.windowScratch = new Float64Array(slices);
     for (let s = 0; s < slices; s++) {
       this.sliceSources.push(null);
       this.sliceEpochs.push(0);
@@ -372,6 +415,10 @@ export class Engine {
           );
         }
         break;
+      case 'liveSequence':
+        if (Number.isInteger(input.seq) && input.seq >= 0 && input.seq < U32)
+          this.liveSeqHint = { seq: input.seq, at: now };
+        break;
       case 'bootstrap':
         this.swaplinks.setBootstrap(input.peers);
         if (this.config.role === 'member') this.swaplinks.maintain(now);
@@ -438,6 +485,12 @@ export class Engine {
   /** Parent of each slice (null if none), for stats and tests. */
   parents(): (PeerId | null)[] {
     return this.sliceStates.map((st) => st.parent);
+  }
+
+  /** Whether this node takes slice `s` from `peer` now (its parent, or the old one during a hand-off). */
+  takesSliceFrom(s: number, peer: PeerId): boolean {
+    const st = this.sliceStates[s];
+    return st !== undefined && (st.parent === peer || st.oldParent === peer);
   }
 
   /** Active children of each slice. */
@@ -558,6 +611,11 @@ export class Engine {
     let p = this.peers.get(id);
     if (p === undefined) {
       p = new PeerState(this.now, this.config.protocol.slices);
+      const earlier = this.strangerViolations.get(id);
+      if (earlier !== undefined) {
+        p.violations = earlier;
+        this.strangerViolations.delete(id);
+      }
       p.relayed = this.relayedLinks.has(id);
       this.peers.set(id, p);
     }
@@ -631,19 +689,19 @@ export class Engine {
     }
   }
 
-  private violation(peer: PeerId, reason: string): void {
+  /**
+   * `weight`: how many violations this one counts for; a distrust (trust.ts) counts for half the
+   * budget, so two cut a peer off.
+   */
+  private violation(peer: PeerId, reason: string, weight = 1): void {
     const p = this.peers.get(peer);
     this.emit({ type: 'protocolViolation', peer, reason });
     let violations: number;
-    if (p !== undefined) violations = ++p.violations;
+    if (p !== undefined) violations = p.violations += weight;
     else {
       // Not a neighbour, yet it sent us something it should not have: counted all the same.
-      violations = (this.strangerViolations.get(peer) ?? 0) + 1;
-      this.strangerViolations.delete(peer); // re-inserted last: the map stays oldest first
-      this.strangerViolations.set(peer, violations);
-      const oldest = this.strangerViolations.keys().next();
-      if (this.strangerViolations.size > MAX_STRANGER_VIOLATION_ENTRIES && oldest.done !== true)
-        this.strangerViolations.delete(oldest.value);
+      violations = (this.strangerViolations.get(peer) ?? 0) + weight;
+      this.rememberStrangerViolations(peer, violations);
     }
     if (violations >= this.config.protocol.maxViolationsPerPeer) {
       this.strangerViolations.delete(peer);
@@ -654,11 +712,39 @@ export class Engine {
     }
   }
 
+  /**
+   * A parent withheld what it owed us or closed a loop on us: it is not taken as a parent again for
+   * SUSPECT_MS, and the violation counts for `share` of the budget (a half: two cut it off).
+   */
+  private distrust(peer: PeerId, reason: string, share: number): void {
+    this.counters.parentsDistrusted++;
+    this.trust.suspect(peer, this.now);
+    this.violation(peer, reason, Math.ceil(this.config.protocol.maxViolationsPerPeer * share));
+    // Leave it on every slice it feeds us, not only the one that showed it (a parent forwarding half
+    // of each of three slices went on for 15–40 s more while the other slices' audits caught up).
+    for (let s = 0; s < this.sliceStates.length; s++) {
+      const st = this.slice(s);
+      // A request to it still in flight is dropped too: its acceptance would make it our parent
+      // again (it is answered with a TreeLeave, as any late acceptance).
+      if (st.pending?.target === peer) {
+        st.pending = null;
+        if (st.parent === null) this.requestParent(s, st.lostReason ?? ForcedReason.ParentLost, [peer]);
+      }
+      if (st.parent === peer && !st.isSliceSource) this.loseParent(s, ForcedReason.ParentLost, peer);
+    }
+  }
+
   // ───────────────────────────── messages ─────────────────────────────
 
   private onMessage(from: PeerId, message: Message): void {
     if (this.banned.has(from) || from === this.id) return;
     if (!this.started) return;
+    const request = REQUEST_KIND[message.type];
+    if (request !== undefined && !this.trust.takeRequestToken(from, request, this.now)) {
+      this.counters.requestsThrottled++;
+      this.violation(from, `${request} requests beyond the rate`);
+      return;
+    }
     const known = this.peers.get(from);
     if (known !== undefined) known.lastHeardAt = this.now;
     if (this.config.role === 'source') {
@@ -808,13 +894,24 @@ export class Engine {
       return;
     }
     if (from !== this.config.sourceId && bloomContains(msg.bloom, this.mask)) {
-      // Our own mask came back: the packet went round a loop (L3311–3317), or a false positive.
+      // Our own mask came back: the packet went round a loop (L3311–3317), or a false positive, or a
+      // parent lying about the path (a Bloom filter with our mask in it costs us a parent change,
+      // so a parent that keeps doing it is cut off: a third of the budget per loop).
       this.counters.loopsDetected++;
       this.emit({ type: 'loopDetected', slice: s, by: 'data' });
+      const parent = st.parent;
       this.leaveLoop(s);
+      // A liar's Bloom filter cannot be told from a loop a switch closed (honest runs have a few),
+      // so it is no violation: the parent is only not taken again for a while (trust.ts).
+      if (from === parent) {
+        this.counters.parentsDistrusted++;
+        this.trust.suspect(from, this.now);
+      }
       return;
     }
-    if (msg.seq > this.seqWindowEnd()) {
+    const windowEnd = this.seqWindowEnd();
+    if (st.highestSeq > windowEnd) this.forgetPoisonedSlice(s, st);
+    if (msg.seq > windowEnd) {
       this.counters.forgedSequences++;
       this.violation(from, `data sequence ${msg.seq} on slice ${s} beyond the window`);
       return;
@@ -825,15 +922,25 @@ export class Engine {
     }
     st.lastDataAt = this.now;
     if (s < this.config.dataSlices) this.repair.onTreePacket(this.now, s, msg.seq);
+    // A sender that sends a packet again, or one older than the ring, long after we took it as our
+    // parent is replaying: a parent taking us back resends what it holds at once, and never again.
+    const replayJudged = this.now - st.parentSince > REPLAY_GRACE_MS;
     if (st.highestSeq >= 0 && msg.seq <= st.highestSeq - st.ringSize) {
       this.counters.latePackets++;
+      if (replayJudged) this.replayed(from, s, msg.seq);
       return;
     }
     if (!st.remember(msg.seq, msg.payload, this.now)) {
       this.counters.duplicatePackets++;
+      if (replayJudged && st.senderOf(msg.seq) === from) {
+        this.replayed(from, s, msg.seq);
+        return;
+      }
+      st.markTreeCopy(msg.seq, from, fromParent, false);
       if (s < this.config.dataSlices) this.repair.onTreeDuplicate(s, msg.seq);
       return;
     }
+    st.markTreeCopy(msg.seq, from, fromParent, true);
     if (msg.seq > st.highestSeq) {
       if (st.highestSeq >= 0 && st.lastHighestAt > -Infinity) {
         const interval = (this.now - st.lastHighestAt) / (msg.seq - st.highestSeq);
@@ -852,6 +959,7 @@ export class Engine {
       st.lastHighestAt = st.highestSeq < 0 ? -Infinity : this.now;
       st.highestSeq = msg.seq;
       st.highestSeqAt = this.now;
+      st.highestSeqFrom = from;
     }
     if (fromOldParent && msg.seq === st.oldParentUntilSeq - 1) {
       // The old parent's last packet before the hand-off (one link keeps its order): its share is done.
@@ -876,20 +984,121 @@ export class Engine {
   }
 
   /**
-   * The highest data sequence we can justify now (SEQ_WINDOW_SLACK): the most advanced of our
-   * slices, plus what the time since it last advanced allows at twice its measured rate (at
-   * MIN_SEQ_INTERVAL_MS while unmeasured). Infinity before our first packet: nothing to judge by.
+   * The highest data sequence we can justify now (SEQ_WINDOW_SLACK): where our slices have got to,
+   * each plus what the time since it last advanced allows at twice its measured rate (at
+   * MIN_SEQ_INTERVAL_MS while unmeasured). With three slices or more, the median of those: a
+   * forged sequence that was some slice's first packet (nothing to judge it by then) must not
+   * raise the window for the others. Infinity before our first packet.
    */
   private seqWindowEnd(): number {
-    let end = -Infinity;
+    // Every slice carries the same rate: the fastest measured one is the closest to it (one slice's
+    // estimate jumps to the whole gap after a stall, and its extrapolation then crawls; with most
+    // slices stalled by a congested uplink, the median fell behind the stream and honest packets
+    // were judged forged).
+    let fastestMs = Infinity;
+    for (const st of this.sliceStates)
+      if (st.highestSeq >= 0 && st.seqIntervalMs < fastestMs) fastestMs = st.seqIntervalMs;
+    const intervalMs =
+      fastestMs === Infinity ? MIN_SEQ_INTERVAL_MS : Math.max(MIN_SEQ_INTERVAL_MS, fastestMs / 2);
+    const ends = this.windowScratch;
+    let n = 0;
     for (const st of this.sliceStates) {
       if (st.highestSeq < 0) continue;
-      const intervalMs = Number.isNaN(st.seqIntervalMs)
-        ? MIN_SEQ_INTERVAL_MS
-        : Math.max(MIN_SEQ_INTERVAL_MS, st.seqIntervalMs / 2);
-      end = Math.max(end, st.highestSeq + Math.ceil((this.now - st.highestSeqAt) / intervalMs));
+      const end = st.highestSeq + Math.ceil((this.now - st.highestSeqAt) / intervalMs);
+      // Insertion sort: at most M values, mostly in order already.
+      let i = n++;
+      while (i > 0 && (ends[i - 1] ?? 0) > end) {
+        ends[i] = ends[i - 1] ?? 0;
+        i--;
+      }
+      ends[i] = end;
     }
-    return end === -Infinity ? Infinity : end + SEQ_WINDOW_SLACK;
+    if (n === 0) {
+      const hint = this.liveSeqHint;
+      if (hint === null) return Infinity;
+      return hint.seq + Math.ceil((this.now - hint.at) / MIN_SEQ_INTERVAL_MS) + SEQ_WINDOW_SLACK;
+    }
+    const reference = n >= 3 ? (ends[n >> 1] ?? 0) : (ends[n - 1] ?? 0);
+    return reference + SEQ_WINDOW_SLACK;
+  }
+
+  /**
+   * A slice's highest sequence lies beyond the window the other slices justify: the packet that
+   * set it was forged (it came first, when there was nothing to judge it by). Forget the slice's
+   * sequence and ring, so honest packets are taken again, and count it against its sender.
+   */
+  private forgetPoisonedSlice(s: number, st: SliceState): void {
+    this.counters.poisonedSlices++;
+    const from = st.highestSeqFrom;
+    st.forgetSequence();
+    this.repair.forgetSlice(s);
+    if (from >= 0 && from !== this.config.sourceId)
+      this.violation(from, `slice ${s} sequence beyond the window (set before it could be judged)`);
+  }
+
+  private replayed(from: PeerId, s: number, seq: number): void {
+    this.counters.replayedPackets++;
+    this.violation(
+      from,
+      `replayed sequence ${seq} on slice ${s}`,
+      Math.ceil(this.config.protocol.maxViolationsPerPeer * REPLAY_SHARE),
+    );
+  }
+
+  /**
+   * Audit of each parent (trust.ts): every packet from the hand-off on is judged once a later one
+   * arrived AUDIT_LAG_MS ago; a parent that missed more than AUDIT_MAX_MISSES of a window of
+   * AUDIT_WINDOW_PACKETS is distrusted and left.
+   */
+  private auditParents(): void {
+    for (let s = 0; s < this.sliceStates.length; s++) {
+      const st = this.slice(s);
+      const parent = st.parent;
+      if (parent === null || st.isSliceSource || parent !== st.auditParent || st.highestSeq < 0) continue;
+      const oldestHeld = st.highestSeq - st.ringSize + 1;
+      // Up to the newest packet that arrived at least AUDIT_LAG_MS ago, and in any case what is about
+      // to leave the ring (a fast stream's ring holds less than the lag; a packet no longer held
+      // cannot be judged, and is skipped).
+      let judgeUpTo = oldestHeld + AUDIT_RING_MARGIN_PACKETS;
+      for (let seq = st.highestSeq; seq > Math.max(st.auditNextSeq, judgeUpTo) - 1; seq--) {
+        const at = st.arrivedAt(seq); // −Infinity: not held (perhaps withheld), no clock
+        if (at > -Infinity && at <= this.now - AUDIT_LAG_MS) {
+          judgeUpTo = seq;
+          break;
+        }
+      }
+      // Only packets every member repairs: a parent that had not started playing (nor repairing)
+      // could not make up for what its own parent withheld.
+      const firstRepaired = this.repair.firstSeqRepairedAfter(s, AUDIT_SETTLE_MS);
+      if (firstRepaired === Infinity) continue; // not playing yet
+      let seq = Math.max(st.auditNextSeq, oldestHeld, firstRepaired);
+      for (; seq <= judgeUpTo; seq++) {
+        st.auditCount++;
+        if (!st.deliveredByParent(seq)) st.auditMisses++;
+        if (st.auditCount < AUDIT_WINDOW_PACKETS) continue;
+        const misses = st.auditMisses;
+        st.auditCount = 0;
+        st.auditMisses = 0;
+        if (misses > AUDIT_MAX_MISSES) {
+          st.auditNextSeq = seq + 1;
+          // Left on every slice (distrust), unless the violation cut it off already.
+          this.distrust(
+            parent,
+            `parent missed ${misses} of ${AUDIT_WINDOW_PACKETS} packets on slice ${s}`,
+            FAILED_AUDIT_SHARE,
+          );
+          break;
+        }
+      }
+      if (st.parent === parent) st.auditNextSeq = Math.max(st.auditNextSeq, seq);
+    }
+  }
+
+  /** Our live edge, as far as our slices show it (for where a new parent's audit starts). */
+  private liveEdgeSeq(): number {
+    let edge = -1;
+    for (const st of this.sliceStates) if (st.highestSeq > edge) edge = st.highestSeq;
+    return edge;
   }
 
   /** With a parity slice: rebuild the one data packet a stripe still lacks, if it lacks only one. */
@@ -1217,7 +1426,23 @@ export class Engine {
     this.failingPeer = peerId;
     this.swaplinks.dropPeer(peerId);
     this.failingPeer = null;
+    this.dropPeerState(peerId);
+  }
+
+  /** Forget a peer's state, but not its violations: a withholder we left must not start afresh. */
+  private dropPeerState(peerId: PeerId): void {
+    const p = this.peers.get(peerId);
+    if (p === undefined) return;
     this.peers.delete(peerId);
+    if (p.violations > 0 && !this.banned.has(peerId)) this.rememberStrangerViolations(peerId, p.violations);
+  }
+
+  private rememberStrangerViolations(peer: PeerId, violations: number): void {
+    this.strangerViolations.delete(peer); // re-inserted last: the map stays oldest first
+    this.strangerViolations.set(peer, violations);
+    const oldest = this.strangerViolations.keys().next();
+    if (this.strangerViolations.size > MAX_STRANGER_VIOLATION_ENTRIES && oldest.done !== true)
+      this.strangerViolations.delete(oldest.value);
   }
 
   private loseParent(s: number, reason: ForcedReason, exclude: PeerId | null): void {
@@ -1334,7 +1559,7 @@ export class Engine {
 
   /** Can `q` be our parent on slice `s` at all? Loop rule: not if our mask is in its filter (L3296–3309). */
   private eligibleParent(q: PeerState, qId: PeerId, s: number, st: SliceState): boolean {
-    if (!q.hasAdvert || q.quitting || !q.receiving(s)) return false;
+    if (!q.hasAdvert || q.quitting || !q.receiving(s) || this.trust.isSuspect(qId, this.now)) return false;
     if (st.children.has(qId) || q.filterContains(s, this.mask)) return false;
     // Nor if one of our children is in its filter: it is below that child, so below us, even when
     // its filter does not show us yet. Filters change only with data, and a child that joined us
@@ -1537,7 +1762,11 @@ export class Engine {
         const next = st.floodSenders.shift();
         if (next === undefined) break;
         const until = st.rejectedUntil.get(next.peer);
-        if (this.swaplinks.isNeighbour(next.peer) && (until === undefined || until <= this.now)) {
+        if (
+          this.swaplinks.isNeighbour(next.peer) &&
+          (until === undefined || until <= this.now) &&
+          !this.trust.isSuspect(next.peer, this.now)
+        ) {
           st.filter = next.bloom;
           this.sendForced(s, next.peer, reason);
           return;
@@ -1559,6 +1788,9 @@ export class Engine {
     st.parent = parent;
     st.parentFromSeq = handoffSeq;
     st.parentSince = this.now;
+    // What the new parent owes us: every packet past our live edge (older ones it may not hold:
+    // after a failure it resends only the last hand-off lead), and none before the hand-off.
+    st.startAudit(parent, Math.max(handoffSeq, this.liveEdgeSeq() + 1));
     st.offsetBlocks = 0;
     st.lostReason = null;
     st.everHadParent = true;
@@ -1861,6 +2093,7 @@ export class Engine {
       st.parent = from;
       st.parentFromSeq = 0;
       st.parentSince = this.now;
+      st.startAudit(null, 0); // the true source is not audited
       st.oldParent = null;
       st.filter = EMPTY_BLOOM;
       st.hops = 0;
@@ -1899,7 +2132,7 @@ export class Engine {
     // Forget peers that are neither neighbours nor tree relations.
     for (const peerId of this.peers.keys()) {
       if (!this.swaplinks.isNeighbour(peerId) && !treePeers.has(peerId) && peerId !== this.config.sourceId)
-        this.peers.delete(peerId);
+        this.dropPeerState(peerId);
     }
     this.swaplinks.maintain(now);
     // Before the adverts, so that they already say which slices we no longer receive as their root.
@@ -1925,6 +2158,7 @@ export class Engine {
     this.childLoadReports();
     this.latencyPhase();
     this.probeSilentSlices();
+    this.auditParents();
   }
 
   private expireStale(): void {
@@ -2273,7 +2507,13 @@ export class Engine {
         const parent = this.peers.get(parentId);
         const silentFor = this.now - Math.max(st.lastDataAt, st.parentSince);
         if (parent?.hasAdvert === true && parent.receiving(s) && silentFor > 2 * after) {
-          this.loseParent(s, ForcedReason.ParentLost, parentId);
+          // Saying it receives while sending us nothing is also what a withholder does: not
+          // taken again for a while, and twice cuts it off.
+          this.distrust(
+            parentId,
+            `parent silent ${Math.round(silentFor)} ms on slice ${s}`,
+            SILENT_PARENT_SHARE,
+          );
           continue;
         }
       }

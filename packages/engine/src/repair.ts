@@ -242,6 +242,28 @@ export class Repairer {
     if (this.filled.delete(key(s, seq))) this.counters.falseAlarms++;
   }
 
+  /**
+   * The first packet of slice `s` that plays `settleMs` or more after our playback starts: before
+   * that nobody repairs (a parent that lacks a packet then cannot make up for it). Infinity without
+   * a playout clock.
+   */
+  firstSeqRepairedAfter(s: number, settleMs: number): number {
+    if (this.playout === null) return Infinity;
+    return this.firstSeqPlayingAt(s, this.playout.fromMs + settleMs);
+  }
+
+  /** A slice's sequence was forged and is forgotten (trust.ts): start its lag and scan afresh. */
+  forgetSlice(s: number): void {
+    if (s >= this.scanFrom.length) return;
+    this.lagMs[s] = Number.NaN;
+    this.scanFrom[s] = -1;
+    for (const [k, m] of this.missing) {
+      if (m.slice !== s) continue;
+      this.missing.delete(k);
+      this.releaseHelper(m);
+    }
+  }
+
   forgetPeer(peer: PeerId): void {
     this.inFlight.delete(peer);
     this.busyUntil.delete(peer);
@@ -512,6 +534,7 @@ export class Repairer {
     if (seq > st.highestSeq) {
       st.highestSeq = seq;
       st.highestSeqAt = now;
+      st.highestSeqFrom = -1;
     }
     this.missing.delete(k);
     if (m !== undefined) this.filled.set(k, m.deadline);

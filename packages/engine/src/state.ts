@@ -151,6 +151,20 @@ export class SliceState {
   readonly ringSeq: Float64Array;
   readonly ringPayload: (Uint8Array | undefined)[];
   readonly ringArrivedAt: Float64Array;
+  /** Per ring slot: the peer whose tree packet filled it, −1 when it came by repair, origin or parity. */
+  readonly ringSender: Float64Array;
+  /** Per ring slot: our current parent delivered this packet (its copy may have come second). */
+  readonly ringFromParent: Uint8Array;
+  /**
+   * The audit of the current parent (trust.ts): the parent being audited, the next sequence to
+   * judge, and the packets judged and missed in the current window.
+   */
+  auditParent: PeerId | null = null;
+  auditNextSeq = 0;
+  auditCount = 0;
+  auditMisses = 0;
+  /** The tree sender of the packet that set highestSeq, −1 when none did (repair, origin). */
+  highestSeqFrom = -1;
   offsetMs = Number.NaN;
   /** Latency switches of this slice so far, and until when the next one must wait. */
   latencySwitches = 0;
@@ -179,6 +193,8 @@ export class SliceState {
     this.ringSeq = new Float64Array(ringSize).fill(-1);
     this.ringPayload = new Array<Uint8Array | undefined>(ringSize).fill(undefined);
     this.ringArrivedAt = new Float64Array(ringSize).fill(-Infinity);
+    this.ringSender = new Float64Array(ringSize).fill(-1);
+    this.ringFromParent = new Uint8Array(ringSize);
   }
 
   get ringSize(): number {
@@ -194,7 +210,55 @@ export class SliceState {
     this.ringSeq[slot] = seq;
     this.ringPayload[slot] = payload;
     this.ringArrivedAt[slot] = now;
+    this.ringSender[slot] = -1;
+    this.ringFromParent[slot] = 0;
     return true;
+  }
+
+  /** A tree packet we hold came from `from`; `fromParent` when that is our current parent. */
+  markTreeCopy(seq: number, from: PeerId, fromParent: boolean, first: boolean): void {
+    const slot = seq % this.ringSeq.length;
+    if (this.ringSeq[slot] !== seq) return;
+    if (first) this.ringSender[slot] = from;
+    if (fromParent) this.ringFromParent[slot] = 1;
+  }
+
+  /** The peer whose tree copy of `seq` came first, −1 if none did or it is no longer held. */
+  senderOf(seq: number): number {
+    const slot = seq % this.ringSeq.length;
+    return this.ringSeq[slot] === seq ? (this.ringSender[slot] ?? -1) : -1;
+  }
+
+  /** Whether our current parent delivered `seq` (false if it is not held at all). */
+  deliveredByParent(seq: number): boolean {
+    const slot = seq % this.ringSeq.length;
+    return this.ringSeq[slot] === seq && this.ringFromParent[slot] === 1;
+  }
+
+  /** Start the audit of a parent from `fromSeq` on (trust.ts). */
+  startAudit(parent: PeerId | null, fromSeq: number): void {
+    this.auditParent = parent;
+    this.auditNextSeq = fromSeq;
+    this.auditCount = 0;
+    this.auditMisses = 0;
+  }
+
+  /**
+   * Forget every packet and the sequence we have reached: that sequence was forged by the packet
+   * that set it (trust.ts, a poisoned slice).
+   */
+  forgetSequence(): void {
+    this.ringSeq.fill(-1);
+    this.ringPayload.fill(undefined);
+    this.ringArrivedAt.fill(-Infinity);
+    this.ringSender.fill(-1);
+    this.ringFromParent.fill(0);
+    this.highestSeq = -1;
+    this.highestSeqAt = -Infinity;
+    this.lastHighestAt = -Infinity;
+    this.highestSeqFrom = -1;
+    this.seqIntervalMs = Number.NaN;
+    this.startAudit(this.auditParent, 0);
   }
 
   /** When a remembered packet arrived here (−Infinity if not held). */

@@ -6,6 +6,13 @@ export type Input =
   | { readonly kind: 'start' }
   /** The rendezvous server's answer to `requestBootstrap`: random current members (maybe none). */
   | { readonly kind: 'bootstrap'; readonly peers: readonly PeerId[] }
+  /**
+   * Where the stream is, from someone trusted (the rendezvous server, the broadcaster's signed
+   * announcement): the true source's next sequence on any slice. Until our own slices flow, the
+   * sequence window judges by it; without it a forged first packet passed unjudged, and our
+   * children blamed us for forwarding it.
+   */
+  | { readonly kind: 'liveSequence'; readonly seq: number }
   /** A decoded message from a peer. */
   | { readonly kind: 'message'; readonly from: PeerId; readonly message: Message }
   /** `nextDeadline()` has been reached. */

@@ -2,10 +2,11 @@
 // sequence changed. Before the sequence window, one such packet made every honest packet after it
 // look late, was forwarded to the whole subtree, and nobody ever left the parent.
 import { describe, expect, it } from 'vitest';
-import { bloomOr, MessageType } from '@chunkycast/wire';
+import { bloomOr, ForcedReason, MessageType } from '@chunkycast/wire';
 import { bloomMaskFor } from '../src/index.js';
 import { SliceState } from '../src/state.js';
-import { C, dataMessage, nodeWithParent, P, Q } from './solo.js';
+import { AUDIT_MAX_MISSES, AUDIT_SETTLE_MS, AUDIT_WINDOW_PACKETS, REQUEST_LIMITS } from '../src/trust.js';
+import { C, dataMessage, N, nodeWithParent, P, Q, Solo, accept, spec } from './solo.js';
 
 const FROM_P = bloomOr(bloomMaskFor(200), bloomMaskFor(P));
 
@@ -83,5 +84,193 @@ describe('the packet ring', () => {
     expect(ring.remember(2 ** 32 - 1, payload, 0)).toBe(true);
     expect(ring.payloadOf(2 ** 32 - 1)).toBe(payload);
     expect(ring.remember(2 ** 32 - 1, payload, 1)).toBe(false); // now a duplicate
+  });
+});
+
+/** Feed P's packets `from`..`to` of slice 0, 100 ms apart, skipping those `withhold` says. */
+function stream(
+  solo: Solo,
+  from: number,
+  to: number,
+  withhold: (seq: number) => boolean = () => false,
+): void {
+  for (let seq = from; seq <= to; seq++) {
+    solo.advance(solo.now + 100);
+    if (!withhold(seq)) solo.feed(P, dataMessage(0, seq, FROM_P, 2));
+  }
+}
+
+function violationsAgainst(solo: Solo, peer: number, since: number): string[] {
+  return solo
+    .events('protocolViolation', since)
+    .filter((e) => e.event.peer === peer)
+    .map((e) => e.event.reason);
+}
+
+describe('a parent replaying packets', () => {
+  it('sends a packet again long after we took it: dropped, never forwarded, a violation', () => {
+    const solo = nodeWithParent();
+    stream(solo, 5, 40); // 3.6 s on: well past the replay grace
+    const since = solo.mark();
+    solo.feed(P, dataMessage(0, 30, FROM_P, 2));
+    expect(solo.engine.counters.replayedPackets).toBe(1);
+    expect(violationsAgainst(solo, P, since)).toEqual(['replayed sequence 30 on slice 0']);
+    expect(solo.sendsOf(MessageType.Data, since)).toEqual([]);
+    expect(solo.deliveries(since)).toEqual([]);
+  });
+
+  it('is allowed a resend right after it took us (a parent taking us back resends what it holds)', () => {
+    const solo = nodeWithParent(); // P took us 0.5 s ago
+    const since = solo.mark();
+    solo.feed(P, dataMessage(0, 3, FROM_P, 2));
+    expect(solo.engine.counters.replayedPackets).toBe(0);
+    expect(violationsAgainst(solo, P, since)).toEqual([]);
+  });
+});
+
+describe("a forged sequence as a slice's first packet", () => {
+  it('is found once three slices flow, forgotten, and counted against its sender', () => {
+    const solo = new Solo({ id: N, role: 'member', targetLoadSlices: 8 }, 1);
+    solo.startWith([P, Q]);
+    solo.advance(1000);
+    const receiving = { receiving: true, filter: bloomMaskFor(200) };
+    solo.feed(P, solo.advertFrom(P, spec(5, { 0: receiving, 1: receiving, 2: receiving, 3: receiving })));
+    for (const r of solo.sendsOf(MessageType.ForcedParentRequest)) solo.feed(r.to, accept(r.message.slice));
+    expect(solo.engine.parents().slice(0, 4)).toEqual([P, P, P, P]);
+    // Slice 0's first packet is forged: nothing to judge it by yet.
+    solo.advance(solo.now + 100);
+    solo.feed(P, dataMessage(0, 1_000_000, FROM_P, 2));
+    const since = solo.mark();
+    for (let seq = 0; seq < 3; seq++) {
+      solo.advance(solo.now + 100);
+      for (const slice of [1, 2, 3]) solo.feed(P, dataMessage(slice, seq, FROM_P, 2));
+      solo.feed(P, dataMessage(0, seq, FROM_P, 2));
+    }
+    expect(solo.engine.counters.poisonedSlices).toBe(1);
+    expect(violationsAgainst(solo, P, since)).toEqual([
+      'slice 0 sequence beyond the window (set before it could be judged)',
+    ]);
+    // Slice 0's honest packets are delivered again, from the first one after the reset.
+    expect(
+      solo
+        .deliveries(since)
+        .filter((d) => d.slice === 0)
+        .map((d) => d.seq),
+    ).toEqual([0, 1, 2]);
+  });
+});
+
+describe('a forged first packet', () => {
+  it('is judged by where a trusted party says the stream is (liveSequence)', () => {
+    const solo = new Solo({ id: N, role: 'member', targetLoadSlices: 8 }, 1);
+    solo.startWith([P, Q]);
+    solo.input({ kind: 'liveSequence', seq: 40 });
+    solo.advance(1000);
+    solo.feed(P, solo.advertFrom(P, spec(5, { 0: { receiving: true, filter: bloomMaskFor(200) } })));
+    solo.feed(P, accept(0));
+    const since = solo.mark();
+    solo.feed(P, dataMessage(0, 1_000_000, FROM_P, 2));
+    expect(solo.deliveries(since)).toEqual([]);
+    expect(solo.engine.counters.forgedSequences).toBe(1);
+    solo.feed(P, dataMessage(0, 45, FROM_P, 2)); // 1 s after the word at 40: within reach
+    expect(solo.deliveries(since).map((d) => d.seq)).toEqual([45]);
+  });
+});
+
+describe('a flood of requests', () => {
+  it('is served up to the burst, then each request beyond the rate is dropped and counted; the flooder is cut off', () => {
+    const solo = nodeWithParent();
+    const since = solo.mark();
+    const limit = solo.engine.config.protocol.maxViolationsPerPeer;
+    // All at one instant: no tokens come back meanwhile.
+    for (let k = 0; k < REQUEST_LIMITS.parent.burst + limit; k++)
+      solo.feed(Q, {
+        type: MessageType.ForcedParentRequest,
+        slice: k % 4,
+        reason: ForcedReason.Join,
+        fromSeq: 0,
+      });
+    expect(solo.engine.counters.requestsThrottled).toBe(limit);
+    expect(violationsAgainst(solo, Q, since)).toHaveLength(limit);
+    expect(
+      solo.log
+        .slice(since)
+        .filter((r) => r.action.kind === 'disconnect')
+        .map((r) => r.action),
+    ).toEqual([{ kind: 'disconnect', peer: Q }]);
+  });
+
+  it('leaves a requester within the rate alone', () => {
+    const solo = nodeWithParent();
+    const since = solo.mark();
+    for (let k = 0; k < 60; k++) {
+      solo.advance(solo.now + 350); // about 3 per second, under the 4 allowed
+      solo.feed(Q, {
+        type: MessageType.ForcedParentRequest,
+        slice: 1,
+        reason: ForcedReason.Join,
+        fromSeq: 0,
+      });
+    }
+    expect(solo.engine.counters.requestsThrottled).toBe(0);
+    expect(violationsAgainst(solo, Q, since)).toEqual([]);
+  });
+});
+
+/** Playback from now, a second behind packet 4 (which just arrived): the audit needs a playout clock. */
+function playing(solo: Solo): void {
+  solo.input({ kind: 'playout', zeroAtMs: solo.now - 400 + 1000, packetIntervalMs: 100, fromMs: solo.now });
+}
+
+/** Packets the audit leaves alone: those playing in its first AUDIT_SETTLE_MS, and the ring's span. */
+const SETTLE_PACKETS = AUDIT_SETTLE_MS / 100 + 64;
+
+describe('the audit of a parent', () => {
+  it('leaves and distrusts a parent that forwards half of what it owes; it is not asked again', () => {
+    const solo = nodeWithParent();
+    playing(solo);
+    stream(solo, 5, 5 + SETTLE_PACKETS - 1);
+    const since = solo.mark();
+    // Every other packet withheld: far more than AUDIT_MAX_MISSES of a window of AUDIT_WINDOW_PACKETS.
+    expect(AUDIT_WINDOW_PACKETS / 2).toBeGreaterThan(AUDIT_MAX_MISSES);
+    const from = 5 + SETTLE_PACKETS;
+    stream(solo, from, from + 64 + AUDIT_WINDOW_PACKETS * 2, (seq) => seq % 2 === 1);
+    expect(violationsAgainst(solo, P, since)[0]).toMatch(
+      new RegExp(`^parent missed [0-9]+ of ${AUDIT_WINDOW_PACKETS} packets on slice 0$`),
+    );
+    expect(solo.engine.counters.parentsDistrusted).toBe(1);
+    expect(solo.engine.parents()[0]).not.toBe(P);
+    const asked = solo.sendsOf(MessageType.ForcedParentRequest, since).map((r) => r.to);
+    expect(asked).not.toContain(P);
+  });
+
+  it('keeps a parent that delivers everything, if some of it late (what it repaired itself)', () => {
+    const solo = nodeWithParent();
+    playing(solo);
+    const since = solo.mark();
+    // Every fifth packet comes 2 s late: delivered all the same.
+    for (let seq = 5; seq <= 5 + SETTLE_PACKETS + AUDIT_WINDOW_PACKETS * 3; seq++) {
+      solo.advance(solo.now + 100);
+      if (seq % 5 !== 0) solo.feed(P, dataMessage(0, seq, FROM_P, 2));
+      if (seq % 5 === 0 && seq >= 25) solo.feed(P, dataMessage(0, seq - 20, FROM_P, 2));
+    }
+    expect(violationsAgainst(solo, P, since)).toEqual([]);
+    expect(solo.engine.counters.parentsDistrusted).toBe(0);
+    expect(solo.engine.parents()[0]).toBe(P);
+  });
+});
+
+describe('a parent whose packets carry our own mask', () => {
+  it('is left as a loop and not taken again for a while', () => {
+    const solo = nodeWithParent();
+    const since = solo.mark();
+    solo.advance(solo.now + 100);
+    solo.feed(P, dataMessage(0, 5, bloomOr(FROM_P, bloomMaskFor(N)), 3));
+    expect(solo.engine.counters.loopsDetected).toBe(1);
+    expect(violationsAgainst(solo, P, since)).toEqual([]); // a loop is no proof of a lie
+    expect(solo.engine.counters.parentsDistrusted).toBe(1);
+    solo.advance(solo.now + 10_000);
+    const asked = solo.sendsOf(MessageType.ForcedParentRequest, since).map((r) => r.to);
+    expect(asked).not.toContain(P);
   });
 });

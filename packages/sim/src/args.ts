@@ -1,4 +1,5 @@
 import { DEFAULT_PROTOCOL } from '@chunkycast/engine';
+import { ADVERSARY_KINDS, AdversaryParseError, parseAdversaries } from './adversaries.js';
 import { DEFAULT_RUN, UsageError, isProtocolKey, isScenario, type RunOptions } from './run.js';
 import { SCENARIO_NAMES } from './scenarios.js';
 
@@ -28,6 +29,9 @@ Options:
   --parity MODE          off (default), auto (a 17th slice of XOR parity, switched on and off by the
                          audience's measured loss) or on (always)
   --graceful F           fraction of churn departures that quit gracefully (default 0)
+  --adversaries LIST    hostile members, KIND:FRACTION[,KIND:FRACTION] or all:FRACTION (each kind
+                         at that fraction); the summary is then of honest members, plus what the
+                         attackers got away with. Kinds: ${ADVERSARY_KINDS.join(', ')}
   --set NAME=VALUE       override a protocol constant (repeatable), e.g. --set latencySwitchMarginMs=80
                          names: ${Object.keys(DEFAULT_PROTOCOL).join(', ')}
   --quiet                no progress on stderr
@@ -149,6 +153,14 @@ export function parseArgs(
         protocol[key] = parseNumber(`--set ${key}`, pair.slice(eq + 1));
         break;
       }
+      case '--adversaries':
+        try {
+          options.adversaries = parseAdversaries(take());
+        } catch (error) {
+          if (error instanceof AdversaryParseError) throw new UsageError(error.message);
+          throw error;
+        }
+        break;
       case '--quiet':
         quiet = true;
         break;

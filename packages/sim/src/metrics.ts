@@ -1,3 +1,4 @@
+import type { AdversarySpec, AdversarySummary } from './adversaries.js';
 import { DEFAULT_PROTOCOL } from '@chunkycast/engine';
 import {
   NOT_RECEIVED,
@@ -134,6 +135,17 @@ export interface Summary {
     shareOfAudienceBytes: number;
   };
   loops: { detected: number };
+  /**
+   * With hostile members (--adversaries): every other figure is of the honest members only; this
+   * says what the attackers got away with. Origin share: packets honest members asked the origin
+   * for ÷ packets they needed.
+   */
+  adversaries?: AdversarySummary & {
+    specs: readonly AdversarySpec[];
+    honestMembers: number;
+    hostileMembers: number;
+    honestOriginShare: number;
+  };
   health: {
     decodeErrors: number;
     protocolViolations: number;

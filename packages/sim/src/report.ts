@@ -221,6 +221,25 @@ export function writeReport(
     ['loops detected', fmt(s.loops.detected)],
     ['wall time / events', `${fmt(s.wallSeconds)} s / ${s.events.toLocaleString('en-US')}`],
   ];
+  const adv = s.adversaries;
+  if (adv !== undefined) {
+    rows.unshift(
+      [
+        'hostile members (figures below are of the honest ones)',
+        `${fmt(adv.hostileMembers)}: ${adv.specs.map((x) => `${x.kind} ${pct(x.fraction)}`).join(', ')}`,
+      ],
+      ['honest origin share (packets asked of the origin ÷ needed)', pct(adv.honestOriginShare)],
+      [
+        'honest members cut off by honest ones',
+        `${fmt(adv.honestMembersCutOff)} (${fmt(adv.honestCutOffPairs)} pairs)`,
+      ],
+    );
+    for (const k of adv.kinds)
+      rows.push([
+        `${k.kind}: attackers harming / victim pairs; longest episode p50/p95/max; all episodes p95; attackers stopped ≤ 30 s; pairs cut off (p95 after first harm)`,
+        `${fmt(k.attackersHarming)} of ${fmt(k.attackers)} / ${fmt(k.victimPairs)}; ${fmt(k.harmSeconds.p50)}/${fmt(k.harmSeconds.p95)}/${fmt(k.harmSeconds.max)} s; ${fmt(k.exposureSeconds.p95)} s; ${pct(k.attackersStoppedWithin30sFraction)}; ${pct(k.pairsCutOffFraction)} (${fmt(k.cutOffSeconds.p95)} s)`,
+      ]);
+  }
   const md = [
     `# Simulation: ${label}`,
     '',

@@ -1,4 +1,5 @@
 import { DEFAULT_PROTOCOL, type ProtocolConfig } from '@chunkycast/engine';
+import { summarizeAdversaries, type AdversarySpec } from './adversaries.js';
 import { summarize, type Distributions, type Summary } from './metrics.js';
 import { planScenario, SCENARIO_NAMES, type ScenarioName } from './scenarios.js';
 import { Simulation, checkProtocolOverrides, type SimProgress, type SimResult } from './simulation.js';
@@ -21,6 +22,8 @@ export interface RunOptions {
   parity: 'off' | 'auto' | 'on';
   gracefulLeaveFraction: number;
   protocol: Partial<ProtocolConfig>;
+  /** Hostile members (issue 18's red team): the summary is then of the honest members only. */
+  adversaries?: readonly AdversarySpec[];
   onProgress?: (progress: SimProgress) => void;
   wallClockMs?: () => number;
 }
@@ -85,10 +88,30 @@ export function runScenario(options: RunOptions): RunOutput {
     targetLoadMin: 4,
     targetLoadMax: 28,
     protocol: options.protocol,
+    ...(options.adversaries !== undefined ? { adversaries: options.adversaries } : {}),
     ...(options.onProgress !== undefined ? { onProgress: options.onProgress } : {}),
     ...(options.wallClockMs !== undefined ? { wallClockMs: options.wallClockMs } : {}),
   });
   const result = sim.run();
-  const { summary, distributions } = summarize(result, options.scenario, options.nodes);
+  const specs = options.adversaries ?? [];
+  if (specs.length === 0) {
+    const { summary, distributions } = summarize(result, options.scenario, options.nodes);
+    return { result, summary, distributions };
+  }
+  // Everything measured of members is of the honest ones: what the attackers did to them.
+  const honest = result.members.filter((m) => m.hostile === null);
+  const { summary, distributions } = summarize(
+    { ...result, members: honest },
+    options.scenario,
+    options.nodes,
+  );
+  const originPackets = honest.reduce((sum, m) => sum + m.originPacketsFetched, 0);
+  summary.adversaries = {
+    specs,
+    honestMembers: honest.length,
+    hostileMembers: result.members.length - honest.length,
+    honestOriginShare: Math.round((originPackets / Math.max(1, summary.playback.packets)) * 1e6) / 1e6,
+    ...summarizeAdversaries(result.members, result.cutOffs, result.honestAccusations, result.simMs),
+  };
   return { result, summary, distributions };
 }

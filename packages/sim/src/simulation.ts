@@ -14,6 +14,7 @@ import {
   type RepairCounters,
 } from '@chunkycast/engine';
 import { MessageType, SlabAllocator, decode, encode, isSwitchMessage, type Message } from '@chunkycast/wire';
+import { Adversary, type AdversaryKind, type AdversarySpec } from './adversaries.js';
 import { createLatencyModel, type LatencyModel } from './latency.js';
 import { BernoulliLinks, GilbertElliottLinks, type LinkLossModel } from './loss.js';
 import { EventQueue } from './queue.js';
@@ -60,6 +61,8 @@ export interface SimOptions {
   readonly targetLoadMin: number;
   readonly targetLoadMax: number;
   readonly protocol: Partial<ProtocolConfig>;
+  /** Hostile members planted among the rest (issue 18's red team); none by default. */
+  readonly adversaries?: readonly AdversarySpec[];
   /** Called about every 2 s of wall time. */
   readonly onProgress?: (progress: SimProgress) => void;
   /** Wall clock for progress and timing: the only clock the simulator reads, never the engine. */
@@ -83,6 +86,8 @@ const EV_BOOTSTRAP = 5;
 const EV_SAMPLE = 6;
 const EV_BURST = 7;
 const EV_ORIGIN = 8;
+/** A peer closed its transport to this node (it cut the node off). */
+const EV_UNREACHABLE = 9;
 
 /** How a packet reached a member, as recorded per packet (0 = never). */
 export const VIA_NONE = 0;
@@ -151,6 +156,10 @@ export class MemberRecord {
   lossCountAtSample = 0;
   controlBytesSent = 0;
   finalLoad = 0;
+  /** Packets it asked the origin for. */
+  originPacketsFetched = 0;
+  /** A hostile member's lies (null: an honest member). */
+  hostile: Adversary | null = null;
 
   constructor(
     readonly id: number,
@@ -191,6 +200,13 @@ export interface SecondSample {
   readonly forcedSwitches: number;
 }
 
+/** An honest member cut `peer` off at `at`. */
+export interface CutOff {
+  readonly by: number;
+  readonly peer: number;
+  readonly at: number;
+}
+
 /** Raw results of one run; `metrics.ts` turns them into the summary. */
 export interface SimResult {
   readonly options: SimOptions;
@@ -225,6 +241,10 @@ export interface SimResult {
   /** Time from "missing" to arrival, ms, for every packet delivered by repair / by the origin. */
   readonly repairLatencyMs: readonly number[];
   readonly originLatencyMs: readonly number[];
+  /** Honest members cutting a peer off (the peer may be hostile or, collateral, honest). */
+  readonly cutOffs: readonly CutOff[];
+  /** Violations honest members reported against honest peers, by reason (numbers stripped). */
+  readonly honestAccusations: ReadonlyMap<string, number>;
   readonly packetBytes: number;
   readonly playbackBufferMs: number;
   readonly parity: {
@@ -239,6 +259,11 @@ export interface SimResult {
     readonly switches: readonly { readonly t: number; readonly active: boolean }[];
     readonly measuredLoss: readonly number[];
   };
+}
+
+/** One number for an ordered pair of member ids (ids stay far below 2²⁶ here). */
+function pairKey(a: number, b: number): number {
+  return a * 0x400_0000 + b;
 }
 
 function quantile(sorted: number[], p: number): number {
@@ -304,6 +329,12 @@ export class Simulation {
   private readonly measuredLoss: number[] = [];
   private readonly protocol: Partial<ProtocolConfig>;
   private joinsScheduled = 0;
+  /** Kinds of the planned population, shuffled (null: honest); joiners beyond it draw. */
+  private readonly plannedKinds: (AdversaryKind | null)[] = [];
+  private readonly cutOffs: CutOff[] = [];
+  /** (honest member, peer it cut off): what that peer sends it no longer harms it. */
+  private readonly cutPairs = new Set<number>();
+  private readonly honestAccusations = new Map<string, number>();
 
   constructor(private readonly options: SimOptions) {
     const plan = options.plan;
@@ -359,6 +390,7 @@ export class Simulation {
     this.latency.attach(SOURCE_ID);
     this.latency.attach(RENDEZVOUS_ID);
     this.planTargetLoads(plan.initialMembers + plan.joiners);
+    this.planAdversaries(plan.initialMembers + plan.joiners);
     this.createInitialMembers(plan.initialMembers);
     // The source last, so the rendezvous server can already name members when it asks.
     this.createSource();
@@ -419,6 +451,8 @@ export class Simulation {
       repairPacketsSent: this.repairPacketsSent,
       repairLatencyMs: this.repairLatencyMs,
       originLatencyMs: this.originLatencyMs,
+      cutOffs: this.cutOffs,
+      honestAccusations: this.honestAccusations,
       packetBytes: this.packetBytes,
       playbackBufferMs: this.playbackBufferMs,
       parity: {
@@ -506,10 +540,40 @@ export class Simulation {
     this.plannedTargetLoads.push(...values);
   }
 
+  /**
+   * Exactly round(fraction · planned) members of each kind among the planned population, placed
+   * at random; churn arrivals beyond it are hostile with the same probabilities.
+   */
+  private planAdversaries(count: number): void {
+    const specs = this.options.adversaries ?? [];
+    if (specs.length === 0) return;
+    const kinds: (AdversaryKind | null)[] = [];
+    for (const spec of specs)
+      for (let i = 0; i < Math.round(spec.fraction * count); i++) kinds.push(spec.kind);
+    while (kinds.length < count) kinds.push(null);
+    shuffleInPlace(kinds, this.random.fork(0xad));
+    this.plannedKinds.push(...kinds);
+  }
+
+  private drawKind(r: Random): AdversaryKind | null {
+    if (this.plannedKinds.length > 0) return this.plannedKinds.pop() ?? null;
+    let u = r.nextFloat();
+    for (const spec of this.options.adversaries ?? []) {
+      if (u < spec.fraction) return spec.kind;
+      u -= spec.fraction;
+    }
+    return null;
+  }
+
+  private isHonest(id: number): boolean {
+    return id === SOURCE_ID || this.byId[id]?.hostile === null;
+  }
+
   private newMember(now: number): MemberRecord {
     const id = this.nextMemberId++;
     const r = this.random.fork(id);
     const tl = this.drawTargetLoad(r);
+    const kind = this.drawKind(r.fork(0xad));
     const engine = new Engine(
       { id, role: 'member', sourceId: SOURCE_ID, targetLoadSlices: tl, protocol: this.protocol },
       r.fork(1),
@@ -543,6 +607,10 @@ export class Simulation {
     );
     m.engine = engine;
     m.alive = true;
+    // Where the stream is, as the rendezvous server tells a joiner (the product's tracker relays
+    // the broadcaster's announcements): the sequence window's basis until its slices flow.
+    engine.handle(now, { kind: 'liveSequence', seq: this.source?.nextSequence(0) ?? 0 });
+    if (kind !== null) m.hostile = new Adversary(id, kind, r.fork(0xbad));
     this.members.push(m);
     this.byId[id] = m;
     this.aliveIndex.set(id, this.alive.length);
@@ -722,6 +790,13 @@ export class Simulation {
       case EV_ORIGIN:
         this.originArrived(ev, now);
         return;
+      case EV_UNREACHABLE: {
+        const target = ev.node === SOURCE_ID ? null : this.byId[ev.node];
+        const engine = ev.node === SOURCE_ID ? this.source : (target?.engine ?? null);
+        if (engine === null || (target !== undefined && target !== null && !target.alive)) return;
+        this.apply(target ?? null, engine.handle(now, { kind: 'peerUnreachable', peer: ev.from }), now);
+        return;
+      }
     }
   }
 
@@ -803,6 +878,7 @@ export class Simulation {
 
   private sample(now: number): void {
     if (this.paritySlice >= 0) this.reportLoss(now);
+    this.spam(now);
     const counts: number[] = [];
     let within = 0;
     let atTarget = 0;
@@ -842,6 +918,22 @@ export class Simulation {
     }
   }
 
+  /** Once a second, each switch-spammer floods its neighbours with requests. */
+  private spam(now: number): void {
+    for (const id of this.alive) {
+      const m = this.byId[id];
+      const hostile = m?.hostile ?? null;
+      const engine = m?.engine ?? null;
+      if (m === undefined || hostile?.kind !== 'switch-spammer' || engine === null) continue;
+      for (const to of engine.neighbours()) {
+        const flood = hostile.spam(this.engineSlices);
+        if (this.isHonest(to) && !this.cutPairs.has(pairKey(to, m.id)))
+          for (let i = 0; i < flood.length; i++) hostile.recordHarm(to, now);
+        for (const message of flood) this.transmit(m, m.id, to, message, now);
+      }
+    }
+  }
+
   /**
    * What the true source hears about loss once a second (in the product the viewers' stats reach it
    * through the tracker): packets the playing members did not get by their tree, ÷ packets due.
@@ -878,9 +970,27 @@ export class Simulation {
     const fromId = m === null ? SOURCE_ID : m.id;
     for (const action of actions) {
       switch (action.kind) {
-        case 'send':
-          this.transmit(m, fromId, action.to, action.message, now);
+        case 'send': {
+          const hostile = m?.hostile ?? null;
+          if (hostile === null) {
+            this.transmit(m, fromId, action.to, action.message, now);
+            break;
+          }
+          const to = action.to;
+          const message = action.message;
+          const harm = (): void => {
+            if (!this.isHonest(to) || this.cutPairs.has(pairKey(to, fromId))) return;
+            // A tree packet harms only a member that takes that slice from us: to the others it is
+            // a stray they drop (the attacker's engine may still count a child that left it).
+            if (message.type === MessageType.Data) {
+              const victim = to === SOURCE_ID ? null : this.byId[to]?.engine;
+              if (victim?.takesSliceFrom(message.slice, fromId) !== true) return;
+            }
+            hostile.recordHarm(to, now);
+          };
+          for (const sent of hostile.rewrite(to, message, harm)) this.transmit(m, fromId, to, sent, now);
           break;
+        }
         case 'deliver':
           if (m !== null) {
             this.recordDelivery(m, action.slice, action.seq, action.hops, now, action.via);
@@ -901,6 +1011,11 @@ export class Simulation {
           this.onEngineEvent(m, action.event, now);
           break;
         case 'disconnect':
+          // The transport closes: the other end learns it after a one-way delay.
+          this.queue.push(
+            Math.ceil(now + this.latency.latencyMs(fromId, action.peer)),
+            this.ev(EV_UNREACHABLE, action.peer, fromId),
+          );
           break;
       }
     }
@@ -939,6 +1054,17 @@ export class Simulation {
         return;
       case 'protocolViolation':
         this.protocolViolations++;
+        if (m !== null && m.hostile === null && this.isHonest(event.peer)) {
+          // Why an honest member accused another: the reason without its numbers.
+          const reason = event.reason.replace(/[0-9]+/g, 'N');
+          this.honestAccusations.set(reason, (this.honestAccusations.get(reason) ?? 0) + 1);
+        }
+        return;
+      case 'neighbourDown':
+        if (event.reason === 'cutOff' && m !== null && m.hostile === null) {
+          this.cutOffs.push({ by: m.id, peer: event.peer, at: now });
+          this.cutPairs.add(pairKey(m.id, event.peer));
+        }
         return;
       case 'parity':
         this.paritySwitches.push({ t: now, active: event.active });
@@ -1044,6 +1170,7 @@ export class Simulation {
     if (seqs.length === 0) return;
     this.originRequests++;
     this.originPackets += seqs.length;
+    m.originPacketsFetched += seqs.length;
     this.originBytes += seqs.length * this.packetBytes + ORIGIN_REQUEST_OVERHEAD_BYTES;
     const rtt = 2 * this.latency.latencyMs(m.id, SOURCE_ID);
     this.queue.push(Math.ceil(now + rtt), this.ev(EV_ORIGIN, m.id, slice, null, [...seqs]));
