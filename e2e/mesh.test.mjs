@@ -260,6 +260,64 @@ describe('live mesh in Chromium', () => {
     await liar.close();
   });
 
+  test('e2: a viewer that forges sequences and one that withholds what it should forward are left; the others play without a stall', async () => {
+    // Both have room for many children (TL 32), so the load phase hands them some.
+    const hostile = [
+      await openViewer(
+        browser,
+        viewerUrl(tracker.url, { fault: 'forge-forwarded', targetLoad: 32, maxLoad: 48 }),
+        { label: 'forger' },
+      ),
+      await openViewer(
+        browser,
+        viewerUrl(tracker.url, { fault: 'withhold-forwarded', targetLoad: 32, maxLoad: 48 }),
+        { label: 'holder' },
+      ),
+    ];
+    const victims = six;
+    const all = [...victims, ...hostile];
+    const openedAt = Date.now();
+    const sum = (snaps, key) =>
+      snaps.slice(0, victims.length).reduce((total, x) => total + (x.stats?.[key] ?? 0), 0);
+    const before = await sampleAll(victims);
+    const keys = ['forgedSequences', 'parentsDistrusted', 'peersCutOff'];
+    const base = Object.fromEntries(keys.map((k) => [k, sum(before, k)]));
+    /** When (ms after the hostile viewers opened) the victims first dropped / left / cut off. */
+    const firstAt = Object.fromEntries(keys.map((k) => [k, null]));
+    const stallsBefore = new Map(victims.map((v, i) => [v, before[i].stats?.stalls ?? 0]));
+    const series = await monitor(all, {
+      durationMs: 40_000,
+      intervalMs: 2000,
+      onSample: (snaps, round) => {
+        for (const k of keys)
+          if (firstAt[k] === null && sum(snaps, k) > base[k]) firstAt[k] = Date.now() - openedAt;
+        printRound(all)(snaps, round);
+      },
+    });
+    const last = series.map((x) => x[x.length - 1]);
+    const gained = Object.fromEntries(keys.map((k) => [k, sum(last, k) - base[k]]));
+    log(
+      `hostile viewers: forged sequences dropped ${gained.forgedSequences} (first after ${firstAt.forgedSequences} ms), ` +
+        `parents left for withholding or loops ${gained.parentsDistrusted} (first after ${firstAt.parentsDistrusted} ms), ` +
+        `peers cut off ${gained.peersCutOff} (first after ${firstAt.peersCutOff} ms); ` +
+        `forger uploaded ${last[victims.length].stats?.uploadBytes} B`,
+    );
+    const problems = [];
+    victims.forEach((v, i) => {
+      problems.push(...steadinessProblems(v.label, series[i]));
+      const added = (last[i].stats?.stalls ?? NaN) - (stallsBefore.get(v) ?? 0);
+      if (added !== 0) problems.push(`${v.label}: ${added} stall(s) with the hostile viewers in the swarm`);
+    });
+    if (gained.forgedSequences < 3)
+      problems.push(
+        `only ${gained.forgedSequences} forged sequence(s) reached a viewer: the forger proved nothing`,
+      );
+    if (gained.peersCutOff < 1) problems.push('nobody cut the forger off');
+    if (gained.parentsDistrusted < 1) problems.push('nobody left the withholder');
+    if (problems.length > 0) await fail('e2', problems, all);
+    await Promise.all(hostile.map((v) => v.close()));
+  });
+
   test(`f: ${INJECTED_LOSS * 100}% of the media lost on every data channel: six viewers play ${PLAY_S} s without a stall, ≥70% from the mesh`, async () => {
     // A fresh swarm in which every viewer is lossy, so every link loses (issue 4's loss test).
     await Promise.all([...six, ...(late === null ? [] : [late])].map((v) => v.close()));

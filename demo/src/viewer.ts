@@ -52,6 +52,7 @@ function createPlayer(params: URLSearchParams): MeshPlayer {
     ['iceServers', 'ice-servers'],
     ['icePolicy', 'ice-transport-policy'],
     // Testing aids (see <mesh-player> docs): ?fault=corrupt-forwarded makes this viewer a liar,
+    // forge-forwarded a sequence forger, withhold-forwarded a withholder, and
     // ?fault=drop-received:0.05 loses 5% of the media arriving on each of its data channels.
     ['fault', 'fault-injection'],
   ];

@@ -169,6 +169,10 @@ export interface MeshNodeOptions {
   readonly onAnnouncement?: (from: PeerId, announcement: SignedAnnouncement) => void;
   /** Fault injection for tests: corrupt the payload of every data packet this node forwards. */
   readonly corruptForwardedData?: boolean;
+  /** Fault injection for tests: forward every data packet under its sequence + 10⁶ (a forger). */
+  readonly forgeForwardedSequences?: boolean;
+  /** Fault injection for tests: accept children and forward them nothing (a withholder). */
+  readonly withholdForwardedData?: boolean;
   /**
    * Fault injection for tests: drop this fraction (0–1) of the media messages (tree data and repair
    * data) arriving on every data channel, as if the network had lost them. The channel itself is
@@ -238,6 +242,9 @@ function endGatheringOnComplete(peer: SimplePeer): void {
     if (pc.iceGatheringState === 'complete') internals._onIceCandidate?.call(peer, { candidate: null });
   });
 }
+
+/** Fault injection: what a forger adds to the sequences it forwards. */
+const FORGED_SEQ_OFFSET = 1_000_000;
 
 /** Fault injection: the payload with every byte after the media header inverted. */
 function corrupted(payload: Uint8Array): Uint8Array {
@@ -692,10 +699,14 @@ export class MeshNode {
   private send(to: PeerId, message: Message): void {
     if (this.blocked.has(to)) return;
     const isData = message.type === MessageType.Data;
+    const member = this.options.role === 'member';
+    if (isData && member && this.options.withholdForwardedData === true) return;
     const bytes = encode(
-      isData && this.options.corruptForwardedData === true && this.options.role === 'member'
+      isData && member && this.options.corruptForwardedData === true
         ? { ...message, payload: corrupted(message.payload) }
-        : message,
+        : isData && member && this.options.forgeForwardedSequences === true
+          ? { ...message, seq: (message.seq + FORGED_SEQ_OFFSET) % 0x1_0000_0000 }
+          : message,
     );
     let link = this.links.get(to);
     if (link === undefined) {

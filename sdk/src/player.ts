@@ -157,7 +157,7 @@ function parseAttributes(get: (name: string) => string | null): ParsedAttributes
   const faultInjection = parseFaultInjection(fault);
   if (faultInjection === null)
     errors.push(
-      `fault-injection="${fault ?? ''}" is unknown (corrupt-forwarded or drop-received:<0–1>); ignored`,
+      `fault-injection="${fault ?? ''}" is unknown (corrupt-forwarded, forge-forwarded, withhold-forwarded or drop-received:<0–1>); ignored`,
     );
   if (!meshUsable) return { src, mesh: null, liveSyncSegments, errors };
   const mesh: MeshSessionOptions = {
@@ -271,6 +271,8 @@ function emptyStats(stream: string): MeshStats {
     stallMs: 0,
     verificationFailures: 0,
     forgedPackets: 0,
+    forgedSequences: 0,
+    parentsDistrusted: 0,
     announcementsFromPeers: 0,
     announcementsForwarded: 0,
     forgedAnnouncements: 0,
@@ -639,6 +641,8 @@ export function parseFaultInjection(
 ): MeshSessionOptions['faultInjection'] | null | undefined {
   if (value === null || value === '') return undefined;
   if (value === 'corrupt-forwarded') return { corruptForwardedData: true };
+  if (value === 'forge-forwarded') return { forgeForwardedSequences: true };
+  if (value === 'withhold-forwarded') return { withholdForwardedData: true };
   const drop = /^drop-received:(0|1|0?\.\d+)$/.exec(value);
   if (drop !== null) return { dropReceivedDataFraction: Number(drop[1]) };
   return null;

@@ -223,6 +223,8 @@ export class MeshSession extends EventTarget implements SegmentProvider {
   private readonly retired = {
     uploadBytes: 0,
     forgedPackets: 0,
+    forgedSequences: 0,
+    parentsDistrusted: 0,
     peersCutOff: 0,
     heldPacketsDropped: 0,
     forwardsDropped: 0,
@@ -426,6 +428,10 @@ export class MeshSession extends EventTarget implements SegmentProvider {
         if (this.node === node) void this.relay?.fromPeer(from, announcement);
       },
       ...(this.options.faultInjection?.corruptForwardedData === true ? { corruptForwardedData: true } : {}),
+      ...(this.options.faultInjection?.forgeForwardedSequences === true
+        ? { forgeForwardedSequences: true }
+        : {}),
+      ...(this.options.faultInjection?.withholdForwardedData === true ? { withholdForwardedData: true } : {}),
       ...(this.options.faultInjection?.dropReceivedDataFraction === undefined
         ? {}
         : { dropReceivedDataFraction: this.options.faultInjection.dropReceivedDataFraction }),
@@ -537,6 +543,8 @@ export class MeshSession extends EventTarget implements SegmentProvider {
     });
     this.retired.uploadBytes += old.counters.uploadBytes;
     this.retired.forgedPackets += old.counters.forgedPackets;
+    this.retired.forgedSequences += old.engine.counters.forgedSequences;
+    this.retired.parentsDistrusted += old.engine.counters.parentsDistrusted;
     this.retired.peersCutOff += old.counters.peersCutOff;
     this.retired.heldPacketsDropped += old.counters.heldPacketsDropped;
     this.retired.forwardsDropped += old.counters.droppedStale + old.counters.droppedForBackpressure;
@@ -903,6 +911,8 @@ export class MeshSession extends EventTarget implements SegmentProvider {
       verificationFailures:
         (this.store?.counters.hashMismatches ?? 0) + (this.store?.counters.badSignatures ?? 0),
       forgedPackets: this.retired.forgedPackets + (node?.counters.forgedPackets ?? 0),
+      forgedSequences: this.retired.forgedSequences + (node?.engine.counters.forgedSequences ?? 0),
+      parentsDistrusted: this.retired.parentsDistrusted + (node?.engine.counters.parentsDistrusted ?? 0),
       announcementsFromPeers: this.relay?.counters.accepted ?? 0,
       announcementsForwarded: this.relay?.counters.forwarded ?? 0,
       forgedAnnouncements: this.relay?.counters.forged ?? 0,

@@ -54,10 +54,14 @@ export interface MeshSessionOptions {
    * Testing aid, never for production: `corruptForwardedData` makes this viewer corrupt every data
    * packet it forwards (a lying peer), so tests can show that its children catch and cut it off;
    * `dropReceivedDataFraction` (0–1) throws away that share of the media messages arriving on each
-   * of its data channels (injected loss, drawn from a seeded PRNG), so tests can exercise repair.
+   * of its data channels (injected loss, drawn from a seeded PRNG), so tests can exercise repair;
+   * `forgeForwardedSequences` forwards every packet under its sequence + 10⁶, and
+   * `withholdForwardedData` forwards nothing to the children it accepts (hostile members).
    */
   readonly faultInjection?: {
     readonly corruptForwardedData?: boolean;
+    readonly forgeForwardedSequences?: boolean;
+    readonly withholdForwardedData?: boolean;
     readonly dropReceivedDataFraction?: number;
   };
 }
@@ -134,6 +138,10 @@ export interface MeshStats {
   readonly verificationFailures: number;
   /** Packets that failed their announced per-packet hash on arrival (dropped, never forwarded). */
   readonly forgedPackets: number;
+  /** Packets whose sequence lay beyond what this viewer's slices justify (dropped, never forwarded). */
+  readonly forgedSequences: number;
+  /** Parents this viewer left and stopped asking for a while: withholding, or closing a loop. */
+  readonly parentsDistrusted: number;
   /**
    * Signed announcements that first reached this viewer from a neighbour rather than the tracker
    * (verified and placed; they keep the mesh going while the tracker is away).

@@ -8,6 +8,7 @@ import {
   TreeRole,
   bloomContains,
   bloomEquals,
+  bitCount32,
   bloomOr,
   type AdvertMessage,
   type AdvertSliceEntry,
@@ -47,6 +48,7 @@ import {
   AUDIT_RING_MARGIN_PACKETS,
   AUDIT_SETTLE_MS,
   AUDIT_MAX_MISSES,
+  AUDIT_WINDOW_MASK,
   AUDIT_WINDOW_PACKETS,
   FAILED_AUDIT_SHARE,
   REPLAY_GRACE_MS,
@@ -740,7 +742,10 @@ export class Engine {
     if (this.banned.has(from) || from === this.id) return;
     if (!this.started) return;
     const request = REQUEST_KIND[message.type];
-    if (request !== undefined && !this.trust.takeRequestToken(from, request, this.now)) {
+    // A packet repair request costs what it asks for: up to 32 packets of our upload.
+    const cost =
+      message.type === MessageType.PacketRepairRequest ? Math.max(1, bitCount32(message.wanted)) : 1;
+    if (request !== undefined && !this.trust.takeRequestToken(from, request, this.now, cost)) {
       this.counters.requestsThrottled++;
       this.violation(from, `${request} requests beyond the rate`);
       return;
@@ -924,6 +929,7 @@ export class Engine {
     if (s < this.config.dataSlices) this.repair.onTreePacket(this.now, s, msg.seq);
     // A sender that sends a packet again, or one older than the ring, long after we took it as our
     // parent is replaying: a parent taking us back resends what it holds at once, and never again.
+    // Only what it sent us in this tenure counts: a resend repeats what we got before it.
     const replayJudged = this.now - st.parentSince > REPLAY_GRACE_MS;
     if (st.highestSeq >= 0 && msg.seq <= st.highestSeq - st.ringSize) {
       this.counters.latePackets++;
@@ -932,7 +938,7 @@ export class Engine {
     }
     if (!st.remember(msg.seq, msg.payload, this.now)) {
       this.counters.duplicatePackets++;
-      if (replayJudged && st.senderOf(msg.seq) === from) {
+      if (replayJudged && st.senderOf(msg.seq) === from && st.arrivedAt(msg.seq) >= st.parentSince) {
         this.replayed(from, s, msg.seq);
         return;
       }
@@ -995,9 +1001,13 @@ export class Engine {
     // estimate jumps to the whole gap after a stall, and its extrapolation then crawls; with most
     // slices stalled by a congested uplink, the median fell behind the stream and honest packets
     // were judged forged).
-    let fastestMs = Infinity;
-    for (const st of this.sliceStates)
-      if (st.highestSeq >= 0 && st.seqIntervalMs < fastestMs) fastestMs = st.seqIntervalMs;
+    // With a playout clock the stream's own packet interval is known, and taken over any estimate:
+    // under a congested uplink every slice stalled now and then, each estimate jumped to its gap,
+    // and the window fell behind the stream (honest packets by the thousand judged forged).
+    let fastestMs = this.repair.playoutPacketIntervalMs() ?? Infinity;
+    if (fastestMs === Infinity)
+      for (const st of this.sliceStates)
+        if (st.highestSeq >= 0 && st.seqIntervalMs < fastestMs) fastestMs = st.seqIntervalMs;
     const intervalMs =
       fastestMs === Infinity ? MIN_SEQ_INTERVAL_MS : Math.max(MIN_SEQ_INTERVAL_MS, fastestMs / 2);
     const ends = this.windowScratch;
@@ -1073,18 +1083,22 @@ export class Engine {
       if (firstRepaired === Infinity) continue; // not playing yet
       let seq = Math.max(st.auditNextSeq, oldestHeld, firstRepaired);
       for (; seq <= judgeUpTo; seq++) {
-        st.auditCount++;
-        if (!st.deliveredByParent(seq)) st.auditMisses++;
-        if (st.auditCount < AUDIT_WINDOW_PACKETS) continue;
-        const misses = st.auditMisses;
-        st.auditCount = 0;
-        st.auditMisses = 0;
-        if (misses > AUDIT_MAX_MISSES) {
-          st.auditNextSeq = seq + 1;
+        // A sliding window of the last AUDIT_WINDOW_PACKETS judgements: a parent is caught as soon
+        // as it has missed too many, not at the end of a fixed window.
+        const missed = st.deliveredByParent(seq) ? 0 : 1;
+        if (st.auditCount === AUDIT_WINDOW_PACKETS)
+          st.auditMisses -= (st.auditHistory >>> (AUDIT_WINDOW_PACKETS - 1)) & 1;
+        else st.auditCount++;
+        st.auditHistory = ((st.auditHistory << 1) | missed) & AUDIT_WINDOW_MASK;
+        st.auditMisses += missed;
+        if (st.auditMisses > AUDIT_MAX_MISSES) {
+          const misses = st.auditMisses;
+          const judged = st.auditCount;
+          st.startAudit(parent, seq + 1);
           // Left on every slice (distrust), unless the violation cut it off already.
           this.distrust(
             parent,
-            `parent missed ${misses} of ${AUDIT_WINDOW_PACKETS} packets on slice ${s}`,
+            `parent missed ${misses} of the last ${judged} packets on slice ${s}`,
             FAILED_AUDIT_SHARE,
           );
           break;

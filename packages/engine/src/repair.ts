@@ -252,6 +252,11 @@ export class Repairer {
     return this.firstSeqPlayingAt(s, this.playout.fromMs + settleMs);
   }
 
+  /** The stream's packet interval per slice, from the playout clock (null without one). */
+  playoutPacketIntervalMs(): number | null {
+    return this.playout === null ? null : this.playout.packetIntervalMs;
+  }
+
   /** A slice's sequence was forged and is forgotten (trust.ts): start its lag and scan afresh. */
   forgetSlice(s: number): void {
     if (s >= this.scanFrom.length) return;

@@ -163,6 +163,8 @@ export class SliceState {
   auditNextSeq = 0;
   auditCount = 0;
   auditMisses = 0;
+  /** The last judgements, newest in bit 0 (1 = missed). */
+  auditHistory = 0;
   /** The tree sender of the packet that set highestSeq, −1 when none did (repair, origin). */
   highestSeqFrom = -1;
   offsetMs = Number.NaN;
@@ -241,6 +243,7 @@ export class SliceState {
     this.auditNextSeq = fromSeq;
     this.auditCount = 0;
     this.auditMisses = 0;
+    this.auditHistory = 0;
   }
 
   /**

@@ -236,7 +236,7 @@ describe('the audit of a parent', () => {
     const from = 5 + SETTLE_PACKETS;
     stream(solo, from, from + 64 + AUDIT_WINDOW_PACKETS * 2, (seq) => seq % 2 === 1);
     expect(violationsAgainst(solo, P, since)[0]).toMatch(
-      new RegExp(`^parent missed [0-9]+ of ${AUDIT_WINDOW_PACKETS} packets on slice 0$`),
+      /^parent missed [0-9]+ of the last [0-9]+ packets on slice 0$/,
     );
     expect(solo.engine.counters.parentsDistrusted).toBe(1);
     expect(solo.engine.parents()[0]).not.toBe(P);
