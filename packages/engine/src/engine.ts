@@ -53,6 +53,11 @@ import {
   FAILED_AUDIT_SHARE,
   REPLAY_GRACE_MS,
   REPLAY_SHARE,
+  ROOT_COMPLAINTS,
+  ROOT_COMPLAINT_GRACE_MS,
+  ROOT_COMPLAINT_WINDOW_MS,
+  STARVED_SLICE_MS,
+  SUSPECT_MS,
   SILENT_PARENT_SHARE,
   Trust,
   type RequestKind,
@@ -183,6 +188,9 @@ export interface EngineCounters {
   requestsThrottled: number;
   /** Parents left for withholding (audit, silence) or for closing loops, and not taken again for a while. */
   parentsDistrusted: number;
+  /** Members: times we told the true source a slice starves. True source: roots replaced for it. */
+  starvedSliceNotices: number;
+  rootsReplacedForStarving: number;
   loopsDetected: number;
   switchesLoad: number;
   switchesLatency: number;
@@ -211,6 +219,8 @@ export class Engine {
     replayedPackets: 0,
     requestsThrottled: 0,
     parentsDistrusted: 0,
+    starvedSliceNotices: 0,
+    rootsReplacedForStarving: 0,
     loopsDetected: 0,
     switchesLoad: 0,
     switchesLatency: 0,
@@ -241,6 +251,7 @@ export class Engine {
   private actions: Action[] = [];
   private now = 0;
   private started = false;
+  private startedAt = -Infinity;
   private stopped = false;
   private quittingUntil = Infinity;
   private nextTickAt = Infinity;
@@ -272,6 +283,10 @@ export class Engine {
   private readonly sliceUnrootedAt: number[] = [];
   private lastSourceBootstrapAt = -Infinity;
   private readonly sliceConfirmed: boolean[] = [];
+  /** Per slice, members that said it starves, and when (onStarvedSlice). */
+  private readonly rootComplaints = new Map<number, Map<PeerId, number>>();
+  /** Roots replaced because their slice starved, and when: not made roots again for SUSPECT_MS. */
+  private readonly suspectRoots = new Map<PeerId, number>();
   /** Members that declined or handed back a root, and when: not asked again for ROOT_DECLINE_HOLD_MS. */
   private readonly declinedRoots = new Map<PeerId, number>();
   /** Deadline-aware repair from neighbours and the origin (members only, once a playout clock is set). */
@@ -646,6 +661,7 @@ export class Engine {
   private start(): void {
     if (this.started) return;
     this.started = true;
+    this.startedAt = this.now;
     // Random phase so thousands of nodes do not all decide in the same millisecond.
     this.nextTickAt = this.now + this.random.int(this.config.protocol.decisionIntervalMs);
     if (this.config.role === 'source') {
@@ -706,11 +722,13 @@ export class Engine {
       this.rememberStrangerViolations(peer, violations);
     }
     if (violations >= this.config.protocol.maxViolationsPerPeer) {
+      const rooted = this.slicesRootedBy(peer);
       this.strangerViolations.delete(peer);
       this.banned.add(peer);
       this.relayedLinks.delete(peer);
       this.peerFailed(peer, 'cutOff');
       this.actions.push({ kind: 'disconnect', peer });
+      for (const s of rooted) this.reportStarvedSlice(s);
     }
   }
 
@@ -721,7 +739,10 @@ export class Engine {
   private distrust(peer: PeerId, reason: string, share: number): void {
     this.counters.parentsDistrusted++;
     this.trust.suspect(peer, this.now);
+    const rooted = this.slicesRootedBy(peer);
     this.violation(peer, reason, Math.ceil(this.config.protocol.maxViolationsPerPeer * share));
+    // A root we leave leaves us nobody to ask on its slice: the true source is told at once.
+    for (const s of rooted) this.reportStarvedSlice(s);
     // Leave it on every slice it feeds us, not only the one that showed it (a parent forwarding half
     // of each of three slices went on for 15–40 s more while the other slices' audits caught up).
     for (let s = 0; s < this.sliceStates.length; s++) {
@@ -914,7 +935,9 @@ export class Engine {
       }
       return;
     }
-    const windowEnd = this.seqWindowEnd();
+    // The true source is the stream: its packets are the live edge, which a root's other slices
+    // (reaching it down other trees) may lag by seconds.
+    const windowEnd = from === this.config.sourceId ? Infinity : this.seqWindowEnd();
     if (st.highestSeq > windowEnd) this.forgetPoisonedSlice(s, st);
     if (msg.seq > windowEnd) {
       this.counters.forgedSequences++;
@@ -992,9 +1015,11 @@ export class Engine {
   /**
    * The highest data sequence we can justify now (SEQ_WINDOW_SLACK): where our slices have got to,
    * each plus what the time since it last advanced allows at twice its measured rate (at
-   * MIN_SEQ_INTERVAL_MS while unmeasured). With three slices or more, the median of those: a
-   * forged sequence that was some slice's first packet (nothing to judge it by then) must not
-   * raise the window for the others. Infinity before our first packet.
+   * MIN_SEQ_INTERVAL_MS while unmeasured). With three slices or more, the third highest of those:
+   * a forged sequence that was a slice's first packet (nothing to judge it by then) must not raise
+   * the window for the others, yet honest slices lie seconds apart when some trees are slow or
+   * just rebuilt (the median was 5 packets behind the front, and honest parents ahead of it were
+   * judged forgers by the hundred). Before our first packet, a trusted `liveSequence`, else Infinity.
    */
   private seqWindowEnd(): number {
     // Every slice carries the same rate: the fastest measured one is the closest to it (one slice's
@@ -1028,7 +1053,7 @@ export class Engine {
       if (hint === null) return Infinity;
       return hint.seq + Math.ceil((this.now - hint.at) / MIN_SEQ_INTERVAL_MS) + SEQ_WINDOW_SLACK;
     }
-    const reference = n >= 3 ? (ends[n >> 1] ?? 0) : (ends[n - 1] ?? 0);
+    const reference = ends[n >= 3 ? n - 3 : n - 1] ?? 0;
     return reference + SEQ_WINDOW_SLACK;
   }
 
@@ -2173,6 +2198,49 @@ export class Engine {
     this.latencyPhase();
     this.probeSilentSlices();
     this.auditParents();
+    this.reportStarvedSlices();
+  }
+
+  /**
+   * Slices that bring us nothing while most others flow: nobody around us receives them (their root
+   * withholds, say). Tell the true source, which replaces a root that enough members say starves.
+   */
+  private reportStarvedSlices(): void {
+    if (!this.started) return;
+    const since = (st: SliceState): number => Math.max(st.lastDataAt, this.startedAt);
+    let flowing = 0;
+    for (let s = 0; s < this.config.dataSlices; s++)
+      if (this.now - this.slice(s).lastDataAt <= this.config.protocol.receivingTimeoutMs) flowing++;
+    if (2 * flowing < this.config.dataSlices) return; // we are the problem, or the whole stream is
+    for (let s = 0; s < this.sliceStates.length; s++) {
+      const st = this.slice(s);
+      if (st.isSliceSource || this.now - since(st) < STARVED_SLICE_MS) continue;
+      this.reportStarvedSlice(s);
+    }
+  }
+
+  /** Slices whose root `peer` is, as our parent that advertised it (before we forget the peer). */
+  private slicesRootedBy(peer: PeerId): number[] {
+    const q = this.peers.get(peer);
+    const rooted: number[] = [];
+    if (q === undefined || this.config.role !== 'member') return rooted;
+    for (let s = 0; s < this.sliceStates.length; s++)
+      if (this.slice(s).parent === peer && ((q.sliceFlags[s] ?? 0) & 2) !== 0) rooted.push(s);
+    return rooted;
+  }
+
+  /** Tell the true source slice `s` starves here (at most once per STARVED_SLICE_MS). */
+  private reportStarvedSlice(s: number): void {
+    const st = this.slice(s);
+    if (this.now - st.lastStarvedNoticeAt < STARVED_SLICE_MS) return;
+    st.lastStarvedNoticeAt = this.now;
+    this.counters.starvedSliceNotices++;
+    this.send(this.config.sourceId, {
+      type: MessageType.ForcedParentRequest,
+      slice: s,
+      reason: ForcedReason.ParentLost,
+      fromSeq: this.fromSeqFor(st),
+    });
   }
 
   private expireStale(): void {
@@ -2628,6 +2696,10 @@ export class Engine {
       }
       return;
     }
+    if (message.type === MessageType.ForcedParentRequest && message.slice < this.sliceSources.length) {
+      this.onStarvedSlice(from, message.slice);
+      return;
+    }
     if (this.sourceLastHeard.has(from)) {
       this.sourceLastHeard.set(from, this.now);
       for (let s = 0; s < this.sliceSources.length; s++)
@@ -2659,13 +2731,43 @@ export class Engine {
     return { peer: oldest, at: this.now };
   }
 
-  /** Whether `peer` declined or handed back a root within ROOT_DECLINE_HOLD_MS. */
+  /** Whether `peer` declined or handed back a root within ROOT_DECLINE_HOLD_MS, or was replaced for starving its slice. */
   private declinedRecently(peer: PeerId): boolean {
+    const suspectAt = this.suspectRoots.get(peer);
+    if (suspectAt !== undefined) {
+      if (this.now - suspectAt < SUSPECT_MS) return true;
+      this.suspectRoots.delete(peer);
+    }
     const at = this.declinedRoots.get(peer);
     if (at === undefined) return false;
     if (this.now - at < ROOT_DECLINE_HOLD_MS) return true;
     this.declinedRoots.delete(peer);
     return false;
+  }
+
+  /**
+   * A member says slice `s` starves (reportStarvedSlices). Once ROOT_COMPLAINTS distinct members
+   * said so within ROOT_COMPLAINT_WINDOW_MS, the root is replaced and not made a root again for a
+   * while: it feeds nobody, whatever it tells us.
+   */
+  private onStarvedSlice(from: PeerId, s: number): void {
+    const root = this.sliceSources[s] ?? null;
+    if (root === null || from === root) return;
+    if (this.now - (this.sliceAssignedAt[s] ?? -Infinity) < ROOT_COMPLAINT_GRACE_MS) return;
+    let complaints = this.rootComplaints.get(s);
+    if (complaints === undefined) this.rootComplaints.set(s, (complaints = new Map<PeerId, number>()));
+    for (const [peer, at] of complaints)
+      if (this.now - at > ROOT_COMPLAINT_WINDOW_MS) complaints.delete(peer);
+    complaints.set(from, this.now);
+    if (complaints.size < ROOT_COMPLAINTS) return;
+    complaints.clear();
+    this.counters.rootsReplacedForStarving++;
+    this.suspectRoots.set(root, this.now);
+    this.spares = this.spares.filter((sp) => sp.peer !== root);
+    this.unroot(s);
+    this.emit({ type: 'sliceSource', slice: s, epoch: this.sliceEpochs[s] ?? 0, assigned: false });
+    this.assignSliceSources();
+    this.sourceSample();
   }
 
   private unroot(s: number): void {

@@ -163,6 +163,8 @@ export class SliceState {
   auditNextSeq = 0;
   auditCount = 0;
   auditMisses = 0;
+  /** When we last told the true source this slice starves (trust.ts). */
+  lastStarvedNoticeAt = -Infinity;
   /** The last judgements, newest in bit 0 (1 = missed). */
   auditHistory = 0;
   /** The tree sender of the packet that set highestSeq, −1 when none did (repair, origin). */

@@ -82,6 +82,23 @@ export const REQUEST_LIMITS: Readonly<Record<RequestKind, { burst: number; perSe
   parent: { burst: 16, perSecond: 4 },
   repair: { burst: 256, perSecond: 64 },
 };
+/**
+ * A slice that has brought a member nothing for this long, while at least half its slices flow, is
+ * starved: nobody in its neighbourhood receives it (a withholding slice source starves its whole
+ * tree, and the members below it have no one else to ask). The member tells the true source, at
+ * most once per this interval per slice.
+ */
+export const STARVED_SLICE_MS = 12_000;
+/**
+ * The true source replaces a slice's root once this many distinct members said within
+ * ROOT_COMPLAINT_WINDOW_MS that the slice starves, unless the root was assigned less than
+ * ROOT_COMPLAINT_GRACE_MS ago (a new tree needs a few seconds to stand). A replaced root is not
+ * made a root again for SUSPECT_MS. Three, so one liar cannot unseat an honest root alone.
+ */
+export const ROOT_COMPLAINTS = 3;
+export const ROOT_COMPLAINT_WINDOW_MS = 10_000;
+export const ROOT_COMPLAINT_GRACE_MS = 10_000;
+
 /** Peers remembered for suspicion and request rates, beyond which the oldest are forgotten. */
 const MAX_TRACKED_PEERS = 1024;
 

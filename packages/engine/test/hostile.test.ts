@@ -2,7 +2,7 @@
 // sequence changed. Before the sequence window, one such packet made every honest packet after it
 // look late, was forwarded to the whole subtree, and nobody ever left the parent.
 import { describe, expect, it } from 'vitest';
-import { bloomOr, ForcedReason, MessageType } from '@chunkycast/wire';
+import { bloomOr, EMPTY_BLOOM, ForcedReason, MessageType, type PeerId } from '@chunkycast/wire';
 import { bloomMaskFor } from '../src/index.js';
 import { SliceState } from '../src/state.js';
 import { AUDIT_MAX_MISSES, AUDIT_SETTLE_MS, AUDIT_WINDOW_PACKETS, REQUEST_LIMITS } from '../src/trust.js';
@@ -272,5 +272,74 @@ describe('a parent whose packets carry our own mask', () => {
     solo.advance(solo.now + 10_000);
     const asked = solo.sendsOf(MessageType.ForcedParentRequest, since).map((r) => r.to);
     expect(asked).not.toContain(P);
+  });
+});
+
+describe('a slice whose root feeds nobody', () => {
+  const ROOTS: readonly PeerId[] = [11, 12, 13, 14];
+  const starved = (slice: number): Parameters<Solo['feed']>[1] => ({
+    type: MessageType.ForcedParentRequest,
+    slice,
+    reason: ForcedReason.ParentLost,
+    fromSeq: 0,
+  });
+
+  /** The true source with four slices rooted by ROOTS (and confirmed), and spares 21, 22 sampled. */
+  function source(): Solo {
+    const solo = new Solo({ id: 0, role: 'source', targetLoadSlices: 0, protocol: { slices: 4 } });
+    solo.input({ kind: 'start' });
+    solo.input({ kind: 'bootstrap', peers: ROOTS });
+    for (const r of ROOTS) solo.feed(r, { type: MessageType.Heartbeat });
+    expect([...solo.engine.currentSliceSources()].sort()).toEqual([...ROOTS]);
+    return solo;
+  }
+
+  it('gets a new root once three members say it starves (not one, nor two, nor too soon)', () => {
+    const solo = source();
+    const keepAlive = (): void => {
+      for (const r of ROOTS) solo.feed(r, { type: MessageType.Heartbeat });
+    };
+    const bad = solo.engine.currentSliceSources()[2];
+    // Within the grace after the assignment: not heard.
+    for (const m of [31, 32, 33]) solo.feed(m, starved(2));
+    expect(solo.engine.currentSliceSources()[2]).toBe(bad);
+    for (let t = 1000; t <= 11_000; t += 1000) {
+      solo.advance(t);
+      keepAlive();
+    }
+    solo.feed(31, starved(2));
+    solo.feed(31, starved(2)); // one member twice is one complaint
+    solo.feed(32, starved(2));
+    expect(solo.engine.currentSliceSources()[2]).toBe(bad);
+    expect(solo.engine.counters.rootsReplacedForStarving).toBe(0);
+    solo.input({ kind: 'bootstrap', peers: [21, 22] }); // spares
+    solo.feed(33, starved(2));
+    expect(solo.engine.counters.rootsReplacedForStarving).toBe(1);
+    const root = solo.engine.currentSliceSources()[2];
+    expect(root === 21 || root === 22).toBe(true);
+    // The replaced root is not made a root again for a while, even when sampled.
+    solo.input({ kind: 'bootstrap', peers: [bad ?? 0] });
+    solo.feed(root ?? 0, { type: MessageType.Heartbeat });
+    expect(solo.engine.currentSliceSources().filter((r) => r === bad)).toEqual([]);
+  });
+
+  it('is reported by a member that left the root for withholding, at once', () => {
+    const solo = new Solo({ id: N, role: 'member', targetLoadSlices: 8 }, 1);
+    solo.startWith([P, Q]);
+    solo.advance(1000);
+    const rooting = { receiving: true, isSliceSource: true, filter: EMPTY_BLOOM };
+    solo.feed(P, solo.advertFrom(P, spec(5, { 0: rooting })));
+    solo.feed(P, accept(0));
+    expect(solo.engine.parents()[0]).toBe(P);
+    const since = solo.mark();
+    // P says it roots slice 0 and receives it, and sends nothing: left after the silence.
+    for (let t = 0; t < 8; t++) {
+      solo.advance(solo.now + 1000);
+      solo.feed(P, solo.advertFrom(P, spec(5, { 0: rooting })));
+    }
+    expect(violationsAgainst(solo, P, since)[0]).toMatch(/^parent silent [0-9]+ ms on slice 0$/);
+    const notices = solo.sendsOf(MessageType.ForcedParentRequest, since).filter((r) => r.to === 0);
+    expect(notices.map((r) => r.message.slice)).toEqual([0]);
+    expect(solo.engine.counters.starvedSliceNotices).toBe(1);
   });
 });

@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { DEFAULT_RUN, UsageError } from '../src/index.js';
+import { ADVERSARY_KINDS } from '../src/adversaries.js';
 import { parseArgs } from '../src/args.js';
 
 function usageError(argv: string[]): string {
@@ -54,5 +55,31 @@ describe('npm run sim arguments', () => {
     expect(usageError(['--scenario', 'static', '--set', 'noSuchThing=1'])).toMatch(/protocol constant/);
     expect(usageError(['--scenario', 'static', '--data-loss', '1.5'])).toMatch(/--data-loss/);
     expect(usageError(['--scenario', 'static', '--frobnicate'])).toMatch(/unknown option "--frobnicate"/);
+  });
+
+  it('parses --adversaries: kinds with fractions, or all of them at one fraction', () => {
+    const parsed = parseArgs(['--scenario', 'static', '--adversaries', 'seq-forger:0.05,withholder:0.1']);
+    if (parsed === 'help') throw new Error('help');
+    expect(parsed.options.adversaries).toEqual([
+      { kind: 'seq-forger', fraction: 0.05 },
+      { kind: 'withholder', fraction: 0.1 },
+    ]);
+    const all = parseArgs(['--scenario', 'static', '--adversaries', 'all:0.05']);
+    if (all === 'help') throw new Error('help');
+    expect(all.options.adversaries?.map((a) => a.kind)).toEqual([...ADVERSARY_KINDS]);
+  });
+
+  it('refuses a bad --adversaries with a message that says why', () => {
+    expect(usageError(['--scenario', 'static', '--adversaries', 'sneaky:0.1'])).toMatch(
+      /unknown kind "sneaky"/,
+    );
+    expect(usageError(['--scenario', 'static', '--adversaries', 'replayer:1.5'])).toMatch(
+      /must be in \(0, 1\)/,
+    );
+    expect(usageError(['--scenario', 'static', '--adversaries', 'replayer'])).toMatch(/not KIND:FRACTION/);
+    expect(usageError(['--scenario', 'static', '--adversaries', 'replayer:0.1,replayer:0.1'])).toMatch(
+      /given twice/,
+    );
+    expect(usageError(['--scenario', 'static', '--adversaries', 'all:0.08'])).toMatch(/keep them under 0.5/);
   });
 });
