@@ -51,9 +51,10 @@ export const AUDIT_LAG_MS = 6000;
  */
 export const AUDIT_RING_MARGIN_PACKETS = 8;
 /**
- * Packets are judged only from this long after our own playback began: members repair nothing
- * before they play (no deadlines yet), so until then an honest parent whose own parent withheld
- * packets cannot make up for them; by this time it is playing too, or is new and judged later.
+ * Packets are judged only from this long after our own playback began (never before it: members
+ * repair nothing before they play, so an honest parent whose own parent withheld packets could not
+ * make up for them). 5 and 10 s were tried: they only delayed catching a half-forwarder by as
+ * much, and honest parents were accused no more often at 0 in 300-member runs.
  */
 export const AUDIT_SETTLE_MS = 0;
 /**

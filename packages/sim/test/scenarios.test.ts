@@ -241,9 +241,9 @@ describe('hostile members (issue 18)', () => {
     // (members report it): before that, nobody here started playing (playback waits for all slices).
     expect(out.summary.playback.members).toBe(170);
     expect(out.summary.playback.onTimeFraction).toBeGreaterThanOrEqual(0.999);
-    // Those slices come from the origin meanwhile: a fifth of the stream in this small, short run
-    // with 15% attackers (the 1000-member runs of docs/results/hostile measure the real share).
-    expect(adversaries?.honestOriginShare).toBeLessThan(0.3);
+    // Those slices come from the origin meanwhile: several percent of the stream in this small,
+    // short run with 15% attackers (docs/results/hostile measures 1000 members for 120 s).
+    expect(adversaries?.honestOriginShare).toBeLessThan(0.15);
   });
 
   it('every attacker harmed somebody, and each victim stopped taking it within 45 s', () => {
