@@ -1045,13 +1045,19 @@ export class Engine {
       }
       ends[i] = end;
     }
-    if (n === 0) {
-      const hint = this.liveSeqHint;
-      if (hint === null) return Infinity;
-      return hint.seq + Math.ceil((this.now - hint.at) / MIN_SEQ_INTERVAL_MS) + SEQ_WINDOW_SLACK;
-    }
+    // The trusted word on the live edge, carried forward at the stream's own rate once a playout
+    // clock gives it (else at MIN_SEQ_INTERVAL_MS): a member whose slices all lag the stream (its
+    // parents' uplinks congested) judged an honest parent at the live edge a forger, by the
+    // thousand among 1000 members with request flooders about.
+    const hint = this.liveSeqHint;
+    const playoutIntervalMs = this.repair.playoutPacketIntervalMs();
+    const hintEnd =
+      hint === null
+        ? -Infinity
+        : hint.seq + Math.ceil((this.now - hint.at) / (playoutIntervalMs ?? MIN_SEQ_INTERVAL_MS));
+    if (n === 0) return hint === null ? Infinity : hintEnd + SEQ_WINDOW_SLACK;
     const reference = ends[n >= 3 ? n - 3 : n - 1] ?? 0;
-    return reference + SEQ_WINDOW_SLACK;
+    return Math.max(reference, hintEnd) + SEQ_WINDOW_SLACK;
   }
 
   /**
@@ -1550,7 +1556,7 @@ export class Engine {
       return;
     }
     this.peer(child);
-    st.children.set(child, { fromSeq, untilSeq: Infinity, drainingSince: Infinity });
+    st.children.set(child, { fromSeq, untilSeq: Infinity, drainingSince: Infinity, resentAt: -Infinity });
     st.activeChildren++;
     this.load++;
   }
@@ -1686,6 +1692,14 @@ export class Engine {
    */
   private acceptChild(child: PeerId, s: number, fromSeq: number, maxResendAgeMs = Infinity): void {
     const st = this.slice(s);
+    const existing = st.children.get(child);
+    // A child that asks again for what it already gets (its acceptance crossed a retry) is resent
+    // what we hold at most once per request timeout: a flooder asking 25 times a second had each
+    // honest neighbour resend to it 25 times, and their uplinks overflowed (trust.ts).
+    const resendAgain =
+      existing === undefined ||
+      existing.untilSeq !== Infinity ||
+      this.now - existing.resentAt >= this.config.protocol.requestTimeoutMs;
     this.addChild(s, child, fromSeq);
     this.send(child, {
       type: MessageType.SwitchReply,
@@ -1695,6 +1709,9 @@ export class Engine {
       rejectReason: RejectReason.None,
       load: this.load,
     });
+    if (!resendAgain) return;
+    const entry = st.children.get(child);
+    if (entry !== undefined) entry.resentAt = this.now;
     this.resend(st, s, child, fromSeq, maxResendAgeMs);
   }
 

@@ -96,6 +96,8 @@ export interface ChildEntry {
   /** Infinity while active; the hand-off sequence number once the child has moved on (draining). */
   untilSeq: number;
   drainingSince: number;
+  /** When we last resent it what we hold (acceptChild). */
+  resentAt: number;
 }
 
 export type PendingKind = SwitchKind | 'permission';

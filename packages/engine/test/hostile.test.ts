@@ -343,3 +343,27 @@ describe('a slice whose root feeds nobody', () => {
     expect(solo.engine.counters.starvedSliceNotices).toBe(1);
   });
 });
+
+describe('a child that asks again and again for what it already gets', () => {
+  it('is accepted each time but resent what we hold at most once per request timeout', () => {
+    const solo = nodeWithParent(); // C took slice 0 from packet 5 a moment ago
+    stream(solo, 5, 9);
+    const ask = (): Parameters<Solo['feed']>[1] => ({
+      type: MessageType.ForcedParentRequest,
+      slice: 0,
+      reason: ForcedReason.ParentQuit, // a planned hand-off: everything held from fromSeq is resent
+      fromSeq: 5,
+    });
+    const since = solo.mark();
+    solo.feed(C, ask());
+    solo.feed(C, ask());
+    const replies = solo.sendsOf(MessageType.SwitchReply, since).filter((r) => r.to === C);
+    expect(replies.map((r) => r.message.accepted)).toEqual([true, true]);
+    expect(solo.sendsOf(MessageType.Data, since).filter((r) => r.to === C)).toEqual([]);
+    solo.advance(solo.now + solo.engine.config.protocol.requestTimeoutMs);
+    const later = solo.mark();
+    solo.feed(C, ask());
+    const resent = solo.sendsOf(MessageType.Data, later).filter((r) => r.to === C);
+    expect(resent.length).toBeGreaterThan(0);
+  });
+});
