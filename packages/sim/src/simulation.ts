@@ -607,15 +607,15 @@ export class Simulation {
     );
     m.engine = engine;
     m.alive = true;
-    // Where the stream is, as the rendezvous server tells a joiner (the product's tracker relays
-    // the broadcaster's announcements): the sequence window's basis until its slices flow.
-    engine.handle(now, { kind: 'liveSequence', seq: this.source?.nextSequence(0) ?? 0 });
     if (kind !== null) m.hostile = new Adversary(id, kind, r.fork(0xbad));
     this.members.push(m);
     this.byId[id] = m;
     this.aliveIndex.set(id, this.alive.length);
     this.alive.push(id);
     this.latency.attach(id);
+    // Where the stream is, as the rendezvous server tells a joiner (the product's tracker relays
+    // the broadcaster's announcements): the sequence window's basis until its slices flow.
+    this.apply(m, engine.handle(now, { kind: 'liveSequence', seq: this.source?.nextSequence(0) ?? 0 }), now);
     return m;
   }
 
