@@ -23,16 +23,16 @@ export const FAILED_AUDIT_SHARE = 0.25;
 export const REPLAY_SHARE = 0.2;
 
 /**
- * Packets judged per audit window of a parent. At the simulator's 2 packets per slice per second a
- * window is 12 s of one slice; fewer packets cannot tell a parent that forwards half (a `selective`
- * attacker) from an honest one behind a lossy link.
+ * Packets in the sliding window by which a parent is judged. At the simulator's 2 packets per slice
+ * per second that is 8 s of one slice; fewer packets cannot tell a parent that forwards half (a
+ * `selective` attacker) from an honest one behind a lossy link.
  */
 export const AUDIT_WINDOW_PACKETS = 16;
 /** The bits of a window's judgements (AUDIT_WINDOW_PACKETS ≤ 31). */
 export const AUDIT_WINDOW_MASK = 2 ** AUDIT_WINDOW_PACKETS - 1;
 /**
- * A parent that failed to deliver more than this many of a window's packets (nearly a third) is
- * distrusted. An honest parent forwards every packet it gets, repaired ones too (they reach us
+ * A parent that failed to deliver more than this many of the last AUDIT_WINDOW_PACKETS packets
+ * judged (nearly a third) is distrusted. An honest parent forwards every packet it gets, repaired ones too (they reach us
  * late, not never), so what it misses is only what its link to us loses: more than 5 of 16 on a
  * link that loses 5% in bursts of 4 takes two bursts in a window (about 1 window in 60), while a
  * parent forwarding half misses more than 5 in 90% of windows.
@@ -59,7 +59,7 @@ export const AUDIT_RING_MARGIN_PACKETS = 8;
 export const AUDIT_SETTLE_MS = 0;
 /**
  * A distrusted peer is not taken as a parent on any slice for this long: it harms us once, not
- * again with the next slice it is offered. Two distrusts (each half the violation budget) cut it off.
+ * again with the next slice it is offered. Distrusts fill the violation budget by their shares.
  */
 export const SUSPECT_MS = 60_000;
 /**
@@ -86,10 +86,10 @@ export const REQUEST_LIMITS: Readonly<Record<RequestKind, { burst: number; perSe
   repair: { burst: 64, perSecond: 32 },
 };
 /**
- * A slice that has brought a member nothing for this long, while at least half its slices flow, is
- * starved: nobody in its neighbourhood receives it (a withholding slice source starves its whole
- * tree, and the members below it have no one else to ask). The member tells the true source, at
- * most once per this interval per slice.
+ * A slice that has brought a member nothing for this long, while at least half its slices flow and
+ * no neighbour receives it, is starved (a withholding slice source starves its whole tree, and the
+ * members below it have no one else to ask). The member tells the true source, at most once per
+ * this interval per slice.
  */
 export const STARVED_SLICE_MS = 12_000;
 /**
