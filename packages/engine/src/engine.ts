@@ -1098,7 +1098,7 @@ export class Engine {
       // to leave the ring (a fast stream's ring holds less than the lag; a packet no longer held
       // cannot be judged, and is skipped).
       let judgeUpTo = oldestHeld + AUDIT_RING_MARGIN_PACKETS;
-      for (let seq = st.highestSeq; seq > Math.max(st.auditNextSeq, judgeUpTo) - 1; seq--) {
+      for (let seq = st.highestSeq; seq >= Math.max(st.auditNextSeq, judgeUpTo); seq--) {
         const at = st.arrivedAt(seq); // −Infinity: not held (perhaps withheld), no clock
         if (at > -Infinity && at <= this.now - AUDIT_LAG_MS) {
           judgeUpTo = seq;
