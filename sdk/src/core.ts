@@ -3,6 +3,7 @@ export * from './types.js';
 export {
   MeshSession,
   LIVE_PROTOCOL,
+  inspectPacket,
   resolveLoads,
   resolveUploadCapacity,
   type SessionHost,

@@ -455,9 +455,17 @@ export class MeshNode {
     };
   }
 
-  /** True source only: the next packet of the stream. */
-  publish(payload: Uint8Array): void {
-    this.feed({ kind: 'publish', payload });
+  /**
+   * True source only: the next packet of the stream, optionally with its stream-wide number (the one
+   * its signed announcement implies; numbers may be skipped, never reused).
+   */
+  publish(payload: Uint8Array, packet?: number): void {
+    this.feed(packet === undefined ? { kind: 'publish', payload } : { kind: 'publish', payload, packet });
+  }
+
+  /** A trusted word on the newest sequence the true source has dealt (from a verified announcement). */
+  liveSequence(seq: number): void {
+    this.feed({ kind: 'liveSequence', seq });
   }
 
   /**

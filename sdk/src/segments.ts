@@ -63,6 +63,8 @@ export interface SegmentStoreOptions {
   readonly publicKey: CryptoKey | null;
   readonly now: () => number;
   readonly onProblem?: (message: string) => void;
+  /** A verified announcement was placed (first time for its segment). */
+  readonly onAnnounced?: (announcement: SignedAnnouncement) => void;
 }
 
 /**
@@ -153,6 +155,7 @@ export class SegmentStore {
     this.newestAnnounced = Math.max(this.newestAnnounced, a.sequence);
     this.prune();
     this.tryComplete(a.sequence, entry);
+    this.options.onAnnounced?.(a);
     return 'added';
   }
 

@@ -12,6 +12,7 @@ import {
   RepairNakReason,
   decodeMediaPacket,
   encodeMediaPacket,
+  packetPlace,
   packetRange,
   ROUTE_TYPES,
   type ConnectivityReport,
@@ -92,16 +93,26 @@ const REPORT_INTERVAL_MS = 2000;
 
 /**
  * Checks a media packet against its segment's signed announcement before the engine forwards it:
- * the first 16 bytes of its SHA-256 must equal the announced ones. A packet of a segment not yet
+ * the first 16 bytes of its SHA-256 must equal the announced ones, and a tree packet (`place`) must
+ * travel on the slice and under the sequence the announcement's `firstPacket` gives it, so a genuine
+ * payload replayed under a forged sequence is refused too (issue 18). A packet of a segment not yet
  * announced is held (the announcement usually arrives first; see MeshNode's HOLD_MAX_MS).
  */
-export function inspectPacket(store: SegmentStore, payload: Uint8Array): DataVerdict {
+export function inspectPacket(
+  store: SegmentStore,
+  payload: Uint8Array,
+  place?: { readonly slice: number; readonly seq: number; readonly dataSlices: number },
+): DataVerdict {
   const decoded = decodeMediaPacket(payload);
   if (!decoded.ok) return 'reject';
   const { segment, index, count, bytes } = decoded.packet;
   const announcement = store.announcement(segment);
   if (announcement === null) return 'hold';
   if (count !== announcement.packets) return 'reject';
+  if (place !== undefined) {
+    const dealt = packetPlace(announcement.firstPacket, index, place.dataSlices);
+    if (dealt.slice !== place.slice || dealt.seq !== place.seq) return 'reject';
+  }
   const expected = announcement.packetHashes.slice(index * PACKET_HASH_HEX, (index + 1) * PACKET_HASH_HEX);
   return bytesToHex(sha256(bytes).subarray(0, PACKET_HASH_HEX / 2)) === expected ? 'accept' : 'reject';
 }
@@ -324,6 +335,9 @@ export class MeshSession extends EventTarget implements SegmentProvider {
       onProblem: (message) => {
         this.dispatchEvent(new CustomEvent('error', { detail: new MeshError('verification', message) }));
       },
+      onAnnounced: (a) => {
+        if (a.sequence === store.newestAnnouncedSequence) this.tellLiveSequence();
+      },
     });
     await store.seed(welcome.announcements);
     this.store = store;
@@ -376,6 +390,7 @@ export class MeshSession extends EventTarget implements SegmentProvider {
     };
     tracker.onMessage = dispatch;
     node.start();
+    this.tellLiveSequence();
     for (const message of early.splice(0)) dispatch(message);
     this.timers.push(
       setInterval(() => {
@@ -420,7 +435,8 @@ export class MeshSession extends EventTarget implements SegmentProvider {
         if (this.node === node) tracker.send({ type: 'bootstrap', count: Math.min(64, Math.max(1, count)) });
       },
       ...(this.host.onEvent === undefined ? {} : { onEvent: this.host.onEvent }),
-      inspectData: (_slice, _seq, payload) => inspectPacket(store, payload),
+      inspectData: (slice, seq, payload) =>
+        inspectPacket(store, payload, { slice, seq, dataSlices: node.engine.config.dataSlices }),
       onRepair: (from, message) => {
         if (this.node === node) this.onRepair(from, message);
       },
@@ -560,6 +576,7 @@ export class MeshSession extends EventTarget implements SegmentProvider {
     this.node = node;
     void old.stop(false);
     node.start();
+    this.tellLiveSequence();
   }
 
   private isClosed(): boolean {
@@ -728,6 +745,18 @@ export class MeshSession extends EventTarget implements SegmentProvider {
   }
 
   /** Repair between neighbours: serve requests from the segments we hold; take verified replies. */
+  /**
+   * The newest verified announcement tells the engine where the stream is (`liveSequence`): the
+   * sequence of its last packet, which the true source deals right after announcing it. Its sequence
+   * window then judges a neighbour's first packet too (issue 18).
+   */
+  private tellLiveSequence(): void {
+    const node = this.node;
+    const a = this.store?.announcement(this.store.newestAnnouncedSequence) ?? null;
+    if (node === null || a === null) return;
+    node.liveSequence(packetPlace(a.firstPacket, a.packets - 1, node.engine.config.dataSlices).seq);
+  }
+
   private onRepair(from: number, message: RepairMessage): void {
     const store = this.store;
     const node = this.node;

@@ -34,6 +34,7 @@ async function signed(
     uri: `live${sequence}.ts`,
     bytes: bytes.length,
     packets: 1,
+    firstPacket: sequence * 16,
     sha256: createHash('sha256').update(bytes).digest('hex'),
     packetHashes: createHash('sha256').update(bytes).digest('hex').slice(0, 32),
     durationMs: 2000,

@@ -148,6 +148,7 @@ async function signSegment(
     uri: `seg${sequence}.ts`,
     bytes: bytes.length,
     packets: plan.packets,
+    firstPacket: sequence * plan.packets,
     sha256: createHash('sha256').update(bytes).digest('hex'),
     packetHashes: parts.map((p) => createHash('sha256').update(p).digest('hex').slice(0, 32)).join(''),
     durationMs: SEGMENT_EVERY_MS,
@@ -225,7 +226,10 @@ async function swarm(count: number) {
     const first = source.openPeerIds()[0];
     if (toOne && first !== undefined) expect(source.sendAnnouncement(first, announcement)).toBe(true);
     else source.broadcastAnnouncement(announcement);
-    for (const packet of packets) source.publish(packet);
+    // Under the numbers the announcement signs, as the true source does (issue 18).
+    packets.forEach((packet, index) => {
+      source.publish(packet, announcement.firstPacket + index);
+    });
     return seq;
   };
   /**

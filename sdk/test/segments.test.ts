@@ -1,8 +1,10 @@
 import { createHash } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
-import { SegmentStore, bytesToBase64 } from '@chunkycast/sdk/core';
+import { SegmentStore, bytesToBase64, inspectPacket } from '@chunkycast/sdk/core';
 import {
   announcementSigningBytes,
+  encodeMediaPacket,
+  packetPlace,
   packetRange,
   planPackets,
   type MediaPacket,
@@ -35,6 +37,7 @@ async function announce(
     uri: `live${sequence}.ts`,
     bytes: bytes.length,
     packets: plan.packets,
+    firstPacket: sequence * plan.packets,
     sha256: createHash('sha256').update(bytes).digest('hex'),
     packetHashes: packets(sequence, bytes)
       .map((p) => createHash('sha256').update(p.bytes).digest('hex').slice(0, 32))
@@ -198,5 +201,30 @@ describe('completing a partial segment from the origin', () => {
     expect(await s.wait(31, 1000)).toBeNull();
     expect(s.verdict(31)).toBe('failed');
     expect(s.fillPacket(31, 0, list[0]!.bytes)).toBe(false);
+  });
+});
+
+describe('inspectPacket: a tree packet against its signed announcement (issue 18)', () => {
+  it('accepts a genuine payload only on the slice and under the sequence its firstPacket gives it', async () => {
+    const { privateKey, publicKey } = await keys();
+    const s = store(publicKey);
+    const bytes = segmentBytes(9);
+    // Segment 9 begins at stream packet 9·rows·16 (as the true source numbers them).
+    const announcement = await announce(privateKey, 9, bytes);
+    expect(await s.announce(announcement)).toBe(true);
+    for (const packet of packets(9, bytes)) {
+      const payload = encodeMediaPacket(packet);
+      const { slice, seq } = packetPlace(announcement.firstPacket, packet.index, 16);
+      expect(inspectPacket(s, payload, { slice, seq, dataSlices: 16 })).toBe('accept');
+      // The attack of issue 18: the same genuine bytes under a forged sequence, or on another slice.
+      for (const forged of [seq + 1, seq + 1_000_000, 0xffff_ffff])
+        expect(inspectPacket(s, payload, { slice, seq: forged, dataSlices: 16 })).toBe('reject');
+      expect(inspectPacket(s, payload, { slice: (slice + 1) % 16, seq, dataSlices: 16 })).toBe('reject');
+      // Repair data carries no place: the hash alone decides.
+      expect(inspectPacket(s, payload)).toBe('accept');
+    }
+    // A packet of a segment not yet announced waits for its announcement.
+    const later = encodeMediaPacket(packets(10, segmentBytes(10))[0]!);
+    expect(inspectPacket(s, later, { slice: 0, seq: 0, dataSlices: 16 })).toBe('hold');
   });
 });

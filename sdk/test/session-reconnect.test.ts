@@ -17,6 +17,7 @@ function announcement(sequence: number, publishedAtMs: number): SignedAnnounceme
     uri: `seg${sequence}.ts`,
     bytes: 16,
     packets: 1,
+    firstPacket: 0,
     sha256: '0'.repeat(64),
     packetHashes: '0'.repeat(32),
     durationMs: 2000,

@@ -390,6 +390,7 @@ describe('TrackerClient messages sent while the tracker is away', () => {
         uri: `seg${sequence}.ts`,
         bytes: 1,
         packets: 1,
+        firstPacket: 0,
         sha256: '0'.repeat(64),
         packetHashes: '0'.repeat(32),
         durationMs: 2000,

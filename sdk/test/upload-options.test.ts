@@ -71,6 +71,7 @@ function announcement(sequence: number): SignedAnnouncement {
     uri: `seg${sequence}.ts`,
     bytes: 250_000,
     packets: 16,
+    firstPacket: 0,
     sha256: '0'.repeat(64),
     packetHashes: '0'.repeat(32 * 16),
     durationMs: 2000,

@@ -169,6 +169,7 @@ function announcement(sequence: number, stream = STREAM): SignedAnnouncement {
     uri: `segment${sequence}.ts`,
     bytes: 1_000,
     packets: 1,
+    firstPacket: 0,
     sha256: 'ab'.repeat(32),
     packetHashes: 'cd'.repeat(16),
     durationMs: 2_000,

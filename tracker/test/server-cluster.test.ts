@@ -51,6 +51,7 @@ function segment(sequence: number): SegmentAnnouncement {
     uri: `seg${sequence}.ts`,
     bytes: 1000 + sequence,
     packets: 2,
+    firstPacket: 0,
     sha256: 'ab'.repeat(32),
     packetHashes: 'cd'.repeat(32),
     durationMs: 2000,

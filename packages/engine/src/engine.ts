@@ -447,6 +447,7 @@ export class Engine {
       case 'timer':
         break;
       case 'publish':
+        if (input.packet !== undefined) this.skipTo(input.packet);
         this.publish(input.payload);
         break;
       case 'quit':
@@ -2683,6 +2684,33 @@ export class Engine {
       } else this.parityCounters.idle++;
       this.publishOn(dataSlices, parity);
     }
+  }
+
+  /** Stream-wide number of the next packet `publish` deals (the true source's; 0 for members). */
+  get packetsPublished(): number {
+    return this.publishedPackets;
+  }
+
+  /**
+   * The host numbers its packets (`publish` with `packet`): numbers it skipped are never dealt, and
+   * every slice's next sequence is where round-robin dealing of packet `packet` puts it.
+   */
+  private skipTo(packet: number): void {
+    if (this.config.role !== 'source') throw new Error('only the true source publishes');
+    if (!Number.isSafeInteger(packet) || packet < this.publishedPackets)
+      throw new Error(`publish: packet ${packet} is not a whole number ≥ ${this.publishedPackets}`);
+    if (packet === this.publishedPackets) return;
+    const dataSlices = this.config.dataSlices;
+    // A parity stripe must hold the packets it protects: a skip may only start a new stripe.
+    if (
+      dataSlices < this.config.protocol.slices &&
+      (packet % dataSlices !== 0 || this.publishedPackets % dataSlices !== 0)
+    )
+      throw new Error(`publish: with parity on, packet ${packet} must start a stripe of ${dataSlices}`);
+    this.publishedPackets = packet;
+    const row = Math.floor(packet / dataSlices);
+    for (let s = 0; s < dataSlices; s++) this.nextSeq[s] = row + (s < packet % dataSlices ? 1 : 0);
+    if (dataSlices < this.config.protocol.slices) this.nextSeq[dataSlices] = row;
   }
 
   private publishOn(s: number, payload: Uint8Array): void {

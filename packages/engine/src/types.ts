@@ -17,8 +17,12 @@ export type Input =
   | { readonly kind: 'message'; readonly from: PeerId; readonly message: Message }
   /** `nextDeadline()` has been reached. */
   | { readonly kind: 'timer' }
-  /** True source only: the next packet of the stream. */
-  | { readonly kind: 'publish'; readonly payload: Uint8Array }
+  /**
+   * True source only: the next packet of the stream. `packet` (optional) is its stream-wide number
+   * when the host numbers packets itself (a signed announcement names them: wire `packetPlace`): it
+   * may skip numbers never published (a segment dropped while the tracker was away), never go back.
+   */
+  | { readonly kind: 'publish'; readonly payload: Uint8Array; readonly packet?: number }
   /** Leave: gracefully (keep forwarding briefly) or abruptly. */
   | { readonly kind: 'quit'; readonly graceful: boolean }
   /** The host's transport to this peer is gone (closed data channel): treat it as failed now. */

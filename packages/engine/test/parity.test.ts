@@ -470,3 +470,49 @@ describe('a member with the parity slice', () => {
     expect(m.solo.engine.repair.counters.parityErrors).toBe(1);
   });
 });
+
+describe('the true source numbering its packets (publish with `packet`, issue 18)', () => {
+  const placeOf = (sent: readonly DataSend[]): [number, number][] => sent.map((d) => [d.slice, d.seq]);
+  const payload = new Uint8Array([7]);
+
+  it('deals each packet where its number puts it, skipping numbers never published, parity included', () => {
+    const solo = source({ parityOnLossFraction: 0, parityOffLossFraction: 0 });
+    solo.advance(solo.now + 50);
+    // Stripe 3 begins at packet 3·DATA: slice 0, sequence 3.
+    expect(placeOf(dataSends(solo.input({ kind: 'publish', payload, packet: 3 * DATA })))).toEqual([[0, 3]]);
+    expect(placeOf(dataSends(solo.input({ kind: 'publish', payload, packet: 3 * DATA + 1 })))).toEqual([
+      [1, 3],
+    ]);
+    // Unnumbered packets go on from there; the stripe's parity carries the stripe's sequence.
+    expect(placeOf(dataSends(solo.input({ kind: 'publish', payload })))).toEqual([[2, 3]]);
+    expect(placeOf(dataSends(solo.input({ kind: 'publish', payload })))).toEqual([
+      [3, 3],
+      [DATA, 3],
+    ]);
+    expect(solo.engine.packetsPublished).toBe(4 * DATA);
+    expect(solo.engine.nextSequence(DATA)).toBe(4);
+  });
+
+  it('refuses a number already dealt, and with parity on a skip into the middle of a stripe; refused changes nothing', () => {
+    const solo = source({ parityOnLossFraction: 0, parityOffLossFraction: 0 });
+    solo.advance(solo.now + 50);
+    solo.input({ kind: 'publish', payload, packet: 2 * DATA });
+    solo.input({ kind: 'publish', payload });
+    expect(() => solo.input({ kind: 'publish', payload, packet: 2 * DATA })).toThrow(/not a whole number ≥/);
+    expect(() => solo.input({ kind: 'publish', payload, packet: 1.5 })).toThrow(/not a whole number ≥/);
+    expect(() => solo.input({ kind: 'publish', payload, packet: 5 * DATA })).toThrow(/start a stripe/);
+    expect(solo.engine.packetsPublished).toBe(2 * DATA + 2);
+    expect(placeOf(dataSends(solo.input({ kind: 'publish', payload, packet: 2 * DATA + 2 })))).toEqual([
+      [2, 2],
+    ]);
+  });
+
+  it('without parity a skip may land anywhere in a row', () => {
+    const solo = source({ paritySlices: 0 });
+    solo.advance(solo.now + 50);
+    // 5 slices carry data: packet 12 is slice 2 of row 2, and slices 0–1 of row 2 count as dealt.
+    expect(placeOf(dataSends(solo.input({ kind: 'publish', payload, packet: 12 })))).toEqual([[2, 2]]);
+    expect(solo.engine.nextSequence(0)).toBe(3);
+    expect(solo.engine.nextSequence(3)).toBe(2);
+  });
+});

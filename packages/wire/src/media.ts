@@ -139,3 +139,19 @@ function writeU32(b: Uint8Array, at: number, v: number): void {
   b[at + 2] = (v >>> 16) & 0xff;
   b[at + 3] = (v >>> 24) & 0xff;
 }
+
+/** Where the true source dealt one packet: its slice and its sequence number on that slice. */
+export interface PacketPlace {
+  readonly slice: number;
+  readonly seq: number;
+}
+
+/**
+ * The slice and sequence of packet `index` of a segment whose signed announcement says `firstPacket`,
+ * when the true source deals packets round-robin over `dataSlices` slices (engine `publish`). A
+ * sequence beyond u32 cannot be carried by a Data message, so no packet can claim it.
+ */
+export function packetPlace(firstPacket: number, index: number, dataSlices: number): PacketPlace {
+  const n = firstPacket + index;
+  return { slice: n % dataSlices, seq: Math.floor(n / dataSlices) };
+}

@@ -72,6 +72,13 @@ export interface SegmentAnnouncement {
   readonly uri: string;
   readonly bytes: number;
   readonly packets: number;
+  /**
+   * Stream-wide number of the segment's first packet in the order the true source deals packets to
+   * its slices: packet i travels on slice (firstPacket + i) mod D with sequence ⌊(firstPacket + i) / D⌋,
+   * D the data slices. Signed, so that a relay cannot replay a genuine payload on another slice or
+   * under another sequence number (issue 18; `packetPlace`).
+   */
+  readonly firstPacket: number;
   /** Lower-case hex SHA-256 of the segment's bytes. */
   readonly sha256: string;
   /**
@@ -228,12 +235,13 @@ export function encodeTrackerMessage(message: ClientMessage | ServerMessage): st
 /** The exact bytes the broadcaster signs: fixed field order, no signature. */
 export function announcementSigningBytes(a: SegmentAnnouncement): Uint8Array {
   const canonical = JSON.stringify([
-    'chunkycast-segment-v2',
+    'chunkycast-segment-v3',
     a.stream,
     a.sequence,
     a.uri,
     a.bytes,
     a.packets,
+    a.firstPacket,
     a.sha256,
     a.packetHashes,
     a.durationMs,
@@ -368,6 +376,7 @@ function announcement(o: Json): SignedAnnouncement {
     uri: str(o, 'uri', MAX_URI_LENGTH),
     bytes: int(o, 'bytes', 0, 64 * 1024 * 1024),
     packets: int(o, 'packets', 1, MAX_ANNOUNCED_PACKETS),
+    firstPacket: int(o, 'firstPacket', 0, Number.MAX_SAFE_INTEGER),
     sha256: str(o, 'sha256', 64, HEX64),
     packetHashes: packetHashes(o),
     durationMs: int(o, 'durationMs', 0, 3_600_000),
@@ -403,7 +412,7 @@ const NON_ASCII = /[\u0080-\uffff]/g;
 
 /**
  * The canonical text of a signed announcement outside a tracker frame (the peer message
- * `Announcement`): its ten fields in a fixed order as JSON, and every character outside ASCII
+ * `Announcement`): its eleven fields in a fixed order as JSON, and every character outside ASCII
  * escaped as \uXXXX, so that one character is one byte and the text is its own UTF-8 encoding.
  * A decoder accepts a text only if it is exactly this for what it parsed (one encoding per value).
  */
@@ -414,6 +423,7 @@ export function announcementText(a: SignedAnnouncement): string {
     uri: a.uri,
     bytes: a.bytes,
     packets: a.packets,
+    firstPacket: a.firstPacket,
     sha256: a.sha256,
     packetHashes: a.packetHashes,
     durationMs: a.durationMs,

@@ -30,6 +30,7 @@ const base: SignedAnnouncement = {
   uri: 'live42.ts',
   bytes: 30_000,
   packets: 2,
+  firstPacket: 4096,
   sha256: 'ab'.repeat(32),
   packetHashes: '01'.repeat(16) + 'fe'.repeat(16),
   durationMs: 2000,
@@ -57,7 +58,7 @@ describe('Announcement messages', () => {
     const bytes = encode({ type: MessageType.Announcement, announcement: base });
     const text = announcementText(base);
     expect(text).toBe(
-      '{"stream":"live","sequence":42,"uri":"live42.ts","bytes":30000,"packets":2,' +
+      '{"stream":"live","sequence":42,"uri":"live42.ts","bytes":30000,"packets":2,"firstPacket":4096,' +
         `"sha256":"${'ab'.repeat(32)}","packetHashes":"${'01'.repeat(16)}${'fe'.repeat(16)}",` +
         '"durationMs":2000,"publishedAtMs":1700000000123,"signature":"c2lnbmF0dXJl"}',
     );
@@ -159,6 +160,9 @@ describe('Announcement decoding refuses bad input with a typed error', () => {
       [{ packets: 0 }, '"packets"'],
       [{ packets: MAX_ANNOUNCED_PACKETS + 1 }, '"packets"'],
       [{ packets: 3 }, '"packetHashes"'],
+      [{ firstPacket: -1 }, '"firstPacket"'],
+      [{ firstPacket: 2 ** 53 }, '"firstPacket"'],
+      [{ firstPacket: 0.5 }, '"firstPacket"'],
       [{ sha256: 'AB'.repeat(32) }, '"sha256"'],
       [{ packetHashes: 'zz'.repeat(32) }, '"packetHashes"'],
       [{ durationMs: 1.5 }, '"durationMs"'],
@@ -237,6 +241,7 @@ describe('one validator for both ways in', () => {
     'uri',
     'bytes',
     'packets',
+    'firstPacket',
     'sha256',
     'packetHashes',
     'durationMs',

@@ -114,6 +114,7 @@ export const signedAnnouncement = (maxPackets = 64, maxUriLength = 64): fc.Arbit
         .filter((uri) => uri.length <= MAX_URI_LENGTH),
       bytes: fc.integer({ min: 0, max: 64 * 1024 * 1024 }),
       packets: fc.constant(packets),
+      firstPacket: fc.integer({ min: 0, max: Number.MAX_SAFE_INTEGER }),
       sha256: hexOfBytes(32),
       packetHashes: hexOfBytes(16 * packets),
       durationMs: fc.integer({ min: 0, max: 3_600_000 }),

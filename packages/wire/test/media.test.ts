@@ -5,6 +5,7 @@ import {
   MEDIA_PACKET_HEADER_BYTES,
   decodeMediaPacket,
   encodeMediaPacket,
+  packetPlace,
   packetRange,
   planPackets,
 } from '../src/index.js';
@@ -78,5 +79,26 @@ describe('media packets', () => {
   it('cuts a typical 2 s segment (~240 KB) into one row of 16 packets', () => {
     expect(planPackets(240_000, 16)).toEqual({ packets: 16, packetBytes: 15_000 });
     expect(planPackets(300_000, 16).packets).toBe(32);
+  });
+});
+
+describe('packetPlace', () => {
+  it('deals packets round-robin: packet n on slice n mod D, sequence ⌊n / D⌋', () => {
+    expect(packetPlace(0, 0, 16)).toEqual({ slice: 0, seq: 0 });
+    expect(packetPlace(32, 17, 16)).toEqual({ slice: 1, seq: 3 });
+    expect(packetPlace(10, 3, 15)).toEqual({ slice: 13, seq: 0 });
+    fc.assert(
+      fc.property(
+        fc.integer({ min: 0, max: 2 ** 40 }),
+        fc.integer({ min: 0, max: 4095 }),
+        fc.integer({ min: 1, max: 16 }),
+        (first, index, slices) => {
+          const { slice, seq } = packetPlace(first, index, slices);
+          expect(seq * slices + slice).toBe(first + index);
+          expect(slice).toBeGreaterThanOrEqual(0);
+          expect(slice).toBeLessThan(slices);
+        },
+      ),
+    );
   });
 });

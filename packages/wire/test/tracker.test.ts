@@ -39,6 +39,7 @@ const announcement: SignedAnnouncement = {
   uri: 'seg42.ts?token=x',
   bytes: 123_456,
   packets: 100,
+  firstPacket: 1600,
   sha256: '0123456789abcdef'.repeat(4),
   packetHashes: '0f'.repeat(16 * 100),
   durationMs: 2000,
@@ -379,12 +380,13 @@ describe('announcementSigningBytes', () => {
   it('is the UTF-8 of a fixed-order array without the signature', () => {
     const bytes = announcementSigningBytes({ ...announcement, uri: 'é😀' });
     const expected = JSON.stringify([
-      'chunkycast-segment-v2',
+      'chunkycast-segment-v3',
       announcement.stream,
       announcement.sequence,
       'é😀',
       announcement.bytes,
       announcement.packets,
+      announcement.firstPacket,
       announcement.sha256,
       announcement.packetHashes,
       announcement.durationMs,

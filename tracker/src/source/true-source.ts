@@ -190,6 +190,11 @@ export async function startTrueSource(options: TrueSourceOptions): Promise<TrueS
   let held: { announcement: SignedAnnouncement; packets: Uint8Array[] }[] = [];
   let segmentsHeld = 0;
   let segmentsFed = 0;
+  /**
+   * Stream-wide number of the next segment's first packet: signed in its announcement, and carried on
+   * across node rebuilds, so every packet's slice and sequence are the ones viewers can check.
+   */
+  let nextPacket = 0;
   let segmentsDropped = 0;
 
   const sendSegment = (announcement: SignedAnnouncement, packets: readonly Uint8Array[]): void => {
@@ -199,7 +204,10 @@ export async function startTrueSource(options: TrueSourceOptions): Promise<TrueS
     // as the packets, ahead of them.
     tracker.send({ type: 'announce', announcement });
     if (whileDisconnected === 'feed') current.broadcastAnnouncement(announcement);
-    for (const packet of packets) current.publish(packet);
+    // Each packet under the number its announcement signs (a dropped held segment leaves a gap).
+    packets.forEach((packet, index) => {
+      current.publish(packet, announcement.firstPacket + index);
+    });
   };
 
   /** After a welcome that follows a loss: same id, carry on; another id, a new node. Then the held segments. */
@@ -286,12 +294,15 @@ export async function startTrueSource(options: TrueSourceOptions): Promise<TrueS
     let packetHashes = '';
     for (let index = 0; index < plan.packets; index++)
       packetHashes += createHash('sha256').update(packetBytes(index)).digest('hex').slice(0, PACKET_HASH_HEX);
+    const firstPacket = nextPacket;
+    nextPacket += plan.packets;
     const announcement: SegmentAnnouncement = {
       stream,
       sequence,
       uri,
       bytes: bytes.length,
       packets: plan.packets,
+      firstPacket,
       sha256: createHash('sha256').update(bytes).digest('hex'),
       packetHashes,
       durationMs,

@@ -625,6 +625,7 @@ export class FrameGenerator {
       uri: `seg${sequence}.ts`,
       bytes: r.int(64 * 1024 * 1024 + 1),
       packets,
+      firstPacket: sequence * 16,
       sha256: hex(r, 64),
       packetHashes: hex(r, PACKET_HASH_HEX * packets),
       durationMs: r.int(3_600_001),
