@@ -10,6 +10,7 @@ import {
   type Role,
 } from '@chunkycast/engine';
 import {
+  MAX_REPORT_CUT_OFFS,
   MEDIA_PACKET_HEADER_BYTES,
   MessageType,
   decode,
@@ -338,6 +339,8 @@ export class MeshNode {
   private statsTimer: ReturnType<typeof setInterval> | null = null;
   /** Peers cut off for misbehaving: their offers are refused. */
   private readonly blocked = new Set<PeerId>();
+  /** Peers cut off since the last `takeCutOffs` (bounded: the report carries MAX_REPORT_CUT_OFFS). */
+  private readonly cutOffsToReport: PeerId[] = [];
   private readonly inputs: Input[] = [];
   private running = false;
   private timer: ReturnType<typeof setTimeout> | null = null;
@@ -453,6 +456,15 @@ export class MeshNode {
       failed: this.counters.connectFailures,
       relayedBytes: this.counters.relayedBytes,
     };
+  }
+
+  /**
+   * Peers cut off since the last call, for the tracker's report: the tracker stops signalling new
+   * connections for a peer several members cut off (tracker cut-offs.ts), so it cannot walk on to
+   * fresh neighbours.
+   */
+  takeCutOffs(): PeerId[] {
+    return this.cutOffsToReport.splice(0);
   }
 
   /**
@@ -1093,6 +1105,8 @@ export class MeshNode {
    * peer is gone, unless the engine itself decided (it already dropped the peer).
    */
   private cutOff(peerId: PeerId, reason: string, byEngine = false): void {
+    if (!this.blocked.has(peerId) && this.cutOffsToReport.length < MAX_REPORT_CUT_OFFS)
+      this.cutOffsToReport.push(peerId);
     this.blocked.add(peerId);
     this.counters.peersCutOff++;
     const link = this.links.get(peerId);

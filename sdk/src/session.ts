@@ -609,7 +609,8 @@ export class MeshSession extends EventTarget implements SegmentProvider {
       playing: this.segmentsFromMesh + this.segmentsFromOrigin > 0,
       connectivity: this.connectivity(node),
     };
-    this.tracker.send({ type: 'report', report });
+    const cutOff = node.takeCutOffs();
+    this.tracker.send({ type: 'report', report: cutOff.length > 0 ? { ...report, cutOff } : report });
   }
 
   /** Links by route, failures and relayed bytes since this session joined (rebuilt nodes included). */

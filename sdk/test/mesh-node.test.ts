@@ -314,6 +314,9 @@ describe('a misbehaving peer', () => {
     for (let i = 0; i < 3; i++) liar.send(new Uint8Array([0xff, 0xee, i]));
     await until(() => node.counters.peersCutOff === 1, 10_000, 'the liar to be cut off');
     expect(node.counters.badMessages).toBe(3);
+    // The cut-off goes into the next report to the tracker, once.
+    expect(node.takeCutOffs()).toHaveLength(1);
+    expect(node.takeCutOffs()).toEqual([]);
     await until(() => closed, 10_000, 'the liar to see its link closed');
     expect(node.openPeers).toBe(0);
     // A new offer from the same peer is ignored: no connection is made for it.
@@ -361,6 +364,9 @@ describe('a member that corrupts what it forwards', () => {
         30_000,
         'an honest member to cut the liar off',
       );
+      // Whoever cut it off has it for its next tracker report.
+      const reporters = honest.filter((m) => m.node.counters.peersCutOff > 0);
+      for (const m of reporters) expect(m.node.takeCutOffs()).toContain(LIAR);
       const before = honest.map((m) => m.received.size);
       await until(
         () => honest.every((m, i) => m.received.size > (before[i] ?? 0) + 16),

@@ -51,6 +51,10 @@ export interface TrackerMetrics {
   readonly connectionsTotal: number;
   readonly joins: number;
   readonly signalsRelayed: number;
+  /** Signals refused because the sender or target was banned for cut-offs. */
+  readonly signalsRefusedCutOff: number;
+  /** Peers banned from new connections after several members reported them cut off. */
+  readonly peersBannedForCutOffs: number;
   readonly announcements: number;
   readonly framesIn: number;
   readonly framesOut: number;
@@ -126,6 +130,18 @@ function families(m: TrackerMetrics): Family[] {
       help: 'WebRTC signals relayed between members of a swarm.',
       type: 'counter',
       samples: one(m.signalsRelayed),
+    },
+    {
+      name: `${PREFIX}signals_refused_cut_off_total`,
+      help: 'Signals refused because the sender or the target was cut off by several members.',
+      type: 'counter',
+      samples: one(m.signalsRefusedCutOff),
+    },
+    {
+      name: `${PREFIX}peers_banned_for_cut_offs_total`,
+      help: 'Peers no new connection is signalled for, after several members reported them cut off.',
+      type: 'counter',
+      samples: one(m.peersBannedForCutOffs),
     },
     {
       name: `${PREFIX}announcements_total`,

@@ -350,6 +350,10 @@ export async function createTracker(options: TrackerOptions): Promise<Tracker> {
     framesOut: 0,
     joins: 0,
     signalsRelayed: 0,
+    /** Signals refused because the sender or the target was banned for cut-offs (cut-offs.ts). */
+    signalsRefusedCutOff: 0,
+    /** Peers banned from new connections after REPORTS_TO_BAN members reported them cut off. */
+    peersBannedForCutOffs: 0,
     announcements: 0,
     handlerFaults: 0,
     debugAuthFailures: 0,
@@ -825,13 +829,26 @@ export async function createTracker(options: TrackerOptions): Promise<Tracker> {
         const { member, swarm } = joined(conn);
         const exclude = member.role === 'source' ? null : member.peerId;
         // Viewers of every process; the source is never in a sample.
-        const peers = await cluster.sampleViewers(swarm.stream, message.count, exclude);
+        const sampled = await cluster.sampleViewers(swarm.stream, message.count, exclude);
+        // A peer its neighbours cut off is introduced to nobody (cut-offs.ts).
+        const peers = sampled.filter((id) => !swarm.cutOffs.isBanned(id));
         send(conn, { type: 'peers', peers });
         return;
       }
       case 'signal': {
         const { member, swarm } = joined(conn);
         if (message.to === member.peerId) throw new Refusal('invalidField', 'cannot signal yourself');
+        // No new connection to or from a peer that several members cut off (cut-offs.ts): its open
+        // links stay, but it cannot walk on to fresh neighbours that pay for it again.
+        if (swarm.cutOffs.isBanned(member.peerId) || swarm.cutOffs.isBanned(message.to)) {
+          counters.signalsRefusedCutOff++;
+          throw new Refusal(
+            'forbidden',
+            swarm.cutOffs.isBanned(member.peerId)
+              ? 'members cut you off: no new connections are signalled for you'
+              : `peer ${message.to} was cut off by its neighbours: no new connections to it`,
+          );
+        }
         const relayed = { type: 'signal', from: member.peerId, data: message.data } as const;
         // This process's own members first: the cluster routes only to other processes.
         const target = swarm.get(message.to);
@@ -856,8 +873,16 @@ export async function createTracker(options: TrackerOptions): Promise<Tracker> {
         await announce(conn, message.announcement);
         return;
       case 'report': {
-        const { member } = joined(conn);
+        const { member, swarm } = joined(conn);
         member.report = message.report;
+        for (const peer of message.report.cutOff ?? [])
+          if (swarm.cutOffs.report(member.peerId, peer)) {
+            counters.peersBannedForCutOffs++;
+            log('info', 'peer cut off by several members: no new connections signalled for it', {
+              stream: swarm.stream,
+              peerId: peer,
+            });
+          }
         const next = message.report.connectivity;
         if (next !== undefined) {
           connectivity.add(lastConnectivity.get(member), next, resumedMembers.has(member));

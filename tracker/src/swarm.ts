@@ -3,6 +3,7 @@
  * samples and the recent announcements. server.ts owns the connections and calls in here.
  */
 import { randomInt } from 'node:crypto';
+import { CutOffBook } from './cut-offs.js';
 import {
   MAX_RECENT_ANNOUNCEMENTS,
   type PeerId,
@@ -36,6 +37,8 @@ export class Swarm {
   private readonly viewerIndex = new Map<PeerId, number>();
   private readonly recent: SignedAnnouncement[] = [];
   private announcementCount = 0;
+  /** Members' reports of peers they cut off, and the peers no new connection is signalled for. */
+  readonly cutOffs: CutOffBook;
 
   constructor(
     readonly stream: string,
@@ -46,7 +49,10 @@ export class Swarm {
     readonly sourceId: PeerId,
     readonly createdAtMs: number,
     private readonly draw: () => number = randomPeerId,
-  ) {}
+    now: () => number = Date.now,
+  ) {
+    this.cutOffs = new CutOffBook(now);
+  }
 
   /**
    * A fresh viewer id: random rather than counted, so ids leak nothing about join order or swarm
@@ -203,7 +209,7 @@ export class SwarmRegistry {
   getOrCreate(stream: string): Swarm {
     let swarm = this.swarms.get(stream);
     if (swarm === undefined) {
-      swarm = new Swarm(stream, this.sourceIdOf(stream), this.now(), this.draw);
+      swarm = new Swarm(stream, this.sourceIdOf(stream), this.now(), this.draw, this.now);
       this.swarms.set(stream, swarm);
     }
     return swarm;

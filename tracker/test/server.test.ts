@@ -9,6 +9,7 @@ import {
   MAX_RECENT_ANNOUNCEMENTS,
   MAX_SDP_BYTES,
   MAX_TRACKER_FRAME_BYTES,
+  type ClientMessage,
   type SegmentAnnouncement,
   type SignedAnnouncement,
 } from '@chunkycast/wire';
@@ -18,7 +19,16 @@ import {
   type Tracker,
   type TrackerOptions,
 } from '@chunkycast/tracker';
-import { AUTH, cleanUpAfterEach, connect, KEY, start as startTracker, within, WAIT_MS } from './ws-client.js';
+import {
+  AUTH,
+  cleanUpAfterEach,
+  connect,
+  KEY,
+  start as startTracker,
+  within,
+  WAIT_MS,
+  type Client,
+} from './ws-client.js';
 
 let keys: SigningKeys;
 let otherKeys: SigningKeys;
@@ -214,6 +224,50 @@ describe('signalling', () => {
     await c.bootstrap();
     expect(c.pending()).toEqual([]);
     expect(tracker.metrics().signalsRelayed).toBe(2);
+  });
+});
+
+describe('members cut off by their neighbours', () => {
+  it('once three members report a peer cut off, nobody is introduced to it and no new signal reaches it or leaves it', async () => {
+    const tracker = await start();
+    const clients = [];
+    for (let i = 0; i < 5; i++) clients.push(await connect(tracker));
+    const welcomes = [];
+    for (const c of clients) welcomes.push(await c.join('cut'));
+    const [a, b, c, d, flooder] = clients as [Client, Client, Client, Client, Client];
+    const bad = welcomes[4]!.peerId;
+    const report = (cutOff: number[]): ClientMessage => ({
+      type: 'report',
+      report: {
+        parents: [],
+        children: [],
+        meshBytes: 0,
+        originBytes: 0,
+        uploadBytes: 0,
+        stalls: 0,
+        playing: true,
+        cutOff,
+      },
+    });
+    const offer = { type: 'offer', sdp: 'v=0\r\n' } as const;
+    // Two reports (and one repeated) do not ban: signals still pass.
+    a.send(report([bad]));
+    a.send(report([bad]));
+    b.send(report([bad]));
+    await b.bootstrap();
+    d.send({ type: 'signal', to: bad, data: offer });
+    expect(await flooder.next('signal')).toEqual({ type: 'signal', from: welcomes[3]!.peerId, data: offer });
+    // The third distinct reporter bans it.
+    c.send(report([bad]));
+    await c.bootstrap();
+    expect(tracker.metrics().peersBannedForCutOffs).toBe(1);
+    d.send({ type: 'signal', to: bad, data: offer });
+    await d.error('forbidden');
+    flooder.send({ type: 'signal', to: welcomes[0]!.peerId, data: offer });
+    await flooder.error('forbidden');
+    for (let i = 0; i < 5; i++) expect(await d.bootstrap()).not.toContain(bad);
+    expect(tracker.metrics().signalsRefusedCutOff).toBe(2);
+    expect(a.pending()).toEqual([]);
   });
 });
 

@@ -327,3 +327,43 @@ export function summarizeAdversaries(
     honestAccusations: Object.fromEntries([...accusations].sort((a, b) => b[1] - a[1])),
   };
 }
+
+/** What the rendezvous's ban (REPORTS_TO_BAN members cut a peer off) did in a run. */
+export interface BanSummary {
+  readonly enabled: boolean;
+  /** Hostile and honest members banned (an honest one banned is collateral). */
+  readonly hostileBanned: number;
+  readonly honestBanned: number;
+  /** Seconds from the start of the run to each hostile member's ban. */
+  readonly secondsToBan: { readonly p50: number; readonly p95: number; readonly max: number } | null;
+  /** Messages dropped because they needed a new connection to or from a banned peer. */
+  readonly messagesRefused: number;
+}
+
+export function summarizeBans(
+  result: {
+    readonly members: readonly { readonly id: number; readonly hostile: Adversary | null }[];
+    readonly bannedAtRendezvous: ReadonlyMap<number, number>;
+    readonly messagesRefusedBan: number;
+  },
+  enabled: boolean,
+): BanSummary {
+  const hostile = new Set<number>();
+  for (const m of result.members) if (m.hostile !== null) hostile.add(m.id);
+  const seconds: number[] = [];
+  let honestBanned = 0;
+  for (const [peer, at] of result.bannedAtRendezvous) {
+    if (hostile.has(peer)) seconds.push(at / 1000);
+    else honestBanned++;
+  }
+  seconds.sort((a, b) => a - b);
+  const at = (q: number): number =>
+    Math.round((seconds[Math.min(seconds.length - 1, Math.floor(q * seconds.length))] ?? 0) * 10) / 10;
+  return {
+    enabled,
+    hostileBanned: seconds.length,
+    honestBanned,
+    secondsToBan: seconds.length === 0 ? null : { p50: at(0.5), p95: at(0.95), max: at(1) },
+    messagesRefused: result.messagesRefusedBan,
+  };
+}

@@ -1,4 +1,5 @@
 import { DEFAULT_PROTOCOL } from '@chunkycast/engine';
+import { REPORTS_TO_BAN } from '@chunkycast/wire';
 import { ADVERSARY_KINDS, AdversaryParseError, parseAdversaries } from './adversaries.js';
 import { DEFAULT_RUN, UsageError, isProtocolKey, isScenario, type RunOptions } from './run.js';
 import { SCENARIO_NAMES } from './scenarios.js';
@@ -32,6 +33,8 @@ Options:
   --adversaries LIST    hostile members, KIND:FRACTION[,KIND:FRACTION] or all:FRACTION (each kind
                          at that fraction); the summary is then of honest members, plus what the
                          attackers got away with. Kinds: ${ADVERSARY_KINDS.join(', ')}
+  --no-rendezvous-ban    the rendezvous keeps signalling for a peer that members cut off (by default
+                         it stops once ${REPORTS_TO_BAN} of them reported it, as the tracker does)
   --set NAME=VALUE       override a protocol constant (repeatable), e.g. --set latencySwitchMarginMs=80
                          names: ${Object.keys(DEFAULT_PROTOCOL).join(', ')}
   --quiet                no progress on stderr
@@ -160,6 +163,9 @@ export function parseArgs(
           if (error instanceof AdversaryParseError) throw new UsageError(error.message);
           throw error;
         }
+        break;
+      case '--no-rendezvous-ban':
+        options.rendezvousBan = false;
         break;
       case '--quiet':
         quiet = true;

@@ -1,4 +1,4 @@
-import type { AdversarySpec, AdversarySummary } from './adversaries.js';
+import type { BanSummary, AdversarySpec, AdversarySummary } from './adversaries.js';
 import { DEFAULT_PROTOCOL } from '@chunkycast/engine';
 import {
   NOT_RECEIVED,
@@ -145,6 +145,7 @@ export interface Summary {
     honestMembers: number;
     hostileMembers: number;
     honestOriginShare: number;
+    rendezvousBan: BanSummary;
   };
   health: {
     decodeErrors: number;

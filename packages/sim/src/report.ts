@@ -233,6 +233,16 @@ export function writeReport(
         'honest members cut off by honest ones',
         `${fmt(adv.honestMembersCutOff)} (${fmt(adv.honestCutOffPairs)} pairs)`,
       ],
+      [
+        'rendezvous ban: hostile / honest members banned; seconds to ban p50/p95/max; messages refused',
+        adv.rendezvousBan.enabled
+          ? `${fmt(adv.rendezvousBan.hostileBanned)} / ${fmt(adv.rendezvousBan.honestBanned)}; ${
+              adv.rendezvousBan.secondsToBan === null
+                ? '–'
+                : `${fmt(adv.rendezvousBan.secondsToBan.p50)}/${fmt(adv.rendezvousBan.secondsToBan.p95)}/${fmt(adv.rendezvousBan.secondsToBan.max)} s`
+            }; ${fmt(adv.rendezvousBan.messagesRefused)}`
+          : 'off (--no-rendezvous-ban)',
+      ],
     );
     for (const k of adv.kinds)
       rows.push([

@@ -1,5 +1,5 @@
 import { DEFAULT_PROTOCOL, type ProtocolConfig } from '@chunkycast/engine';
-import { summarizeAdversaries, type AdversarySpec } from './adversaries.js';
+import { summarizeAdversaries, summarizeBans, type AdversarySpec } from './adversaries.js';
 import { summarize, type Distributions, type Summary } from './metrics.js';
 import { planScenario, SCENARIO_NAMES, type ScenarioName } from './scenarios.js';
 import { Simulation, checkProtocolOverrides, type SimProgress, type SimResult } from './simulation.js';
@@ -24,6 +24,8 @@ export interface RunOptions {
   protocol: Partial<ProtocolConfig>;
   /** Hostile members (issue 18's red team): the summary is then of the honest members only. */
   adversaries?: readonly AdversarySpec[];
+  /** The rendezvous bans a peer several members cut off (default on, as the tracker). */
+  rendezvousBan?: boolean;
   onProgress?: (progress: SimProgress) => void;
   wallClockMs?: () => number;
 }
@@ -89,6 +91,7 @@ export function runScenario(options: RunOptions): RunOutput {
     targetLoadMax: 28,
     protocol: options.protocol,
     ...(options.adversaries !== undefined ? { adversaries: options.adversaries } : {}),
+    ...(options.rendezvousBan !== undefined ? { rendezvousBan: options.rendezvousBan } : {}),
     ...(options.onProgress !== undefined ? { onProgress: options.onProgress } : {}),
     ...(options.wallClockMs !== undefined ? { wallClockMs: options.wallClockMs } : {}),
   });
@@ -112,6 +115,7 @@ export function runScenario(options: RunOptions): RunOutput {
     hostileMembers: result.members.length - honest.length,
     honestOriginShare: Math.round((originPackets / Math.max(1, summary.playback.packets)) * 1e6) / 1e6,
     ...summarizeAdversaries(result.members, result.cutOffs, result.honestAccusations, result.simMs),
+    rendezvousBan: summarizeBans(result, options.rendezvousBan !== false),
   };
   return { result, summary, distributions };
 }

@@ -13,7 +13,15 @@ import {
   type Random,
   type RepairCounters,
 } from '@chunkycast/engine';
-import { MessageType, SlabAllocator, decode, encode, isSwitchMessage, type Message } from '@chunkycast/wire';
+import {
+  MessageType,
+  REPORTS_TO_BAN,
+  SlabAllocator,
+  decode,
+  encode,
+  isSwitchMessage,
+  type Message,
+} from '@chunkycast/wire';
 import { Adversary, type AdversaryKind, type AdversarySpec } from './adversaries.js';
 import { createLatencyModel, type LatencyModel } from './latency.js';
 import { BernoulliLinks, GilbertElliottLinks, type LinkLossModel } from './loss.js';
@@ -63,6 +71,11 @@ export interface SimOptions {
   readonly protocol: Partial<ProtocolConfig>;
   /** Hostile members planted among the rest (issue 18's red team); none by default. */
   readonly adversaries?: readonly AdversarySpec[];
+  /**
+   * The rendezvous stops introducing and signalling for a peer that REPORTS_TO_BAN members cut off,
+   * as the tracker does (default on; off to measure the members' own defences alone).
+   */
+  readonly rendezvousBan?: boolean;
   /** Called about every 2 s of wall time. */
   readonly onProgress?: (progress: SimProgress) => void;
   /** Wall clock for progress and timing: the only clock the simulator reads, never the engine. */
@@ -111,6 +124,8 @@ const SOURCE_ID = 0;
 /** Packets logged before a member's first one (see newMember). */
 const REPAIR_LOOKBACK_PACKETS = 4;
 const RENDEZVOUS_ID = 0xffff_fff0;
+/** How often a viewer reports to the tracker (the SDK's REPORT_INTERVAL_MS): cut-offs ride on it. */
+const REPORT_INTERVAL_MS = 2000;
 /** A packet stuck this long in a sender's uplink queue is dropped (tail drop). */
 const MAX_UPLINK_QUEUE_MS = 2000;
 /** Delay value meaning "never arrived". */
@@ -243,6 +258,10 @@ export interface SimResult {
   readonly originLatencyMs: readonly number[];
   /** Honest members cutting a peer off (the peer may be hostile or, collateral, honest). */
   readonly cutOffs: readonly CutOff[];
+  /** Peers the rendezvous banned for cut-offs, and from when (ms). */
+  readonly bannedAtRendezvous: ReadonlyMap<number, number>;
+  /** Messages the ban stopped (no new connection to or from a banned peer). */
+  readonly messagesRefusedBan: number;
   /** Violations honest members reported against honest peers, by reason (numbers stripped). */
   readonly honestAccusations: ReadonlyMap<string, number>;
   readonly packetBytes: number;
@@ -309,6 +328,8 @@ export class Simulation {
   private dataPacketsLost = 0;
   private decodeErrors = 0;
   private protocolViolations = 0;
+  /** Messages dropped because the rendezvous refused to connect a banned peer. */
+  private messagesRefusedBan = 0;
   private sliceSourceChanges = 0;
   private readonly loss: LinkLossModel | null;
   /** Current slice source of each slice (for losses placed at the trees' first hops). */
@@ -334,6 +355,10 @@ export class Simulation {
   private readonly cutOffs: CutOff[] = [];
   /** (honest member, peer it cut off): what that peer sends it no longer harms it. */
   private readonly cutPairs = new Set<number>();
+  /** Distinct members that reported each peer cut off, until it is banned. */
+  private readonly cutOffReporters = new Map<number, Set<number>>();
+  /** Peers the rendezvous refuses new connections for, and from when (its reports' arrival). */
+  private readonly bannedAtRendezvous = new Map<number, number>();
   private readonly honestAccusations = new Map<string, number>();
 
   constructor(private readonly options: SimOptions) {
@@ -452,6 +477,8 @@ export class Simulation {
       repairLatencyMs: this.repairLatencyMs,
       originLatencyMs: this.originLatencyMs,
       cutOffs: this.cutOffs,
+      bannedAtRendezvous: this.bannedAtRendezvous,
+      messagesRefusedBan: this.messagesRefusedBan,
       honestAccusations: this.honestAccusations,
       packetBytes: this.packetBytes,
       playbackBufferMs: this.playbackBufferMs,
@@ -1065,6 +1092,7 @@ export class Simulation {
           this.cutOffs.push({ by: m.id, peer: event.peer, at: now });
           this.cutPairs.add(pairKey(m.id, event.peer));
         }
+        if (event.reason === 'cutOff' && m !== null) this.reportCutOff(m.id, event.peer, now);
         return;
       case 'parity':
         this.paritySwitches.push({ t: now, active: event.active });
@@ -1084,13 +1112,36 @@ export class Simulation {
     }
   }
 
+  /**
+   * A member's report that it cut `peer` off reaches the rendezvous with its next periodic report
+   * (the SDK reports every REPORT_INTERVAL_MS, so at worst that much later, plus the one-way
+   * delay); REPORTS_TO_BAN distinct reporters ban the peer from new connections.
+   */
+  private reportCutOff(reporter: number, peer: number, now: number): void {
+    if (this.options.rendezvousBan === false || this.bannedAtRendezvous.has(peer)) return;
+    const reporters = this.cutOffReporters.get(peer) ?? new Set<number>();
+    reporters.add(reporter);
+    this.cutOffReporters.set(peer, reporters);
+    if (reporters.size < REPORTS_TO_BAN) return;
+    this.cutOffReporters.delete(peer);
+    this.bannedAtRendezvous.set(
+      peer,
+      now + REPORT_INTERVAL_MS + this.latency.latencyMs(reporter, RENDEZVOUS_ID),
+    );
+  }
+
+  private bannedNow(peer: number, now: number): boolean {
+    const at = this.bannedAtRendezvous.get(peer);
+    return at !== undefined && at <= now;
+  }
+
   private answerBootstrap(requester: number, count: number, now: number): void {
     const peers: number[] = [];
     const pool = this.alive;
     const r = this.random;
     for (let i = 0; i < count * 3 && peers.length < count && pool.length > 0; i++) {
       const id = pool[r.int(pool.length)] ?? 0;
-      if (id !== requester && !peers.includes(id)) peers.push(id);
+      if (id !== requester && !peers.includes(id) && !this.bannedNow(id, now)) peers.push(id);
     }
     // The rendezvous server answers after a round trip.
     const rtt = 2 * this.latency.latencyMs(requester, RENDEZVOUS_ID);
@@ -1120,6 +1171,17 @@ export class Simulation {
     }
     const target = to === SOURCE_ID ? this.source : this.byId[to]?.engine;
     if (target === null || target === undefined) return;
+    if (this.bannedAtRendezvous.size > 0 && (this.bannedNow(from, now) || this.bannedNow(to, now))) {
+      // Every new connection is signalled through the rendezvous, which refuses a banned peer's:
+      // only links already open (the two are neighbours) still carry messages.
+      const banned = this.bannedNow(from, now) ? from : to;
+      const other = banned === from ? to : from;
+      const otherEngine = other === SOURCE_ID ? this.source : this.byId[other]?.engine;
+      if (otherEngine === null || otherEngine === undefined || !otherEngine.neighbours().includes(banned)) {
+        this.messagesRefusedBan++;
+        return;
+      }
+    }
     // Uplink: messages leave one after another at the sender's capacity (unless unlimited).
     let departure = now;
     if (this.options.uplinkHeadroom > 0) {

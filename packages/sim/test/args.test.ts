@@ -69,6 +69,14 @@ describe('npm run sim arguments', () => {
     expect(all.options.adversaries?.map((a) => a.kind)).toEqual([...ADVERSARY_KINDS]);
   });
 
+  it('keeps the rendezvous ban on unless --no-rendezvous-ban', () => {
+    const plain = parseArgs(['--scenario', 'static']);
+    const off = parseArgs(['--scenario', 'static', '--no-rendezvous-ban']);
+    if (plain === 'help' || off === 'help') throw new Error('help');
+    expect(plain.options.rendezvousBan).toBeUndefined();
+    expect(off.options.rendezvousBan).toBe(false);
+  });
+
   it('refuses a bad --adversaries with a message that says why', () => {
     expect(usageError(['--scenario', 'static', '--adversaries', 'sneaky:0.1'])).toMatch(
       /unknown kind "sneaky"/,

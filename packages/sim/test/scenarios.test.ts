@@ -260,4 +260,14 @@ describe('hostile members (issue 18)', () => {
   it('no honest member is cut off by another', () => {
     expect(out.summary.adversaries?.honestMembersCutOff).toBe(0);
   });
+
+  it('the rendezvous bans forgers that several members cut off, and no honest member', () => {
+    const ban = out.summary.adversaries?.rendezvousBan;
+    expect(ban?.enabled).toBe(true);
+    expect(ban?.honestBanned).toBe(0);
+    // Forgers are cut off by most victims (above), so most reach REPORTS_TO_BAN reporters; the
+    // withholders and half-forwarders are only left, not cut off.
+    expect(ban?.hostileBanned).toBeGreaterThanOrEqual(5);
+    expect(ban?.messagesRefused).toBeGreaterThan(0);
+  });
 });
