@@ -10,6 +10,7 @@ import {
   MAX_SDP_BYTES,
   MAX_TRACKER_FRAME_BYTES,
   type ClientMessage,
+  type PeerReport,
   type SegmentAnnouncement,
   type SignedAnnouncement,
 } from '@chunkycast/wire';
@@ -39,6 +40,17 @@ beforeAll(async () => {
 cleanUpAfterEach();
 
 /** A tracker that checks announcements against `keys`. */
+/** A report with nothing in it (no trees, no bytes). */
+const EMPTY_REPORT: PeerReport = {
+  parents: [],
+  children: [],
+  meshBytes: 0,
+  originBytes: 0,
+  uploadBytes: 0,
+  stalls: 0,
+  playing: false,
+};
+
 async function start(options: Partial<TrackerOptions> = {}): Promise<Tracker> {
   return startTracker({ publicKey: keys.publicKeyBase64, ...options });
 }
@@ -120,18 +132,7 @@ describe('joining', () => {
       { type: 'bootstrap', count: 3 },
       { type: 'signal', to: 5, data: { type: 'offer', sdp: 'v=0' } },
       { type: 'leave' },
-      {
-        type: 'report',
-        report: {
-          parents: [],
-          children: [],
-          meshBytes: 0,
-          originBytes: 0,
-          uploadBytes: 0,
-          stalls: 0,
-          playing: false,
-        },
-      },
+      { type: 'report', report: EMPTY_REPORT },
     ]) {
       c.send(frame);
       await c.error('notJoined');
@@ -238,16 +239,7 @@ describe('members cut off by their neighbours', () => {
     const bad = welcomes[4]!.peerId;
     const report = (cutOff: number[]): ClientMessage => ({
       type: 'report',
-      report: {
-        parents: [],
-        children: [],
-        meshBytes: 0,
-        originBytes: 0,
-        uploadBytes: 0,
-        stalls: 0,
-        playing: true,
-        cutOff,
-      },
+      report: { ...EMPTY_REPORT, playing: true, cutOff },
     });
     const offer = { type: 'offer', sdp: 'v=0\r\n' } as const;
     // Two reports (and one repeated) do not ban: signals still pass.
