@@ -875,8 +875,9 @@ export async function createTracker(options: TrackerOptions): Promise<Tracker> {
       case 'report': {
         const { member, swarm } = joined(conn);
         member.report = message.report;
+        // The true source is never banned: three colluding viewers must not cut the stream off.
         for (const peer of message.report.cutOff ?? [])
-          if (swarm.cutOffs.report(member.peerId, peer)) {
+          if (peer !== swarm.sourceId && swarm.cutOffs.report(member.peerId, peer)) {
             counters.peersBannedForCutOffs++;
             log('info', 'peer cut off by several members: no new connections signalled for it', {
               stream: swarm.stream,

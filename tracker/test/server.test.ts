@@ -259,6 +259,14 @@ describe('members cut off by their neighbours', () => {
     await flooder.error('forbidden');
     for (let i = 0; i < 5; i++) expect(await d.bootstrap()).not.toContain(bad);
     expect(tracker.metrics().signalsRefusedCutOff).toBe(2);
+    // Reports against the true source never ban it.
+    const source = await connect(tracker);
+    await source.join('cut', 'source', KEY);
+    for (const reporter of [a, b, c]) reporter.send(report([welcomes[0]!.sourceId]));
+    await c.bootstrap();
+    expect(tracker.metrics().peersBannedForCutOffs).toBe(1);
+    source.send({ type: 'signal', to: welcomes[1]!.peerId, data: offer });
+    expect(await b.next('signal')).toEqual({ type: 'signal', from: welcomes[0]!.sourceId, data: offer });
     expect(a.pending()).toEqual([]);
   });
 });

@@ -1118,7 +1118,9 @@ export class Simulation {
    * delay); REPORTS_TO_BAN distinct reporters ban the peer from new connections.
    */
   private reportCutOff(reporter: number, peer: number, now: number): void {
-    if (this.options.rendezvousBan === false || this.bannedAtRendezvous.has(peer)) return;
+    // The true source is never banned (as at the tracker): colluding liars must not cut the stream off.
+    if (this.options.rendezvousBan === false || peer === SOURCE_ID || this.bannedAtRendezvous.has(peer))
+      return;
     const reporters = this.cutOffReporters.get(peer) ?? new Set<number>();
     reporters.add(reporter);
     this.cutOffReporters.set(peer, reporters);
