@@ -745,7 +745,6 @@ export class MeshSession extends EventTarget implements SegmentProvider {
     return budget.served <= MAX_REPAIRS_SERVED_PER_PEER;
   }
 
-  /** Repair between neighbours: serve requests from the segments we hold; take verified replies. */
   /**
    * The newest verified announcement tells the engine where the stream is (`liveSequence`): the
    * sequence of its last packet, which the true source deals right after announcing it. Its sequence
@@ -758,6 +757,7 @@ export class MeshSession extends EventTarget implements SegmentProvider {
     node.liveSequence(packetPlace(a.firstPacket, a.packets - 1, node.engine.config.dataSlices).seq);
   }
 
+  /** Repair between neighbours: serve requests from the segments we hold; take verified replies. */
   private onRepair(from: number, message: RepairMessage): void {
     const store = this.store;
     const node = this.node;
