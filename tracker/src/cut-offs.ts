@@ -20,14 +20,18 @@ interface Entry {
 export class CutOffBook {
   private readonly entries = new Map<PeerId, Entry>();
 
-  constructor(private readonly now: () => number = Date.now) {}
+  constructor(
+    private readonly now: () => number = Date.now,
+    /** Never banned: the stream's true source (three colluding viewers must not cut the stream off). */
+    private readonly protectedPeer: PeerId | null = null,
+  ) {}
 
   /**
    * `reporter` cut `peer` off. Returns true when this report bans it. A member reporting itself or
-   * reporting the same peer again counts once.
+   * reporting the same peer again counts once; reports against the protected peer count nothing.
    */
   report(reporter: PeerId, peer: PeerId): boolean {
-    if (reporter === peer) return false;
+    if (reporter === peer || peer === this.protectedPeer) return false;
     const now = this.now();
     let entry = this.live(peer, now);
     if (entry === undefined) {
@@ -52,6 +56,7 @@ export class CutOffBook {
   get bannedCount(): number {
     const now = this.now();
     let n = 0;
+    // A copy of the keys: live() deletes expired entries as it goes.
     for (const peer of [...this.entries.keys()]) if ((this.live(peer, now)?.bannedAt ?? null) !== null) n++;
     return n;
   }

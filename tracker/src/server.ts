@@ -840,11 +840,12 @@ export async function createTracker(options: TrackerOptions): Promise<Tracker> {
         if (message.to === member.peerId) throw new Refusal('invalidField', 'cannot signal yourself');
         // No new connection to or from a peer that several members cut off (cut-offs.ts): its open
         // links stay, but it cannot walk on to fresh neighbours that pay for it again.
-        if (swarm.cutOffs.isBanned(member.peerId) || swarm.cutOffs.isBanned(message.to)) {
+        const senderBanned = swarm.cutOffs.isBanned(member.peerId);
+        if (senderBanned || swarm.cutOffs.isBanned(message.to)) {
           counters.signalsRefusedCutOff++;
           throw new Refusal(
             'forbidden',
-            swarm.cutOffs.isBanned(member.peerId)
+            senderBanned
               ? 'members cut you off: no new connections are signalled for you'
               : `peer ${message.to} was cut off by its neighbours: no new connections to it`,
           );
@@ -875,9 +876,8 @@ export async function createTracker(options: TrackerOptions): Promise<Tracker> {
       case 'report': {
         const { member, swarm } = joined(conn);
         member.report = message.report;
-        // The true source is never banned: three colluding viewers must not cut the stream off.
         for (const peer of message.report.cutOff ?? [])
-          if (peer !== swarm.sourceId && swarm.cutOffs.report(member.peerId, peer)) {
+          if (swarm.cutOffs.report(member.peerId, peer)) {
             counters.peersBannedForCutOffs++;
             log('info', 'peer cut off by several members: no new connections signalled for it', {
               stream: swarm.stream,

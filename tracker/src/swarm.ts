@@ -51,7 +51,7 @@ export class Swarm {
     private readonly draw: () => number = randomPeerId,
     now: () => number = Date.now,
   ) {
-    this.cutOffs = new CutOffBook(now);
+    this.cutOffs = new CutOffBook(now, sourceId);
   }
 
   /**

@@ -522,6 +522,11 @@ export class Engine {
     return [...this.swaplinks.neighbours()];
   }
 
+  /** Whether `peer` is a Swaplinks neighbour (without copying the list, as `neighbours()` does). */
+  isNeighbour(peer: PeerId): boolean {
+    return this.swaplinks.isNeighbour(peer);
+  }
+
   outLinks(): ReadonlyMap<PeerId, number> {
     return this.swaplinks.out;
   }

@@ -32,10 +32,10 @@ export const AUDIT_WINDOW_PACKETS = 16;
 export const AUDIT_WINDOW_MASK = 2 ** AUDIT_WINDOW_PACKETS - 1;
 /**
  * A parent that failed to deliver more than this many of the last AUDIT_WINDOW_PACKETS packets
- * judged (nearly a third) is distrusted. An honest parent forwards every packet it gets, repaired ones too (they reach us
- * late, not never), so what it misses is only what its link to us loses: more than 5 of 16 on a
- * link that loses 5% in bursts of 4 takes two bursts in a window (about 1 window in 60), while a
- * parent forwarding half misses more than 5 in 90% of windows.
+ * judged (nearly a third) is distrusted. An honest parent forwards every packet it gets, repaired
+ * ones too (they reach us late, not never), so what it misses is only what its link to us loses:
+ * more than 5 of 16 on a link that loses 5% in bursts of 4 takes two bursts in a window (about 1
+ * window in 60), while a parent forwarding half misses more than 5 in 90% of windows.
  */
 export const AUDIT_MAX_MISSES = 5;
 /**

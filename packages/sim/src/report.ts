@@ -1,6 +1,7 @@
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Distributions, Summary } from './metrics.js';
+import type { BanSummary } from './adversaries.js';
 import { cdfPlot, linePlot } from './plot.js';
 import type { SecondSample } from './simulation.js';
 
@@ -235,13 +236,7 @@ export function writeReport(
       ],
       [
         'rendezvous ban: hostile / honest members banned; seconds to ban p50/p95/max; messages refused',
-        adv.rendezvousBan.enabled
-          ? `${fmt(adv.rendezvousBan.hostileBanned)} / ${fmt(adv.rendezvousBan.honestBanned)}; ${
-              adv.rendezvousBan.secondsToBan === null
-                ? '–'
-                : `${fmt(adv.rendezvousBan.secondsToBan.p50)}/${fmt(adv.rendezvousBan.secondsToBan.p95)}/${fmt(adv.rendezvousBan.secondsToBan.max)} s`
-            }; ${fmt(adv.rendezvousBan.messagesRefused)}`
-          : 'off (--no-rendezvous-ban)',
+        banCell(adv.rendezvousBan),
       ],
     );
     for (const k of adv.kinds)
@@ -272,4 +267,12 @@ export function writeReport(
   );
   writeFileSync(join(dir, 'report.md'), md);
   return { summary: join(dir, 'summary.json'), report: join(dir, 'report.md'), plots };
+}
+
+/** The report's cell for the rendezvous ban: who was banned, when, and what it refused. */
+function banCell(ban: BanSummary): string {
+  if (!ban.enabled) return 'off (--no-rendezvous-ban)';
+  const when = ban.secondsToBan;
+  const seconds = when === null ? '–' : `${fmt(when.p50)}/${fmt(when.p95)}/${fmt(when.max)} s`;
+  return `${fmt(ban.hostileBanned)} / ${fmt(ban.honestBanned)}; ${seconds}; ${fmt(ban.messagesRefused)}`;
 }

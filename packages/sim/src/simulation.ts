@@ -1173,15 +1173,17 @@ export class Simulation {
     }
     const target = to === SOURCE_ID ? this.source : this.byId[to]?.engine;
     if (target === null || target === undefined) return;
-    if (this.bannedAtRendezvous.size > 0 && (this.bannedNow(from, now) || this.bannedNow(to, now))) {
+    if (this.bannedAtRendezvous.size > 0) {
       // Every new connection is signalled through the rendezvous, which refuses a banned peer's:
       // only links already open (the two are neighbours) still carry messages.
-      const banned = this.bannedNow(from, now) ? from : to;
-      const other = banned === from ? to : from;
-      const otherEngine = other === SOURCE_ID ? this.source : this.byId[other]?.engine;
-      if (otherEngine === null || otherEngine === undefined || !otherEngine.neighbours().includes(banned)) {
-        this.messagesRefusedBan++;
-        return;
+      const banned = this.bannedNow(from, now) ? from : this.bannedNow(to, now) ? to : null;
+      if (banned !== null) {
+        const other = banned === from ? to : from;
+        const otherEngine = other === SOURCE_ID ? this.source : this.byId[other]?.engine;
+        if (otherEngine === null || otherEngine === undefined || !otherEngine.isNeighbour(banned)) {
+          this.messagesRefusedBan++;
+          return;
+        }
       }
     }
     // Uplink: messages leave one after another at the sender's capacity (unless unlimited).

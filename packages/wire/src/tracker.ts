@@ -507,6 +507,11 @@ export function validateIceServers(value: unknown): TrackerDecodeResult<readonly
 const MAX_REPORT_SLICES = 64;
 const MAX_REPORT_CHILDREN = 256;
 
+/** A u32 peer id. */
+function isId(v: unknown): v is PeerId {
+  return typeof v === 'number' && Number.isInteger(v) && v >= 0 && v <= 0xffff_ffff;
+}
+
 function report(o: Json): PeerReport {
   const parents = o.parents;
   const children = o.children;
@@ -514,8 +519,6 @@ function report(o: Json): PeerReport {
     throw new Invalid('invalidField', `"parents" must be an array of at most ${MAX_REPORT_SLICES}`);
   if (!Array.isArray(children) || children.length > MAX_REPORT_SLICES)
     throw new Invalid('invalidField', `"children" must be an array of at most ${MAX_REPORT_SLICES}`);
-  const isId = (v: unknown): v is number =>
-    typeof v === 'number' && Number.isInteger(v) && v >= 0 && v <= 0xffff_ffff;
   for (const p of parents)
     if (p !== null && !isId(p)) throw new Invalid('invalidField', '"parents" holds a non-id');
   for (const c of children)
@@ -537,13 +540,9 @@ function report(o: Json): PeerReport {
 }
 
 function cutOffList(value: unknown): PeerId[] {
-  if (
-    !Array.isArray(value) ||
-    value.length > MAX_REPORT_CUT_OFFS ||
-    !value.every((v) => typeof v === 'number' && Number.isInteger(v) && v >= 0 && v <= 0xffff_ffff)
-  )
+  if (!Array.isArray(value) || value.length > MAX_REPORT_CUT_OFFS || !value.every(isId))
     throw new Invalid('invalidField', `"cutOff" must be an array of at most ${MAX_REPORT_CUT_OFFS} peer ids`);
-  return value as PeerId[];
+  return value;
 }
 
 function decodeWith<T>(frame: string, maxChars: number, read: (o: Json) => T): TrackerDecodeResult<T> {
