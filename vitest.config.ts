@@ -17,7 +17,12 @@ export default defineConfig({
     },
   },
   test: {
-    include: ['packages/*/test/**/*.test.ts', 'sdk/test/**/*.test.ts', 'tracker/test/**/*.test.ts'],
+    include: [
+      'packages/*/test/**/*.test.ts',
+      'sdk/test/**/*.test.ts',
+      'tracker/test/**/*.test.ts',
+      'tools/test/**/*.test.ts',
+    ],
     testTimeout: 120_000,
     hookTimeout: 120_000,
     setupFiles: ['./vitest.setup.ts'],

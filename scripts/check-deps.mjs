@@ -13,6 +13,8 @@ const allowed = {
   sdk: ['wire', 'engine'],
   // The true source runs the SDK's mesh host in Node (one host implementation, two runtimes).
   tracker: ['wire', 'engine', 'sdk'],
+  // Benchmarks, fuzzers and drivers run everything from outside; nothing depends on them.
+  tools: ['wire', 'engine', 'sim', 'sdk', 'tracker'],
 };
 const locations = {
   wire: 'packages/wire',
@@ -20,6 +22,7 @@ const locations = {
   sim: 'packages/sim',
   sdk: 'sdk',
   tracker: 'tracker',
+  tools: 'tools',
 };
 
 function* files(dir) {

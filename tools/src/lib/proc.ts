@@ -1,0 +1,152 @@
+/**
+ * The one reader of Linux's /proc for the tools: CPU time, memory and limits of processes and the
+ * machine. Every reader returns null (never throws) when the process has exited meanwhile or /proc
+ * is not there, because samplers race with the processes they watch.
+ */
+import { readFileSync, readdirSync, readlinkSync } from 'node:fs';
+import { spawnSync } from 'node:child_process';
+
+function read(path: string): string | null {
+  try {
+    return readFileSync(path, 'utf8');
+  } catch {
+    return null;
+  }
+}
+
+/** Kernel clock ticks per second (`getconf CLK_TCK`), the unit of /proc/PID/stat's CPU times. */
+export const CLOCK_TICKS_PER_S: number = (() => {
+  const result = spawnSync('getconf', ['CLK_TCK'], { encoding: 'utf8' });
+  const ticks = Number(result.stdout.trim());
+  // 100 is Linux's USER_HZ on every architecture Node runs on; getconf is only missing in odd images.
+  return Number.isFinite(ticks) && ticks > 0 ? ticks : 100;
+})();
+
+export interface ProcessStat {
+  readonly pid: number;
+  readonly parentPid: number;
+  /** User + system CPU time so far, in seconds. */
+  readonly cpuSeconds: number;
+}
+
+/** /proc/PID/stat of one process, or null once it is gone. */
+export function processStat(pid: number): ProcessStat | null {
+  const stat = read(`/proc/${pid}/stat`);
+  if (stat === null) return null;
+  // The command name may hold spaces and parentheses; the fields after its closing one do not.
+  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+  const parentPid = Number(fields[1]);
+  const ticks = Number(fields[11]) + Number(fields[12]);
+  if (!Number.isFinite(parentPid) || !Number.isFinite(ticks)) return null;
+  return { pid, parentPid, cpuSeconds: ticks / CLOCK_TICKS_PER_S };
+}
+
+/** Every process this one can see, by pid. */
+export function allProcesses(): Map<number, ProcessStat> {
+  const out = new Map<number, ProcessStat>();
+  let names: string[];
+  try {
+    names = readdirSync('/proc');
+  } catch {
+    return out;
+  }
+  for (const name of names) {
+    if (!/^\d+$/.test(name)) continue;
+    const stat = processStat(Number(name));
+    if (stat !== null) out.set(stat.pid, stat);
+  }
+  return out;
+}
+
+/** The pids of `rootPid`'s descendants (children, grandchildren…), from one snapshot of /proc. */
+export function descendantsOf(rootPid: number, processes = allProcesses()): number[] {
+  const children = new Map<number, number[]>();
+  for (const stat of processes.values()) {
+    const list = children.get(stat.parentPid) ?? [];
+    list.push(stat.pid);
+    children.set(stat.parentPid, list);
+  }
+  const out: number[] = [];
+  const stack = [...(children.get(rootPid) ?? [])];
+  for (let pid = stack.pop(); pid !== undefined; pid = stack.pop()) {
+    out.push(pid);
+    stack.push(...(children.get(pid) ?? []));
+  }
+  return out;
+}
+
+function statusField(pid: number, field: string): number | null {
+  const text = read(`/proc/${pid}/status`);
+  if (text === null) return null;
+  const match = new RegExp(`^${field}:\\s+(\\d+) kB`, 'm').exec(text);
+  return match?.[1] === undefined ? null : Number(match[1]);
+}
+
+/** Resident set size in kB (VmRSS), or null. */
+export function rssKb(pid: number): number | null {
+  return statusField(pid, 'VmRSS');
+}
+
+/** Peak resident set size in kB (VmHWM), or null. */
+export function peakRssKb(pid: number): number | null {
+  return statusField(pid, 'VmHWM');
+}
+
+/**
+ * Proportional set size in kB (smaps_rollup's Pss): memory shared between processes (a browser's
+ * binary and libraries) divided among them rather than counted once per process. Costlier to read
+ * than RSS.
+ */
+export function pssKb(pid: number): number | null {
+  const text = read(`/proc/${pid}/smaps_rollup`);
+  if (text === null) return null;
+  const match = /^Pss:\s+(\d+) kB/m.exec(text);
+  return match?.[1] === undefined ? null : Number(match[1]);
+}
+
+/** The process's soft limit on open files, or null. */
+export function openFilesLimit(pid: number): number | null {
+  const text = read(`/proc/${pid}/limits`);
+  const match = text === null ? null : /Max open files\s+(\d+)/.exec(text);
+  return match?.[1] === undefined ? null : Number(match[1]);
+}
+
+/** The executable's path and command line of a process, or null once it is gone. */
+export function processCommand(pid: number): { executable: string; argv: string[] } | null {
+  let executable: string;
+  try {
+    executable = readlinkSync(`/proc/${pid}/exe`);
+  } catch {
+    return null;
+  }
+  const cmdline = read(`/proc/${pid}/cmdline`);
+  if (cmdline === null) return null;
+  return { executable, argv: cmdline.split('\0').filter((arg) => arg !== '') };
+}
+
+export interface CoreTimes {
+  /** Jiffies spent neither idle nor waiting for I/O. */
+  readonly busy: number;
+  readonly total: number;
+}
+
+/** Busy and total jiffies per core from /proc/stat (to see load that is not ours), by core index. */
+export function coreTimes(): Map<number, CoreTimes> {
+  const cores = new Map<number, CoreTimes>();
+  const text = read('/proc/stat');
+  if (text === null) return cores;
+  for (const line of text.split('\n')) {
+    const match = /^cpu(\d+) (.*)$/.exec(line);
+    if (match?.[1] === undefined || match[2] === undefined) continue;
+    const v = match[2].trim().split(/\s+/).map(Number);
+    const total = v.slice(0, 8).reduce((a, b) => a + b, 0);
+    cores.set(Number(match[1]), { busy: total - (v[3] ?? 0) - (v[4] ?? 0), total });
+  }
+  return cores;
+}
+
+/** The CPU's model name (/proc/cpuinfo), or null. */
+export function cpuModel(): string | null {
+  const text = read('/proc/cpuinfo');
+  return (text === null ? null : /model name\s*:\s*(.*)/.exec(text)?.[1]?.trim()) ?? null;
+}
