@@ -1,5 +1,5 @@
 /**
- * A 128-bit Bloom filter carried in every data packet, probe and flood (thesis §4.4, L3649–3651:
+ * A 128-bit Bloom filter carried in every data packet, probe and flood (thesis §4.4, simulation set-up:
  * "a bloom filter size of 128 bits and a bloom mask size of 6"). Four unsigned 32-bit words, word 0
  * holding bits 0–31. Immutable: every hop makes a new one by OR-ing in its mask.
  */

@@ -23,12 +23,12 @@ export const MAX_MESSAGE_BYTES = 262_144;
 export const HEADER_BYTES = 2;
 
 /**
- * Upper bound on slices per stream. The thesis's default is M = 16 (L2929) and it experimented with
- * 8 and 32 (L5983–6003); 64 leaves room for redundant slices without letting a peer make us allocate.
+ * Upper bound on slices per stream. The thesis's default is M = 16 (§4.2) and it experimented with
+ * 8 and 32 (§4.4, "Effect of other parameters"); 64 leaves room for redundant slices without letting a peer make us allocate.
  */
 export const MAX_SLICES = 64;
 
-/** At most this many underloaded candidates in one load-switch report (a "subset of the most underloaded", L3333). */
+/** At most this many underloaded candidates in one load-switch report (a "subset of the most underloaded", thesis §4.2, "Fine-tuning Load"). */
 export const MAX_REPORT_CANDIDATES = 8;
 
 /** Sequence value meaning "no particular packet: start with the next one you get". */
@@ -77,7 +77,7 @@ export interface DataMessage {
   readonly payload: Uint8Array;
 }
 
-/** Sent down a tree while no data flows, so a loop is caught even without data (L3311–3317). */
+/** Sent down a tree while no data flows, so a loop is caught even without data (thesis §4.2, "Loop avoidance and detection"). */
 export interface ProbeMessage {
   readonly type: typeof MessageType.Probe;
   readonly slice: number;
@@ -86,7 +86,7 @@ export interface ProbeMessage {
   readonly hops: number;
 }
 
-/** Per-slice facts in an advertisement (L3272–3280). */
+/** Per-slice facts in an advertisement (thesis §4.2). */
 export interface AdvertSliceEntry {
   readonly slice: number;
   /** Data for this slice currently reaches the sender. */
@@ -97,7 +97,7 @@ export interface AdvertSliceEntry {
   /**
    * When this slice reaches the sender relative to the sender's other slices (moving average, ms;
    * negative = earlier than the sender's average slice). null until measured. No clock sync needed
-   * (L3387–3413).
+   * (thesis §4.2, "Fine-tuning Latency").
    */
   readonly offsetMs: number | null;
   /** The Bloom filter the sender receives on this slice. */
@@ -105,7 +105,7 @@ export interface AdvertSliceEntry {
 }
 
 /**
- * Periodic advertisement, node → every neighbour (L3270–3280): load, thresholds and per-slice
+ * Periodic advertisement, node → every neighbour (thesis §4.2): load, thresholds and per-slice
  * filters / arrival offsets. It doubles as the 1 s heartbeat. `full` adverts carry every slice;
  * others carry only slices whose facts changed since the sender's previous advert (the control
  * channel is reliable and ordered, so a delta is safe).
@@ -135,14 +135,14 @@ export interface LoadCandidate {
   readonly targetLoad: number;
 }
 
-/** Child → its overloaded parent: underloaded loop-free neighbours that could take `slice` (L3325–3333). */
+/** Child → its overloaded parent: underloaded loop-free neighbours that could take `slice` (thesis §4.2, "Fine-tuning Load"). */
 export interface LoadReportMessage {
   readonly type: typeof MessageType.LoadReport;
   readonly slice: number;
   readonly candidates: readonly LoadCandidate[];
 }
 
-/** Overloaded parent → the one child it picked: switch `slice` to `target` (L3333–3341). */
+/** Overloaded parent → the one child it picked: switch `slice` to `target` (thesis §4.2, "Fine-tuning Load"). */
 export interface InstructionMessage {
   readonly type: typeof MessageType.Instruction;
   readonly slice: number;
@@ -154,7 +154,7 @@ export const SwitchReason = { Load: 0, Latency: 1 } as const;
 export type SwitchReason = (typeof SwitchReason)[keyof typeof SwitchReason];
 
 /**
- * Child → prospective parent (L3343, L3355–3367): start sending `slice` at `handoffSeq`; the load
+ * Child → prospective parent (thesis §4.2, "Fine-tuning Load"): start sending `slice` at `handoffSeq`; the load
  * figures the decision was made on travel along, so the receiver can abort if they changed.
  */
 export interface SwitchRequestMessage {
@@ -180,7 +180,7 @@ export const RejectReason = {
 } as const;
 export type RejectReason = (typeof RejectReason)[keyof typeof RejectReason];
 
-/** Prospective parent → child, for switch and forced requests alike (L3343–3349). */
+/** Prospective parent → child, for switch and forced requests alike (thesis §4.2, "Fine-tuning Load"). */
 export interface SwitchReplyMessage {
   readonly type: typeof MessageType.SwitchReply;
   readonly slice: number;
@@ -190,7 +190,7 @@ export interface SwitchReplyMessage {
   readonly load: number;
 }
 
-/** Child → old parent: stop sending `slice` at `handoffSeq`; the new parent starts there (L3349, L3355–3359). */
+/** Child → old parent: stop sending `slice` at `handoffSeq`; the new parent starts there (thesis §4.2, "Fine-tuning Load"). */
 export interface SwitchCompleteMessage {
   readonly type: typeof MessageType.SwitchComplete;
   readonly slice: number;
@@ -198,7 +198,7 @@ export interface SwitchCompleteMessage {
   readonly newParent: PeerId;
 }
 
-/** Child → current parent: may I move `slice` to `target` for latency? (L5878–5880) */
+/** Child → current parent: may I move `slice` to `target` for latency? (thesis §4.4, control overhead) */
 export interface LatencyPermissionRequestMessage {
   readonly type: typeof MessageType.LatencyPermissionRequest;
   readonly slice: number;
@@ -213,7 +213,7 @@ export interface LatencyPermissionReplyMessage {
   readonly granted: boolean;
 }
 
-/** Controlled flood that kick-starts a slice tree (L3440–3452); `epoch` counts slice-source changes. */
+/** Controlled flood that kick-starts a slice tree (thesis §4.2, initial tree construction); `epoch` counts slice-source changes. */
 export interface FloodMessage {
   readonly type: typeof MessageType.Flood;
   readonly slice: number;
@@ -234,7 +234,7 @@ export type ForcedReason = (typeof ForcedReason)[keyof typeof ForcedReason];
 
 /**
  * Child → neighbour: be my parent for `slice`. May only be refused above ML or on a loop
- * (L3452–3491). `fromSeq` is the first packet the child still needs (SEQ_NONE: the next one).
+ * (thesis §4.2, forced parents). `fromSeq` is the first packet the child still needs (SEQ_NONE: the next one).
  */
 export interface ForcedParentRequestMessage {
   readonly type: typeof MessageType.ForcedParentRequest;
@@ -306,7 +306,7 @@ export interface SampleResultMessage {
   readonly walkId: number;
 }
 
-/** True source → node: you are (or no longer are) the slice source of `slice` in `epoch` (L3245–3256). */
+/** True source → node: you are (or no longer are) the slice source of `slice` in `epoch` (thesis §4.2, true source and slice sources). */
 export interface SliceSourceAssignMessage {
   readonly type: typeof MessageType.SliceSourceAssign;
   readonly slice: number;
@@ -430,7 +430,7 @@ export type Message =
   | PacketRepairDataMessage
   | PacketRepairNakMessage;
 
-/** Messages that negotiate a parent change (what the thesis counts as "switch messages", L5872–5884). */
+/** Messages that negotiate a parent change (what the thesis counts as "switch messages", thesis §4.4, control overhead). */
 export function isSwitchMessage(type: MessageType): boolean {
   return (
     type === MessageType.Instruction ||
