@@ -21,6 +21,9 @@ import {
   type RouteType,
   type ServerMessage,
 } from '@chunkycast/wire';
+// Audited and synchronous: a packet must be checked before the engine forwards it, and WebCrypto's
+// digest is asynchronous (whole segments are still checked with WebCrypto).
+import { sha256 } from '@noble/hashes/sha2.js';
 import { AnnouncementRelay } from './announcements.js';
 import { MeshNode, type DataVerdict, type LogFn, type RepairMessage } from './mesh-node.js';
 import {
@@ -30,7 +33,6 @@ import {
   streamKbps,
   type UploadCapacityMode,
 } from './capacity.js';
-import { sha256 } from './sha256.js';
 import { SegmentStore, bytesToHex, importPublicKey } from './segments.js';
 import {
   TrackerClient,
