@@ -37,6 +37,7 @@ import {
   type SelectedPair,
 } from './connectivity.js';
 import { BUSY_LINK_BYTES, LINK_BACKLOG_BYTES, UploadBucket, type UplinkSample } from './capacity.js';
+import { unreachable } from './unreachable.js';
 
 /**
  * A peer we never managed to connect to is reported unreachable after this long. WebRTC set-up
@@ -308,6 +309,9 @@ interface Link {
  * retransmits costs one round trip, while a lost one costs a repair request to a neighbour (the
  * session's repair layer) or, late, a byte range from the origin. The measured loss of
  * `maxRetransmits: 0` on loopback was 0.3–1.4% (environment.md), 5–20% of 16-packet segments.
+ *
+ * The engine is never given a playout clock, so its own packet repair is off (and with it its
+ * `fetchOrigin` last resort): the session repairs whole segments (neighbours, then the origin).
  */
 export class MeshNode {
   readonly engine: Engine;
@@ -711,6 +715,18 @@ export class MeshNode {
           this.cutOff(action.event.peer, 'cut off by the engine', true);
         this.options.onEvent?.(action.event);
         break;
+      case 'fetchOrigin':
+        // The engine's packet repair asks this as its last resort, and only once a host gave it a
+        // playout clock (`playout` input). A MeshNode never does: the session repairs whole
+        // segments itself (repair requests to neighbours, then the missing byte ranges from the
+        // origin: MeshSession.waitForSegment), so the engine's repair stays off. An engine that asks
+        // anyway is a host error, made loud: counted in actionsFailed and logged, never ignored.
+        throw new Error(
+          `the engine asked for ${action.seqs.length} packets of slice ${action.slice} from the origin, ` +
+            'but a MeshNode gives it no playout clock: origin fallback is the session’s, by segment',
+        );
+      default:
+        unreachable(action, 'engine action');
     }
   }
 

@@ -41,6 +41,7 @@ import {
   type WebSocketFactory,
   type Welcome,
 } from './tracker-client.js';
+import { unreachable } from './unreachable.js';
 import { MeshError, type MeshSessionOptions, type MeshStats, type SegmentProvider } from './types.js';
 
 /**
@@ -388,6 +389,12 @@ export class MeshSession extends EventTarget implements SegmentProvider {
         case 'welcome':
           this.rejoined(message);
           break;
+        case 'ice':
+          // The tracker client keeps the latest servers (`tracker.ice`); rtcConfig() reads them for
+          // every new link.
+          break;
+        default:
+          unreachable(message, 'tracker message');
       }
     };
     tracker.onMessage = dispatch;
@@ -820,6 +827,8 @@ export class MeshSession extends EventTarget implements SegmentProvider {
       case MessageType.RepairNak:
         this.onRepairNak(from, message.requestId);
         return;
+      default:
+        unreachable(message, 'repair message');
     }
   }
 

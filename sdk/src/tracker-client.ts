@@ -11,6 +11,7 @@ import {
   CLOSE_REPLACED,
 } from '@chunkycast/wire';
 import { MeshError, type TrackerConnectionState } from './types.js';
+import { unreachable } from './unreachable.js';
 
 /** The part of the WebSocket API we use: the browser's, or `ws` in Node (same shape). */
 export interface WebSocketLike {
@@ -365,8 +366,13 @@ export class TrackerClient {
         // Only the latest need matters: the answer is a fresh sample either way.
         this.queuedBootstrap = Math.max(this.queuedBootstrap, message.count);
         return;
+      case 'report':
+        return; // periodic: the next one is 2 s away
+      case 'join':
+      case 'leave':
+        return; // the client's own, sent by it when the socket opens and on close()
       default:
-        return; // reports are periodic, the next one is 2 s away; join/leave are the client's own
+        unreachable(message, 'client message');
     }
   }
 

@@ -1,6 +1,6 @@
 // The mesh host over real WebRTC (node-datachannel through simple-peer) on 127.0.0.1: a true source
 // and a few members wired together with in-process signalling instead of a tracker.
-import { afterEach, describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it, vi } from 'vitest';
 import {
   DIAL_BACKOFF_MS,
   LIVE_PROTOCOL,
@@ -212,6 +212,39 @@ describe('an engine action that throws', () => {
     expect(node.counters.actionsFailed).toBeGreaterThan(0);
     expect(node.counters.uploadBytes).toBeGreaterThan(0);
   }, 60_000);
+});
+
+describe('an engine that asks for packets from the origin', () => {
+  it('is a loud host error: counted and logged, and the rest of the batch still runs', () => {
+    // A MeshNode never gives its engine a playout clock, so the engine's packet repair (whose last
+    // resort this is) stays off; the session completes segments from the origin itself. Should an
+    // engine ask anyway, the request must not vanish without a trace.
+    const logged: { level: string; msg: string; fields?: Record<string, unknown> }[] = [];
+    const bootstraps: number[] = [];
+    const node = new MeshNode({
+      id: 5,
+      sourceId: SOURCE_ID,
+      role: 'member',
+      targetLoadSlices: 16,
+      maxLoadSlices: 24,
+      protocol: LIVE_PROTOCOL,
+      seed: 5,
+      rtcConfig: LOOPBACK_RTC,
+      signal: () => undefined,
+      requestBootstrap: (count) => bootstraps.push(count),
+      deliver: () => undefined,
+      log: (level, msg, fields) => logged.push({ level, msg, ...(fields === undefined ? {} : { fields }) }),
+    });
+    running = [node];
+    vi.spyOn(node.engine, 'handle').mockReturnValueOnce([
+      { kind: 'fetchOrigin', slice: 3, seqs: [40, 41] },
+      { kind: 'requestBootstrap', count: 7 },
+    ]);
+    node.start();
+    expect(node.counters.actionsFailed).toBe(1);
+    expect(logged.filter((l) => l.level === 'error').map((l) => l.fields?.action)).toEqual(['fetchOrigin']);
+    expect(bootstraps).toEqual([7]);
+  });
 });
 
 describe('a peer that cannot be reached', () => {
