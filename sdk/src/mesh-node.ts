@@ -11,7 +11,6 @@ import {
 } from '@chunkycast/engine';
 import {
   MAX_REPORT_CUT_OFFS,
-  MEDIA_PACKET_HEADER_BYTES,
   MessageType,
   decode,
   encode,
@@ -37,6 +36,7 @@ import {
   type SelectedPair,
 } from './connectivity.js';
 import { BUSY_LINK_BYTES, LINK_BACKLOG_BYTES, UploadBucket, type UplinkSample } from './capacity.js';
+import { corruptedPayload, faultsOf, forgedSequence, type FaultInjection } from './faults.js';
 import { unreachable } from './unreachable.js';
 
 /**
@@ -169,19 +169,6 @@ export interface MeshNodeOptions {
    * the host verifies it, and calls `reportForgedAnnouncement` for a bad one).
    */
   readonly onAnnouncement?: (from: PeerId, announcement: SignedAnnouncement) => void;
-  /** Fault injection for tests: corrupt the payload of every data packet this node forwards. */
-  readonly corruptForwardedData?: boolean;
-  /** Fault injection for tests: forward every data packet under its sequence + 10⁶ (a forger). */
-  readonly forgeForwardedSequences?: boolean;
-  /** Fault injection for tests: accept children and forward them nothing (a withholder). */
-  readonly withholdForwardedData?: boolean;
-  /**
-   * Fault injection for tests: drop this fraction (0–1) of the media messages (tree data and repair
-   * data) arriving on every data channel, as if the network had lost them. The channel itself is
-   * reliable, so this is the only way to make loss on loopback; control messages are not dropped.
-   * The choice is drawn from a PRNG seeded from `seed`, so a run is reproducible.
-   */
-  readonly dropReceivedDataFraction?: number;
   readonly log?: LogFn;
   /**
    * Upload cap in kbps (`max-upload-kbps`): a token bucket on what is written to the data channels;
@@ -214,7 +201,7 @@ export interface MeshNodeCounters {
   heldPacketsDropped: number;
   /** Payload bytes of repair packets sent to neighbours. */
   repairUploadBytes: number;
-  /** Media messages thrown away by `dropReceivedDataFraction` (injected loss). */
+  /** Media messages thrown away by injected loss (internal fault injection; 0 otherwise). */
   injectedLosses: number;
   peersCutOff: number;
   /** Links given up before their channel opened (ICE failed, timed out, closed, errored). */
@@ -243,16 +230,6 @@ function endGatheringOnComplete(peer: SimplePeer): void {
   pc.addEventListener('icegatheringstatechange', () => {
     if (pc.iceGatheringState === 'complete') internals._onIceCandidate?.call(peer, { candidate: null });
   });
-}
-
-/** Fault injection: what a forger adds to the sequences it forwards. */
-const FORGED_SEQ_OFFSET = 1_000_000;
-
-/** Fault injection: the payload with every byte after the media header inverted. */
-function corrupted(payload: Uint8Array): Uint8Array {
-  const out = payload.slice();
-  for (let i = MEDIA_PACKET_HEADER_BYTES; i < out.length; i++) out[i] = (out[i] ?? 0) ^ 0xff;
-  return out;
 }
 
 interface QueuedMessage {
@@ -357,6 +334,8 @@ export class MeshNode {
   private renegotiationTimer: ReturnType<typeof setInterval> | null = null;
   private readonly now: () => number;
   private readonly log: LogFn;
+  /** Test faults (internal: `@chunkycast/sdk/testing`); none in the product. */
+  private readonly faults: FaultInjection;
   /** Draws the injected losses; its own stream so a lossy run keeps the engine's choices. */
   private readonly lossRandom: Random;
   private readonly dropFraction: number;
@@ -376,7 +355,8 @@ export class MeshNode {
   constructor(private readonly options: MeshNodeOptions) {
     this.now = options.now ?? (() => performance.now());
     this.log = options.log ?? (() => undefined);
-    const dropFraction = options.dropReceivedDataFraction ?? 0;
+    this.faults = faultsOf(options);
+    const dropFraction = this.faults.dropReceivedDataFraction ?? 0;
     if (!(dropFraction >= 0 && dropFraction <= 1))
       throw new RangeError(`dropReceivedDataFraction must be in 0‥1, got ${dropFraction}`);
     this.dropFraction = dropFraction;
@@ -736,12 +716,13 @@ export class MeshNode {
     if (this.blocked.has(to)) return;
     const isData = message.type === MessageType.Data;
     const member = this.options.role === 'member';
-    if (isData && member && this.options.withholdForwardedData === true) return;
+    const faults = this.faults;
+    if (isData && member && faults.withholdForwardedData === true) return;
     const bytes = encode(
-      isData && member && this.options.corruptForwardedData === true
-        ? { ...message, payload: corrupted(message.payload) }
-        : isData && member && this.options.forgeForwardedSequences === true
-          ? { ...message, seq: (message.seq + FORGED_SEQ_OFFSET) % 0x1_0000_0000 }
+      isData && member && faults.corruptForwardedData === true
+        ? { ...message, payload: corruptedPayload(message.payload) }
+        : isData && member && faults.forgeForwardedSequences === true
+          ? { ...message, seq: forgedSequence(message.seq) }
           : message,
     );
     let link = this.links.get(to);

@@ -25,7 +25,14 @@ import {
 // digest is asynchronous (whole segments are still checked with WebCrypto).
 import { sha256 } from '@noble/hashes/sha2.js';
 import { AnnouncementRelay } from './announcements.js';
-import { MeshNode, type DataVerdict, type LogFn, type RepairMessage } from './mesh-node.js';
+import { faultsOf, withFaults } from './faults.js';
+import {
+  MeshNode,
+  type DataVerdict,
+  type LogFn,
+  type MeshNodeOptions,
+  type RepairMessage,
+} from './mesh-node.js';
 import {
   BITRATE_SEGMENTS,
   SAMPLE_INTERVAL_MS,
@@ -422,52 +429,51 @@ export class MeshSession extends EventTarget implements SegmentProvider {
     if (store === null || tracker === null)
       throw new MeshError('config', 'the session has no store or tracker');
     const seed = crypto.getRandomValues(new Uint32Array(1))[0] ?? 1;
-    const node: MeshNode = new MeshNode({
-      id: peerId,
-      sourceId,
-      role: 'member',
-      // The declared loads, which set the Swaplinks degree; the measured ones follow below.
-      targetLoadSlices: this.targetLoad,
-      maxLoadSlices: this.maxLoad,
-      ...(this.options.maxUploadKbps === undefined ? {} : { maxUploadKbps: this.options.maxUploadKbps }),
-      protocol: LIVE_PROTOCOL,
-      seed,
-      // Asked for each new connection: renewed TURN credentials reach new links, open ones keep theirs.
-      rtcConfig: () => this.rtcConfig(),
-      onConnectFailure: (failure) => {
-        if (this.node === node) this.dispatchEvent(new CustomEvent('connection-failed', { detail: failure }));
+    // Test faults (internal, `@chunkycast/sdk/testing`) pass from the session's options to its node.
+    const nodeOptions: MeshNodeOptions = withFaults(
+      {
+        id: peerId,
+        sourceId,
+        role: 'member',
+        // The declared loads, which set the Swaplinks degree; the measured ones follow below.
+        targetLoadSlices: this.targetLoad,
+        maxLoadSlices: this.maxLoad,
+        ...(this.options.maxUploadKbps === undefined ? {} : { maxUploadKbps: this.options.maxUploadKbps }),
+        protocol: LIVE_PROTOCOL,
+        seed,
+        // Asked for each new connection: renewed TURN credentials reach new links, open ones keep theirs.
+        rtcConfig: () => this.rtcConfig(),
+        onConnectFailure: (failure) => {
+          if (this.node === node)
+            this.dispatchEvent(new CustomEvent('connection-failed', { detail: failure }));
+        },
+        signal: (to, data) => {
+          if (this.node === node) tracker.send({ type: 'signal', to, data });
+        },
+        requestBootstrap: (count) => {
+          if (this.node === node)
+            tracker.send({ type: 'bootstrap', count: Math.min(64, Math.max(1, count)) });
+        },
+        ...(this.host.onEvent === undefined ? {} : { onEvent: this.host.onEvent }),
+        inspectData: (slice, seq, payload) =>
+          inspectPacket(store, payload, { slice, seq, dataSlices: node.engine.config.dataSlices }),
+        onRepair: (from, message) => {
+          if (this.node === node) this.onRepair(from, message);
+        },
+        onAnnouncement: (from, announcement) => {
+          if (this.node === node) void this.relay?.fromPeer(from, announcement);
+        },
+        deliver: (slice, seq, payload, from) => {
+          this.host.onDeliver?.(slice, seq, from);
+          const decoded = decodeMediaPacket(payload);
+          if (decoded.ok) store.addPacket(decoded.packet);
+          else this.log('warn', 'undecodable media packet', { error: decoded.error.message });
+        },
+        log: this.log,
       },
-      signal: (to, data) => {
-        if (this.node === node) tracker.send({ type: 'signal', to, data });
-      },
-      requestBootstrap: (count) => {
-        if (this.node === node) tracker.send({ type: 'bootstrap', count: Math.min(64, Math.max(1, count)) });
-      },
-      ...(this.host.onEvent === undefined ? {} : { onEvent: this.host.onEvent }),
-      inspectData: (slice, seq, payload) =>
-        inspectPacket(store, payload, { slice, seq, dataSlices: node.engine.config.dataSlices }),
-      onRepair: (from, message) => {
-        if (this.node === node) this.onRepair(from, message);
-      },
-      onAnnouncement: (from, announcement) => {
-        if (this.node === node) void this.relay?.fromPeer(from, announcement);
-      },
-      ...(this.options.faultInjection?.corruptForwardedData === true ? { corruptForwardedData: true } : {}),
-      ...(this.options.faultInjection?.forgeForwardedSequences === true
-        ? { forgeForwardedSequences: true }
-        : {}),
-      ...(this.options.faultInjection?.withholdForwardedData === true ? { withholdForwardedData: true } : {}),
-      ...(this.options.faultInjection?.dropReceivedDataFraction === undefined
-        ? {}
-        : { dropReceivedDataFraction: this.options.faultInjection.dropReceivedDataFraction }),
-      deliver: (slice, seq, payload, from) => {
-        this.host.onDeliver?.(slice, seq, from);
-        const decoded = decodeMediaPacket(payload);
-        if (decoded.ok) store.addPacket(decoded.packet);
-        else this.log('warn', 'undecodable media packet', { error: decoded.error.message });
-      },
-      log: this.log,
-    });
+      faultsOf(this.options),
+    );
+    const node = new MeshNode(nodeOptions);
     const loads = this.capacity.loads;
     if (loads.targetLoad !== this.targetLoad || loads.maxLoad !== this.maxLoad)
       node.setLoad(loads.targetLoad, loads.maxLoad);

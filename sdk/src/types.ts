@@ -50,20 +50,6 @@ export interface MeshSessionOptions {
    * default `all`.
    */
   readonly iceTransportPolicy?: 'all' | 'relay';
-  /**
-   * Testing aid, never for production: `corruptForwardedData` makes this viewer corrupt every data
-   * packet it forwards (a lying peer), so tests can show that its children catch and cut it off;
-   * `dropReceivedDataFraction` (0–1) throws away that share of the media messages arriving on each
-   * of its data channels (injected loss, drawn from a seeded PRNG), so tests can exercise repair;
-   * `forgeForwardedSequences` forwards every packet under its sequence + 10⁶, and
-   * `withholdForwardedData` forwards nothing to the children it accepts (hostile members).
-   */
-  readonly faultInjection?: {
-    readonly corruptForwardedData?: boolean;
-    readonly forgeForwardedSequences?: boolean;
-    readonly withholdForwardedData?: boolean;
-    readonly dropReceivedDataFraction?: number;
-  };
 }
 
 /** One slice as this viewer sees it. */

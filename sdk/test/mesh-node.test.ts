@@ -9,6 +9,7 @@ import {
   type MeshNodeOptions,
 } from '@chunkycast/sdk/core';
 import type { PeerId, SignalData } from '@chunkycast/wire';
+import { injectFaults, type FaultInjection } from '../src/testing.js';
 import { until } from './until.js';
 
 const LOOPBACK_RTC = { iceServers: [], bindAddress: '127.0.0.1' };
@@ -23,12 +24,13 @@ function swarm(
   memberIds: PeerId[],
   maxLoadOf: (id: PeerId) => number = () => 24,
   extra: (id: PeerId) => Partial<MeshNodeOptions> = () => ({}),
+  faults: (id: PeerId) => FaultInjection = () => ({}),
 ): { source: MeshNode; members: Map<PeerId, Member> } {
   const nodes = new Map<PeerId, MeshNode>();
   const members = new Map<PeerId, Member>();
   const make = (id: PeerId, role: 'member' | 'source', received?: Map<string, Uint8Array>): MeshNode => {
     const maxLoad = maxLoadOf(id);
-    return new MeshNode({
+    const options: MeshNodeOptions = {
       id,
       sourceId: SOURCE_ID,
       role,
@@ -49,7 +51,8 @@ function swarm(
         received?.set(`${slice}:${seq}`, payload.slice());
       },
       ...extra(id),
-    });
+    };
+    return new MeshNode(injectFaults(options, faults(id)));
   };
   const source = make(SOURCE_ID, 'source');
   nodes.set(SOURCE_ID, source);
@@ -377,11 +380,11 @@ describe('a member that corrupts what it forwards', () => {
     const { source, members } = swarm(
       [31, 32, LIAR, 34, 35, 36],
       () => 24,
-      (id) => ({
+      () => ({
         inspectData: (_slice: number, _seq: number, payload: Uint8Array) =>
           uniform(payload) ? 'accept' : 'reject',
-        ...(id === LIAR ? { corruptForwardedData: true } : {}),
       }),
+      (id) => (id === LIAR ? { corruptForwardedData: true } : {}),
     );
     running = [source, ...[...members.values()].map((m) => m.node)];
     for (const m of members.values()) m.node.start();
@@ -415,25 +418,29 @@ describe('a member that corrupts what it forwards', () => {
   }, 60_000);
 });
 
-describe('injected loss (dropReceivedDataFraction)', () => {
+describe('injected loss (internal fault dropReceivedDataFraction)', () => {
   it('refuses a fraction outside 0‥1', () => {
     for (const bad of [-0.1, 1.5, Number.NaN])
       expect(
         () =>
-          new MeshNode({
-            id: 1,
-            sourceId: SOURCE_ID,
-            role: 'member',
-            targetLoadSlices: 16,
-            maxLoadSlices: 24,
-            protocol: LIVE_PROTOCOL,
-            seed: 1,
-            rtcConfig: LOOPBACK_RTC,
-            signal: () => undefined,
-            requestBootstrap: () => undefined,
-            deliver: () => undefined,
-            dropReceivedDataFraction: bad,
-          }),
+          new MeshNode(
+            injectFaults(
+              {
+                id: 1,
+                sourceId: SOURCE_ID,
+                role: 'member',
+                targetLoadSlices: 16,
+                maxLoadSlices: 24,
+                protocol: LIVE_PROTOCOL,
+                seed: 1,
+                rtcConfig: LOOPBACK_RTC,
+                signal: () => undefined,
+                requestBootstrap: () => undefined,
+                deliver: () => undefined,
+              },
+              { dropReceivedDataFraction: bad },
+            ),
+          ),
       ).toThrow(RangeError);
   });
 
@@ -442,6 +449,7 @@ describe('injected loss (dropReceivedDataFraction)', () => {
     const { source, members } = swarm(
       [61, LOSSY, 63, 64],
       () => 24,
+      () => ({}),
       (id) => (id === LOSSY ? { dropReceivedDataFraction: 0.3 } : {}),
     );
     running = [source, ...[...members.values()].map((m) => m.node)];

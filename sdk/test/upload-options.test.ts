@@ -1,7 +1,7 @@
 // `upload-capacity` and `max-upload-kbps`: the player's attribute parsing, the session's option
 // checks, and a session whose loads come from its cap.
 import { afterEach, describe, expect, it } from 'vitest';
-import { parseMaxUploadKbps, parseUploadCapacity } from '@chunkycast/sdk';
+import { parseMaxUploadKbps, parseUploadCapacity } from '../src/player.js';
 import { MeshError, MeshSession, resolveUploadCapacity } from '@chunkycast/sdk/core';
 import type { SignedAnnouncement } from '@chunkycast/wire';
 import { FakeClock, socketFactory, welcome } from './tracker-fakes.js';
