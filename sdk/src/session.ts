@@ -42,6 +42,7 @@ import {
 } from './capacity.js';
 import { SegmentStore, bytesToHex, importPublicKey } from './segments.js';
 import {
+  SYSTEM_CLOCK,
   TrackerClient,
   type ReconnectPolicy,
   type TrackerClock,
@@ -142,8 +143,14 @@ export interface SessionHost {
   readonly onDeliver?: (slice: number, seq: number, from: number) => void;
   /** Reconnection policy of the tracker connection (tests: shorter or off). */
   readonly trackerReconnect?: Partial<ReconnectPolicy> | false;
-  /** The tracker connection's clock and timers (tests drive reconnection by hand). */
-  readonly trackerClock?: TrackerClock;
+  /**
+   * The session's one clock (default: performance.now() and the runtime's timers). Every time the
+   * session reads is this clock's: the segment store, the announcement relay, its mesh node, the
+   * upload capacity estimate, repair budgets, and the deadlines of `waitForSegment`; the tracker
+   * connection runs its reconnection timers on it. Tests drive it by hand. (The session's periodic
+   * stats, report and uplink sampling, and the mesh node's timers, stay the runtime's timers.)
+   */
+  readonly clock?: TrackerClock;
 }
 
 /** Resolves TL and ML from options: ML defaults to 1.5·TL; ML below TL lowers TL (ML = 0: receive only). */
@@ -255,6 +262,8 @@ export class MeshSession extends EventTarget implements SegmentProvider {
     connectedByRoute: { host: 0, srflx: 0, prflx: 0, relay: 0 } as Record<RouteType, number>,
   };
   private readonly log: LogFn;
+  /** The one clock (SessionHost.clock). */
+  private readonly clock: TrackerClock;
 
   /** Joins the stream's mesh (asynchronously); errors arrive as 'error' events and reject `ready`. */
   static connect(options: MeshSessionOptions, host: SessionHost = {}): MeshSession {
@@ -267,6 +276,7 @@ export class MeshSession extends EventTarget implements SegmentProvider {
   ) {
     super();
     this.log = host.log ?? (() => undefined);
+    this.clock = host.clock ?? SYSTEM_CLOCK;
     const loads = resolveLoads(options);
     this.targetLoad = loads.targetLoad;
     this.maxLoad = loads.maxLoad;
@@ -296,7 +306,7 @@ export class MeshSession extends EventTarget implements SegmentProvider {
       ...(this.options.token === undefined ? {} : { token: this.options.token }),
       ...(this.host.createSocket === undefined ? {} : { createSocket: this.host.createSocket }),
       ...(this.host.trackerReconnect === undefined ? {} : { reconnect: this.host.trackerReconnect }),
-      ...(this.host.trackerClock === undefined ? {} : { clock: this.host.trackerClock }),
+      clock: this.clock,
     });
     this.tracker = tracker;
     // Peers may dial us (offers) while we still verify the welcome's announcements, and the tracker
@@ -341,7 +351,7 @@ export class MeshSession extends EventTarget implements SegmentProvider {
     const store = new SegmentStore({
       stream: this.options.stream,
       publicKey,
-      now: () => performance.now(),
+      now: () => this.clock.now(),
       onProblem: (message) => {
         this.dispatchEvent(new CustomEvent('error', { detail: new MeshError('verification', message) }));
       },
@@ -354,7 +364,7 @@ export class MeshSession extends EventTarget implements SegmentProvider {
     this.relay = new AnnouncementRelay({
       stream: this.options.stream,
       store,
-      now: () => performance.now(),
+      now: () => this.clock.now(),
       forward: (announcement, except) => {
         this.node?.broadcastAnnouncement(announcement, except);
       },
@@ -443,6 +453,7 @@ export class MeshSession extends EventTarget implements SegmentProvider {
         seed,
         // Asked for each new connection: renewed TURN credentials reach new links, open ones keep theirs.
         rtcConfig: () => this.rtcConfig(),
+        now: () => this.clock.now(),
         onConnectFailure: (failure) => {
           if (this.node === node)
             this.dispatchEvent(new CustomEvent('connection-failed', { detail: failure }));
@@ -488,7 +499,7 @@ export class MeshSession extends EventTarget implements SegmentProvider {
   private sampleUplink(): void {
     const node = this.node;
     if (node === null || this.closed) return;
-    const change = this.capacity.update(performance.now(), node.uplinkSample(), {
+    const change = this.capacity.update(this.clock.now(), node.uplinkSample(), {
       sliceKbps: this.sliceKbps(node),
       load: node.engine.currentLoad,
     });
@@ -656,15 +667,13 @@ export class MeshSession extends EventTarget implements SegmentProvider {
     // joined: at once).
     const fillAtMs = url === undefined ? deadlineMs : deadlineMs - ORIGIN_FILL_LEAD_MS;
     const beforeJoin = !store.expects(sequence);
-    const repairAtMs = beforeJoin
-      ? performance.now()
-      : Math.max(performance.now(), fillAtMs - REPAIR_LEAD_MS);
+    const repairAtMs = beforeJoin ? this.clock.now() : Math.max(this.clock.now(), fillAtMs - REPAIR_LEAD_MS);
     // A function: `signal.aborted` changes while we await.
     const aborted = (): boolean => signal?.aborted === true;
-    let bytes = await store.wait(sequence, repairAtMs - performance.now(), signal);
+    let bytes = await store.wait(sequence, repairAtMs - this.clock.now(), signal);
     if (bytes !== null || aborted()) return bytes;
     if (this.requestRepair(sequence))
-      bytes = await store.wait(sequence, fillAtMs - performance.now(), signal, true);
+      bytes = await store.wait(sequence, fillAtMs - this.clock.now(), signal, true);
     if (bytes !== null || url === undefined || aborted()) return bytes;
     return this.completeFromOrigin(sequence, url, signal);
   }
@@ -749,7 +758,7 @@ export class MeshSession extends EventTarget implements SegmentProvider {
    * so one neighbour gets at most MAX_REPAIRS_SERVED_PER_PEER requests per REPAIR_WINDOW_MS.
    */
   private admitRepair(peer: number): boolean {
-    const now = performance.now();
+    const now = this.clock.now();
     const budget = this.repairBudgets.get(peer);
     if (budget === undefined || now - budget.since > REPAIR_WINDOW_MS) {
       this.repairBudgets.set(peer, { since: now, served: 1 });
@@ -781,7 +790,7 @@ export class MeshSession extends EventTarget implements SegmentProvider {
       case MessageType.RepairRequest: {
         // Not from an uplink that is receive-only or behind: the asker has the origin, our
         // children have only us.
-        const uplinkFull = node.engine.config.maxLoad === 0 || this.capacity.behindAt(performance.now());
+        const uplinkFull = node.engine.config.maxLoad === 0 || this.capacity.behindAt(this.clock.now());
         if (uplinkFull || !this.admitRepair(from)) {
           node.sendRepair(from, {
             type: MessageType.RepairNak,

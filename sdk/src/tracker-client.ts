@@ -37,7 +37,8 @@ export interface TrackerClock {
   clearTimeout(handle: unknown): void;
 }
 
-const systemClock: TrackerClock = {
+/** performance.now() and the runtime's timers. */
+export const SYSTEM_CLOCK: TrackerClock = {
   now: () => performance.now(),
   setTimeout: (callback, ms) => setTimeout(callback, ms),
   clearTimeout: (handle) => {
@@ -272,7 +273,7 @@ export class TrackerClient {
       options.reconnect === false
         ? { ...DEFAULT_RECONNECT_POLICY, enabled: false }
         : { ...DEFAULT_RECONNECT_POLICY, ...options.reconnect };
-    this.clock = options.clock ?? systemClock;
+    this.clock = options.clock ?? SYSTEM_CLOCK;
     if (options.random !== undefined) this.random = options.random;
     else {
       const prng = createRandom(crypto.getRandomValues(new Uint32Array(1))[0] ?? 1);

@@ -186,8 +186,8 @@ export class MeshError extends Error {
 export interface SegmentProvider {
   /**
    * Resolves with the verified bytes of the segment with this media sequence number once the mesh
-   * has all of it, or null when `deadlineMs` (performance.now() scale) passes first, the signal
-   * aborts, or the session closes. Never resolves with unverified bytes. With the segment's `url`,
+   * has all of it, or null when `deadlineMs` (on the provider's clock: in a page performance.now(),
+   * the scale of hls.js's loading stats) passes first, the signal aborts, or the session closes. Never resolves with unverified bytes. With the segment's `url`,
    * a segment the mesh delivered only in part is completed from the origin with HTTP Range
    * requests for just the missing packets, shortly before the deadline.
    */

@@ -67,7 +67,7 @@ describe('the internal fault hook', () => {
       const options = { tracker: 'ws://127.0.0.1:9/ws', stream: 'live' };
       const session = MeshSession.connect(
         faulty ? injectFaults(options, { forgeForwardedSequences: true }) : options,
-        { createSocket: factory.create, trackerClock: clock },
+        { createSocket: factory.create, clock },
       );
       sessions.push(session);
       const socket = factory.sockets.at(-1);

@@ -85,7 +85,7 @@ async function session(options: { maxUploadKbps?: number; uploadCapacity?: 'meas
   const factory = socketFactory(clock);
   const s = MeshSession.connect(
     { tracker: 'ws://127.0.0.1:9/ws', stream: 'live', ...options },
-    { createSocket: factory.create, trackerClock: clock },
+    { createSocket: factory.create, clock },
   );
   sessions.push(s);
   const socket = factory.sockets.at(-1)!;
