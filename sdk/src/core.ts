@@ -25,6 +25,7 @@ export {
   CONNECT_TIMEOUT_MS,
   DIAL_BACKOFF_MS,
   LINK_STATS_INTERVAL_MS,
+  MAX_QUIT_LINGER_MS,
   type MeshNodeOptions,
   type MeshNodeCounters,
   type LogFn,

@@ -41,7 +41,7 @@ import { unreachable } from './unreachable.js';
 
 /**
  * A peer we never managed to connect to is reported unreachable after this long. WebRTC set-up
- * through the tracker took 40–240 ms on loopback (environment.md). On real networks the worst honest
+ * through the tracker is far quicker on loopback (environment.md). On real networks the worst honest
  * case is: the offer and then the answer each wait up to ICE_GATHER_TIMEOUT_MS (2 s) for candidates
  * (a STUN or TURN server that does not answer makes both wait it out), each crosses the tracker, and
  * ICE checks, DTLS and SCTP over a TURN relay take a few round trips more — ICE with TURN usually
@@ -75,9 +75,9 @@ export const CHANNEL_HIGH_WATER_BYTES = 1024 * 1024;
 /**
  * Once the uplink's capacity is measured, a link's channel holds at most this long of its share of
  * it (and at least MIN_CHANNEL_HIGH_WATER_BYTES). What sits in a channel's buffer cannot be dropped
- * or passed, and control shares the channel with data: with 1 MiB per link, a 0.5 Mbit/s uplink
- * shared by eight links held over a minute of backlog per link, and the load phase's instructions
- * to move away waited behind it (the lab's thin first viewer took 40 s to shed its children).
+ * or passed, and control shares the channel with data: with 1 MiB per link, a thin uplink shared
+ * by several links holds a minute or more of backlog per link, and the load phase's instructions to
+ * move away wait behind it (the lab's thin first viewer was slow to shed its children).
  */
 export const CHANNEL_BUFFER_MS = 300;
 /** The smallest high-water mark: a whole media packet (the wire's limit is 16 KiB) may wait. */
@@ -121,6 +121,26 @@ export const MAX_BAD_MESSAGES = 3;
 const MAX_RENEGOTIATIONS_PER_MINUTE = 120;
 /** How often a queue is retried while a channel is above its high-water mark. */
 const FLUSH_INTERVAL_MS = 20;
+/** The window MAX_RENEGOTIATIONS_PER_MINUTE counts in. */
+const RENEGOTIATION_WINDOW_MS = 60_000;
+/**
+ * Held packets are looked at again this often, so one whose announcement never came is dropped
+ * within a third of HOLD_MAX_MS after its time (new announcements recheck them at once anyway).
+ */
+const HELD_RECHECK_INTERVAL_MS = HOLD_MAX_MS / 3;
+/**
+ * The longest graceful leave: a node that quits tells its neighbours it keeps forwarding for the
+ * engine's `quitLingerMs` and then waits that long before closing its links. A page being closed or
+ * a source being stopped cannot wait much longer, so a longer linger is refused when the node is
+ * built (a RangeError) rather than cut short in silence, which would break the promise the Quit
+ * message made to the children. The engine's default (3 s: a hand-off lead plus a round trip) fits.
+ */
+export const MAX_QUIT_LINGER_MS = 3000;
+/**
+ * The injected losses draw from their own fork of the node's seeded PRNG (this is the fork's
+ * label), so a lossy run keeps the engine's own random choices.
+ */
+const LOSS_RANDOM_FORK = 0x1055;
 
 export type DataVerdict = 'accept' | 'reject' | 'hold';
 export type RepairMessage = RepairRequestMessage | RepairDataMessage | RepairNakMessage;
@@ -217,7 +237,7 @@ export interface MeshNodeCounters {
 /**
  * node-datachannel's RTCPeerConnection (the true source's) never emits the end-of-candidates null
  * `icecandidate`, only `icegatheringstatechange`; without this simple-peer would hold every
- * non-trickle offer and answer for its full ICE timeout (measured: 2 s per side). Browsers emit both;
+ * non-trickle offer and answer for its full ICE timeout (ICE_GATHER_TIMEOUT_MS per side). Browsers emit both;
  * simple-peer ignores the second.
  */
 function endGatheringOnComplete(peer: SimplePeer): void {
@@ -284,8 +304,9 @@ interface Link {
  * One data channel per peer, reliable and ordered, carries both control and data. Control must
  * arrive, and in order (switch hand-offs, heartbeats). Data is reliable too: a packet SCTP
  * retransmits costs one round trip, while a lost one costs a repair request to a neighbour (the
- * session's repair layer) or, late, a byte range from the origin. The measured loss of
- * `maxRetransmits: 0` on loopback was 0.3–1.4% (environment.md), 5–20% of 16-packet segments.
+ * session's repair layer) or, late, a byte range from the origin. Unreliable channels
+ * (`maxRetransmits: 0`) lost packets even on loopback, and a lost packet spoils its whole segment
+ * (environment.md).
  *
  * The engine is never given a playout clock, so its own packet repair is off (and with it its
  * `fetchOrigin` last resort): the session repairs whole segments (neighbours, then the origin).
@@ -362,7 +383,7 @@ export class MeshNode {
     this.dropFraction = dropFraction;
     this.uploadBucket =
       options.maxUploadKbps === undefined ? null : new UploadBucket(options.maxUploadKbps, this.now());
-    this.lossRandom = createRandom(options.seed).fork(0x1055);
+    this.lossRandom = createRandom(options.seed).fork(LOSS_RANDOM_FORK);
     this.engine = new Engine(
       {
         id: options.id,
@@ -374,6 +395,11 @@ export class MeshNode {
       },
       createRandom(options.seed),
     );
+    const lingerMs = this.engine.config.protocol.quitLingerMs;
+    if (lingerMs > MAX_QUIT_LINGER_MS)
+      throw new RangeError(
+        `protocol.quitLingerMs must be at most ${MAX_QUIT_LINGER_MS} ms for a MeshNode (a graceful leave waits that long), got ${lingerMs}`,
+      );
   }
 
   get id(): PeerId {
@@ -390,7 +416,7 @@ export class MeshNode {
   start(): void {
     this.renegotiationTimer = setInterval(() => {
       this.renegotiations = 0;
-    }, 60_000);
+    }, RENEGOTIATION_WINDOW_MS);
     this.statsTimer = setInterval(() => {
       void this.readAllLinkStats();
     }, LINK_STATS_INTERVAL_MS);
@@ -613,7 +639,7 @@ export class MeshNode {
     this.feed({ kind: 'quit', graceful });
     if (graceful) {
       const lingerMs = this.engine.config.protocol.quitLingerMs;
-      await new Promise((resolve) => setTimeout(resolve, Math.min(lingerMs, 3000)));
+      await new Promise((resolve) => setTimeout(resolve, lingerMs));
     }
     this.stopped = true;
     if (this.timer !== null) clearTimeout(this.timer);
@@ -1120,7 +1146,7 @@ export class MeshNode {
     this.held.push({ from, message, at: this.now() });
     this.heldTimer ??= setInterval(() => {
       this.recheckHeld();
-    }, HOLD_MAX_MS / 3);
+    }, HELD_RECHECK_INTERVAL_MS);
   }
 
   /** New announcements arrived (or time passed): feed held packets that can now be checked. */

@@ -6,7 +6,7 @@ import type { ErrorData, FragChangedData } from 'hls.js';
 import { validateIceServers, type TrackerErrorCode } from '@chunkycast/wire';
 import { faultsOf, withFaults } from './faults.js';
 import { createMeshFragmentLoader } from './loader.js';
-import { MeshSession } from './session.js';
+import { MAX_UPLOAD_LIMIT_KBPS, MeshSession } from './session.js';
 import type { MeshErrorCode, MeshSessionOptions, MeshStats, SegmentProvider } from './types.js';
 import { MeshError } from './types.js';
 
@@ -221,9 +221,9 @@ export function parseUploadCapacity(raw: string | null, errors: string[]): 'meas
 export function parseMaxUploadKbps(raw: string | null, errors: string[]): number | null | undefined {
   if (raw === null || raw.trim() === '') return undefined;
   const value = Number(raw);
-  if (!Number.isFinite(value) || value < 0 || value > 10_000_000) {
+  if (!Number.isFinite(value) || value < 0 || value > MAX_UPLOAD_LIMIT_KBPS) {
     errors.push(
-      `max-upload-kbps="${raw}" is not a number of kbit/s in 0‥10000000; playing from the origin only`,
+      `max-upload-kbps="${raw}" is not a number of kbit/s in 0‥${MAX_UPLOAD_LIMIT_KBPS}; playing from the origin only`,
     );
     return null;
   }

@@ -6,6 +6,7 @@ import {
   type Random,
 } from '@chunkycast/engine';
 import {
+  MAX_BOOTSTRAP_PEERS,
   MessageType,
   PACKET_HASH_HEX,
   announcedPlan,
@@ -55,7 +56,7 @@ import { MeshError, type MeshSessionOptions, type MeshStats, type SegmentProvide
 /**
  * Engine settings for a live HLS stream. A 2 s segment of a ~1 Mbit/s stream is one packet per
  * slice, so a slice carries a burst every segment rather than the thesis's steady packet flow
- * (L2929): "receiving" and "silent" must span a segment and its jitter, or every slice would look
+ * (thesis §4.2, protocol parameters): "receiving" and "silent" must span a segment and its jitter, or every slice would look
  * idle between segments.
  */
 export const LIVE_PROTOCOL: Partial<ProtocolConfig> = {
@@ -101,6 +102,18 @@ const MAX_ORIGIN_FILL_REQUESTS = 4;
 /** Hashing a filled segment takes well under this. */
 const ORIGIN_FILL_VERIFY_MS = 1000;
 const REPORT_INTERVAL_MS = 2000;
+/**
+ * Children per slice in a report to the tracker: its decoder refuses a report with more (wire's
+ * report limit), and no honest node has this many.
+ */
+const MAX_REPORTED_CHILDREN = 256;
+/** Repair budgets remembered at most: beyond, they are forgotten at once (ids of long-gone peers). */
+const MAX_REPAIR_BUDGETS = 1024;
+/**
+ * Mixed into the crypto-drawn seed of the session's own PRNG (which picks repair helpers). Any
+ * constant would do; this one is kept so the session draws as it did.
+ */
+const REPAIR_RANDOM_SALT = 0x5eed_5eed;
 
 /**
  * Checks a media packet against its segment's signed announcement before the engine forwards it:
@@ -171,7 +184,7 @@ export function resolveLoads(options: MeshSessionOptions): { targetLoad: number;
 }
 
 /** `max-upload-kbps` above this (10 Gbit/s) is a typo, not a plan. */
-const MAX_UPLOAD_LIMIT_KBPS = 10_000_000;
+export const MAX_UPLOAD_LIMIT_KBPS = 10_000_000;
 
 /** Resolves and checks `uploadCapacity` (default 'measured') and `maxUploadKbps` (default none). */
 export function resolveUploadCapacity(options: MeshSessionOptions): {
@@ -375,7 +388,7 @@ export class MeshSession extends EventTarget implements SegmentProvider {
         this.node?.recheckHeld();
       },
     });
-    this.random = createRandom((crypto.getRandomValues(new Uint32Array(1))[0] ?? 1) ^ 0x5eed_5eed);
+    this.random = createRandom((crypto.getRandomValues(new Uint32Array(1))[0] ?? 1) ^ REPAIR_RANDOM_SALT);
     // Read through a method: close() may have run while we awaited the key and the seed.
     if (this.isClosed()) {
       tracker.close();
@@ -463,7 +476,7 @@ export class MeshSession extends EventTarget implements SegmentProvider {
         },
         requestBootstrap: (count) => {
           if (this.node === node)
-            tracker.send({ type: 'bootstrap', count: Math.min(64, Math.max(1, count)) });
+            tracker.send({ type: 'bootstrap', count: Math.min(MAX_BOOTSTRAP_PEERS, Math.max(1, count)) });
         },
         ...(this.host.onEvent === undefined ? {} : { onEvent: this.host.onEvent }),
         inspectData: (slice, seq, payload) =>
@@ -627,7 +640,7 @@ export class MeshSession extends EventTarget implements SegmentProvider {
     if (node === null || this.tracker === null) return;
     const report: PeerReport = {
       parents: node.engine.parents(),
-      children: node.engine.children().map((c) => c.slice(0, 256)),
+      children: node.engine.children().map((c) => c.slice(0, MAX_REPORTED_CHILDREN)),
       meshBytes: this.meshBytes(),
       originBytes: this.bytesFromOrigin,
       uploadBytes: this.retired.uploadBytes + node.counters.uploadBytes,
@@ -762,7 +775,7 @@ export class MeshSession extends EventTarget implements SegmentProvider {
     const budget = this.repairBudgets.get(peer);
     if (budget === undefined || now - budget.since > REPAIR_WINDOW_MS) {
       this.repairBudgets.set(peer, { since: now, served: 1 });
-      if (this.repairBudgets.size > 1024) this.repairBudgets.clear(); // bounded: ids of long-gone peers
+      if (this.repairBudgets.size > MAX_REPAIR_BUDGETS) this.repairBudgets.clear();
       return true;
     }
     budget.served++;
@@ -900,8 +913,8 @@ export class MeshSession extends EventTarget implements SegmentProvider {
     if (this.closed || this.store === null) return false;
     if (this.store.expects(sequence)) return true;
     // From before we joined: neighbours may hold it (repair), if a channel is open already. Waiting
-    // for the first channels instead cost 0.7 s of startup (p50 0.44 → 1.15 s at 6 viewers) to save
-    // one or two segments from the origin: playback first.
+    // for the first channels instead delayed startup noticeably to save one or two segments from
+    // the origin: playback first.
     return this.store.announcement(sequence) !== null && (this.node?.openPeers ?? 0) > 0;
   }
 

@@ -26,6 +26,8 @@ export interface WebSocketLike {
 export type WebSocketFactory = (url: string) => WebSocketLike;
 
 const OPEN = 1;
+/** WebSocket close code: normal closure (RFC 6455 §7.4.1). */
+const NORMAL_CLOSURE = 1000;
 /** Re-exported for hosts that watch close codes; its meaning is in wire. */
 export { CLOSE_REPLACED };
 
@@ -116,6 +118,12 @@ export const MAX_QUEUED_SIGNALS = 64;
  * (MeshNode's CONNECT_TIMEOUT_MS), so an offer or answer this late cannot complete in time.
  */
 export const MAX_QUEUED_SIGNAL_AGE_MS = 6000;
+/**
+ * The first join's wait for a welcome (default of `joinTimeoutMs`). Longer than a reconnection
+ * attempt's (`attemptTimeoutMs`): the first join is not retried, and failing it leaves the viewer on
+ * the origin only for the rest of the session.
+ */
+const DEFAULT_JOIN_TIMEOUT_MS = 10_000;
 /** Announcements queued while away (the source): the tracker keeps no more than 16 for joiners anyway. */
 export const MAX_QUEUED_ANNOUNCEMENTS = 16;
 
@@ -152,7 +160,7 @@ export interface TrackerClientOptions {
   readonly token?: string;
   /** Default: the global WebSocket (browsers, Node ≥ 22); pass `ws` in older Node. */
   readonly createSocket?: WebSocketFactory;
-  /** The first join that gets no welcome within this time fails. */
+  /** The first join that gets no welcome within this time fails (default DEFAULT_JOIN_TIMEOUT_MS). */
   readonly joinTimeoutMs?: number;
   /** Reconnection after a lost tracker (default DEFAULT_RECONNECT_POLICY); false: none. */
   readonly reconnect?: Partial<ReconnectPolicy> | false;
@@ -391,7 +399,7 @@ export class TrackerClient {
     if (socket !== null) {
       if (socket.readyState === OPEN && this.joinedOnSocket)
         socket.send(encodeTrackerMessage({ type: 'leave' }));
-      socket.close(1000, 'leaving');
+      socket.close(NORMAL_CLOSURE, 'leaving');
     }
     this.failPendingJoin(new MeshError('tracker', 'closed before the tracker welcomed us'));
     if (!wasFinal) this.onClose();
@@ -413,7 +421,9 @@ export class TrackerClient {
       });
     this.joinedOnSocket = false;
     const timeoutMs =
-      this.pendingJoin !== null ? (this.options.joinTimeoutMs ?? 10_000) : this.policy.attemptTimeoutMs;
+      this.pendingJoin !== null
+        ? (this.options.joinTimeoutMs ?? DEFAULT_JOIN_TIMEOUT_MS)
+        : this.policy.attemptTimeoutMs;
     let socket: WebSocketLike;
     try {
       socket = create(url);
@@ -604,7 +614,7 @@ export class TrackerClient {
     this.clearQueue(false);
     const socket = this.socket;
     this.socket = null;
-    socket?.close(1000, 'giving up');
+    socket?.close(NORMAL_CLOSURE, 'giving up');
     this.onFatal(error);
     this.onClose();
   }

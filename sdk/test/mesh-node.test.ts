@@ -4,6 +4,7 @@ import { afterEach, describe, expect, it, vi } from 'vitest';
 import {
   DIAL_BACKOFF_MS,
   LIVE_PROTOCOL,
+  MAX_QUIT_LINGER_MS,
   MeshNode,
   type ConnectFailure,
   type MeshNodeOptions,
@@ -247,6 +248,28 @@ describe('an engine that asks for packets from the origin', () => {
     expect(node.counters.actionsFailed).toBe(1);
     expect(logged.filter((l) => l.level === 'error').map((l) => l.fields?.action)).toEqual(['fetchOrigin']);
     expect(bootstraps).toEqual([7]);
+  });
+});
+
+describe('a graceful leave', () => {
+  it('refuses a quitLingerMs it would not wait out, instead of cutting the linger short', () => {
+    const node = (quitLingerMs: number): MeshNode =>
+      new MeshNode({
+        id: 6,
+        sourceId: SOURCE_ID,
+        role: 'member',
+        targetLoadSlices: 16,
+        maxLoadSlices: 24,
+        protocol: { ...LIVE_PROTOCOL, quitLingerMs },
+        seed: 6,
+        rtcConfig: LOOPBACK_RTC,
+        signal: () => undefined,
+        requestBootstrap: () => undefined,
+        deliver: () => undefined,
+      });
+    expect(() => node(MAX_QUIT_LINGER_MS + 1)).toThrow(RangeError);
+    expect(() => node(MAX_QUIT_LINGER_MS + 1)).toThrow(/quitLingerMs must be at most 3000 ms/);
+    expect(node(MAX_QUIT_LINGER_MS).engine.config.protocol.quitLingerMs).toBe(MAX_QUIT_LINGER_MS);
   });
 });
 
