@@ -71,7 +71,7 @@ const MAX_BACKOFF_ENTRIES = 1024;
  * Above this many bytes in the data channel's own buffer we queue in the host (backpressure): the
  * ceiling, and the mark while the uplink's capacity is unknown (it never fell behind).
  */
-export const CHANNEL_HIGH_WATER_BYTES = 1024 * 1024;
+const CHANNEL_HIGH_WATER_BYTES = 1024 * 1024;
 /**
  * Once the uplink's capacity is measured, a link's channel holds at most this long of its share of
  * it (and at least MIN_CHANNEL_HIGH_WATER_BYTES). What sits in a channel's buffer cannot be dropped
@@ -79,29 +79,29 @@ export const CHANNEL_HIGH_WATER_BYTES = 1024 * 1024;
  * by several links holds a minute or more of backlog per link, and the load phase's instructions to
  * move away wait behind it (the lab's thin first viewer was slow to shed its children).
  */
-export const CHANNEL_BUFFER_MS = 300;
+const CHANNEL_BUFFER_MS = 300;
 /** The smallest high-water mark: a whole media packet (the wire's limit is 16 KiB) may wait. */
-export const MIN_CHANNEL_HIGH_WATER_BYTES = 16 * 1024;
+const MIN_CHANNEL_HIGH_WATER_BYTES = 16 * 1024;
 /**
  * Data that waited this long in the host's queue is dropped when its turn comes (counted in
  * `droppedStale`): a packet this late reaches our children's players after they have asked a
  * neighbour or the origin for it, and sending it anyway only delays what is behind it (control
  * too). Control is never dropped.
  */
-export const MAX_DATA_QUEUE_AGE_MS = 2000;
+const MAX_DATA_QUEUE_AGE_MS = 2000;
 /**
  * Host queue bound per peer: ~30 s of a 1 Mbit/s stream. A peer that falls this far behind cannot
  * play what we send; its data messages are dropped (counted) while control messages still queue,
  * so the engine's heartbeats and switch messages decide whether the link survives.
  */
-export const MAX_QUEUED_BYTES = 4 * 1024 * 1024;
+const MAX_QUEUED_BYTES = 4 * 1024 * 1024;
 /**
  * A peer that sends this many packets failing their announced hash (or announcements failing their
  * signature; both count) is cut off. More than one, as
  * a rule against ever blaming a peer for one unlucky packet; few, because every forged packet costs
  * its receivers an origin request.
  */
-export const MAX_FORGED_PACKETS = 3;
+const MAX_FORGED_PACKETS = 3;
 /**
  * A packet whose segment is not announced yet waits at most this long. The true source announces
  * before it sends (the announcement travels one tracker hop, packets one or more peer hops), so a
@@ -111,9 +111,9 @@ export const HOLD_MAX_MS = 1500;
 /** Held packets at most (all peers): bounds what unannounced packets can make us keep. */
 const MAX_HELD_PACKETS = 512;
 /** Longest wait for ICE gathering before the offer or answer goes out with what it has. */
-export const ICE_GATHER_TIMEOUT_MS = 2000;
+const ICE_GATHER_TIMEOUT_MS = 2000;
 /** A peer that sends this many undecodable messages is cut off: no honest peer sends one. */
-export const MAX_BAD_MESSAGES = 3;
+const MAX_BAD_MESSAGES = 3;
 /**
  * Fresh connections a repeated offer may cause per minute (all peers together): an honest peer
  * re-dials after a timeout, a replaying one must not make us churn connections.

@@ -65,9 +65,9 @@ export const LIVE_PROTOCOL: Partial<ProtocolConfig> = {
 };
 
 /** Stream copies a viewer forwards by default: TL = M = 16 slices is one copy (the thesis's TL = 16). */
-export const DEFAULT_TARGET_LOAD_SLICES = 16;
+const DEFAULT_TARGET_LOAD_SLICES = 16;
 /** ML = 1.5·TL (the thesis's maximum load, chunkyspread.md). */
-export const MAX_LOAD_FACTOR = 1.5;
+const MAX_LOAD_FACTOR = 1.5;
 /** Cap on load attributes: 64 stream copies is far beyond any browser's upload. */
 const MAX_LOAD_LIMIT_SLICES = 1024;
 const STATS_INTERVAL_MS = 1000;
@@ -75,12 +75,12 @@ const STATS_INTERVAL_MS = 1000;
  * Of the loader's wait for a segment, the last this many ms go to completing a partial segment from
  * the origin: a loopback range request takes a few ms, a real one a round trip or two.
  */
-export const ORIGIN_FILL_LEAD_MS = 800;
+const ORIGIN_FILL_LEAD_MS = 800;
 /**
  * Neighbours are asked this long before the origin would be: a loopback round trip is milliseconds, a
  * real one tens; a neighbour that NAKs or is slow leaves the rest of the time to the origin.
  */
-export const REPAIR_LEAD_MS = 1200;
+const REPAIR_LEAD_MS = 1200;
 /** Neighbours asked at once, the missing packets split between them. */
 const REPAIR_HELPERS = 2;
 /**
@@ -167,7 +167,7 @@ export interface SessionHost {
 }
 
 /** Resolves TL and ML from options: ML defaults to 1.5·TL; ML below TL lowers TL (ML = 0: receive only). */
-export function resolveLoads(options: MeshSessionOptions): { targetLoad: number; maxLoad: number } {
+function resolveLoads(options: MeshSessionOptions): { targetLoad: number; maxLoad: number } {
   const check = (name: string, v: number | undefined): void => {
     if (v !== undefined && (!Number.isInteger(v) || v < 0 || v > MAX_LOAD_LIMIT_SLICES))
       throw new MeshError(

@@ -125,14 +125,14 @@ export const MAX_QUEUED_SIGNAL_AGE_MS = 6000;
  */
 const DEFAULT_JOIN_TIMEOUT_MS = 10_000;
 /** Announcements queued while away (the source): the tracker keeps no more than 16 for joiners anyway. */
-export const MAX_QUEUED_ANNOUNCEMENTS = 16;
+const MAX_QUEUED_ANNOUNCEMENTS = 16;
 
 /**
  * Refusals of a join that no retry can fix: the credentials or the page's origin are wrong, or our
  * own join is malformed. Others (rateLimited, tooManyConnections, shuttingDown, sourcePresent while
  * the tracker still holds our old connection, …) are worth another attempt.
  */
-export const PERMANENT_JOIN_REFUSALS: ReadonlySet<TrackerErrorCode> = new Set<TrackerErrorCode>([
+const PERMANENT_JOIN_REFUSALS: ReadonlySet<TrackerErrorCode> = new Set<TrackerErrorCode>([
   'badToken',
   'badKey',
   'originNotAllowed',

@@ -2,7 +2,8 @@
 // checks, and a session whose loads come from its cap.
 import { afterEach, describe, expect, it } from 'vitest';
 import { parseMaxUploadKbps, parseUploadCapacity } from '../src/player.js';
-import { MeshError, MeshSession, resolveUploadCapacity } from '@chunkycast/sdk/core';
+import { MeshError, MeshSession } from '@chunkycast/sdk/core';
+import { resolveUploadCapacity } from '../src/session.js';
 import type { SignedAnnouncement } from '@chunkycast/wire';
 import { FakeClock, socketFactory, welcome } from './tracker-fakes.js';
 import { until } from './until.js';
