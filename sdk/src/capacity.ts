@@ -27,8 +27,8 @@ export interface UplinkSample {
    * links gone included), as of `transportReadAtMs`; absent where the host cannot read them. What
    * actually left on the wire: unlike the drain of `bufferedAmount`, it does not count bytes that
    * only moved into SCTP's own send buffer, which in Chromium holds hundreds of kilobytes and
-   * swallows the first second of a burst whatever the uplink (measured in the lab: a 0.5 Mbit/s
-   * uplink drained at 0.9–1.6 Mbit/s by that count).
+   * swallows the first second of a burst whatever the uplink (in the lab, a thin uplink seemed by
+   * that count to drain several times faster than it could).
    */
   readonly transportSentBytes?: number;
   /** When `transportSentBytes` was read (the same clock as the samples). */
