@@ -13,6 +13,8 @@ export default defineConfig({
   base: './',
   ...browserBuild([
     { find: /^@chunkycast\/sdk$/, replacement: here('../sdk/src/index.ts') },
+    // The viewer's ?fault= test parameter (internal fault injection, for the end-to-end tests).
+    { find: /^@chunkycast\/sdk\/testing$/, replacement: here('../sdk/src/testing.ts') },
     // The comparison benchmark's p2p-media-loader arm: the core's self-contained browser bundle (the
     // build its package exports for bundlers under "p2pml:core-as-bundle"), since its plain ES build
     // pulls in bittorrent-tracker's Node-flavoured client.

@@ -2,6 +2,7 @@
 // where this viewer sits in each of the 16 slice trees.
 import { MeshPlayer } from '@chunkycast/sdk';
 import type { MeshPlayerErrorDetail, MeshPlayerStats, SliceView } from '@chunkycast/sdk';
+import { injectFaults, parseFaultInjection } from '@chunkycast/sdk/testing';
 import {
   SLICES,
   byId,
@@ -51,15 +52,23 @@ function createPlayer(params: URLSearchParams): MeshPlayer {
     // encoded), and `?icePolicy=relay` to force every link through TURN.
     ['iceServers', 'ice-servers'],
     ['icePolicy', 'ice-transport-policy'],
-    // Testing aids (see <mesh-player> docs): ?fault=corrupt-forwarded makes this viewer a liar,
-    // forge-forwarded a sequence forger, withhold-forwarded a withholder, and
-    // ?fault=drop-received:0.05 loses 5% of the media arriving on each of its data channels.
-    ['fault', 'fault-injection'],
   ];
   for (const [param, attribute] of optional) {
     const value = params.get(param);
     if (value !== null) player.setAttribute(attribute, value);
   }
+  // For the end-to-end tests only, through the SDK's internal test hook (not an attribute):
+  // ?fault=corrupt-forwarded makes this viewer a liar, forge-forwarded a sequence forger,
+  // withhold-forwarded a withholder, and drop-received:0.05 loses 5% of the media arriving on each
+  // of its data channels. Set before the player joins the page, so its first session has them.
+  const fault = params.get('fault');
+  const faults = parseFaultInjection(fault);
+  if (faults === null)
+    showError({
+      code: 'config',
+      message: `fault="${fault ?? ''}" is unknown (corrupt-forwarded, forge-forwarded, withhold-forwarded or drop-received:<0–1>); ignored`,
+    });
+  else if (faults !== undefined) injectFaults(player, faults);
   for (const flag of ['autoplay', 'muted', 'controls']) player.setAttribute(flag, '');
   return player;
 }

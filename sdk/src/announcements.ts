@@ -1,5 +1,6 @@
 import type { PeerId, SignedAnnouncement } from '@chunkycast/wire';
 import type { SegmentStore } from './segments.js';
+import { unreachable } from './unreachable.js';
 
 /**
  * Unknown announcements verified per neighbour: a token bucket of this many per second, up to
@@ -143,6 +144,8 @@ export class AnnouncementRelay {
       case 'refused':
         this.counters.refused++;
         return;
+      default:
+        unreachable(outcome, 'announcement outcome');
     }
   }
 

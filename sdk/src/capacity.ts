@@ -27,8 +27,8 @@ export interface UplinkSample {
    * links gone included), as of `transportReadAtMs`; absent where the host cannot read them. What
    * actually left on the wire: unlike the drain of `bufferedAmount`, it does not count bytes that
    * only moved into SCTP's own send buffer, which in Chromium holds hundreds of kilobytes and
-   * swallows the first second of a burst whatever the uplink (measured in the lab: a 0.5 Mbit/s
-   * uplink drained at 0.9–1.6 Mbit/s by that count).
+   * swallows the first second of a burst whatever the uplink (in the lab, a thin uplink seemed by
+   * that count to drain several times faster than it could).
    */
   readonly transportSentBytes?: number;
   /** When `transportSentBytes` was read (the same clock as the samples). */
@@ -54,11 +54,11 @@ export const BUSY_LINK_BYTES = 4 * 1024;
  * and buffers below the channel (the socket, a shaper's queue) swallow the start of a burst faster
  * than the wire carries it, which would inflate the drain rate.
  */
-export const RUN_WARMUP_MS = 500;
+const RUN_WARMUP_MS = 500;
 /** Outside backlogs the wire's rate is a lower bound on the capacity, taken over this long a window. */
-export const LOWER_BOUND_WINDOW_MS = 3000;
+const LOWER_BOUND_WINDOW_MS = 3000;
 /** A measurement is the drain over this much backlogged time: a few SCTP round trips and packets. */
-export const MEASURE_WINDOW_MS = 1000;
+const MEASURE_WINDOW_MS = 1000;
 /** How often the session samples its links: short enough that a 1 s window holds ten samples. */
 export const SAMPLE_INTERVAL_MS = 100;
 /**
@@ -69,23 +69,23 @@ export const SAMPLE_INTERVAL_MS = 100;
  * the lab's 1 Mbit/s viewer sat at 96% of its cap for 20 s at a time; at 65% and 80% the load at
  * ULT is about 75% of the uplink.
  */
-export const TARGET_UTILISATION = 0.65;
+const TARGET_UTILISATION = 0.65;
 /**
  * ML is this share, under the 90% bound by the estimate's error. Admission never goes past ML, so
  * even a node the load phase cannot relieve (no underloaded neighbour) stays within it. (The
  * thesis's ML = 1.5·TL assumes TL is a declared share of a larger uplink; here TL is already
  * measured against the uplink.)
  */
-export const MAX_UTILISATION = 0.8;
+const MAX_UTILISATION = 0.8;
 /**
  * Loads rise only when 10% less capacity would still give them: measurement noise around a slice
  * boundary must not move TL up and down every second (each change is an advert round and switches).
  */
-export const RAISE_HYSTERESIS = 0.1;
+const RAISE_HYSTERESIS = 0.1;
 /** Decreases at most this often, unless the load is above the new ML (then at once). */
-export const MIN_DECREASE_INTERVAL_MS = 2000;
+const MIN_DECREASE_INTERVAL_MS = 2000;
 /** Increases at most this often: each one draws children, and their effect shows within seconds. */
-export const MIN_INCREASE_INTERVAL_MS = 5000;
+const MIN_INCREASE_INTERVAL_MS = 5000;
 /**
  * The way up. Below its declared TL a viewer forwards at most 80% of its estimate, so forwarding
  * alone never proves more (bursts that drain faster than the estimate do: every second's drain is a
@@ -97,9 +97,9 @@ export const MIN_INCREASE_INTERVAL_MS = 5000;
  * slice on the same schedule.
  */
 export const RAISE_AFTER_MS = 30_000;
-export const PROBE_WAIT_MAX_MS = 480_000;
+const PROBE_WAIT_MAX_MS = 480_000;
 /** A raise: 25% more, at least one slice. */
-export const RAISE_FACTOR = 1.25;
+const RAISE_FACTOR = 1.25;
 /**
  * Payload bytes are counted this much larger on the wire: each SCTP packet of ~1.2 kB carries about
  * 85 bytes of SCTP, DTLS, UDP and IP headers (7%). The upload cap counts them (the payer's meter
@@ -114,11 +114,11 @@ export const WIRE_OVERHEAD = 1.07;
  * uplink read 0.57 Mbit/s and stayed saturated at the loads that followed. Long enough for a
  * segment's burst (2 s of media forwarded as it arrives) to drain at ML.
  */
-export const BACKLOG_PERSIST_MS = 3000;
+const BACKLOG_PERSIST_MS = 3000;
 /** Each such persistent backlog discounts the estimate, and every later measurement, by this factor. */
-export const BACKLOG_DISCOUNT = 0.85;
+const BACKLOG_DISCOUNT = 0.85;
 /** The discount never goes below this: loss alone does not halve what an uplink carries. */
-export const MIN_LOSS_DISCOUNT = 0.5;
+const MIN_LOSS_DISCOUNT = 0.5;
 /** The stream's bitrate is the mean of its last this many announced segments. */
 export const BITRATE_SEGMENTS = 8;
 

@@ -137,6 +137,9 @@ export function selectedPairOf(stats: Iterable<unknown>, rttUnit: 's' | 'ms' = '
 export const ON_NODE_DATACHANNEL =
   typeof (globalThis as { RTCPeerConnection?: unknown }).RTCPeerConnection === 'undefined';
 
+/** The ports a TURN URL without one means (RFC 7065 §3): 3478 for turn:, 5349 for turns:. */
+const TURN_DEFAULT_PORT = 3478;
+const TURNS_DEFAULT_PORT = 5349;
 const TURN_URL = /^(turns?):(\[[0-9A-Fa-f:.]+\]|[^:?/@[\]]+)(?::(\d{1,5}))?(?:\?transport=(udp|tcp))?$/;
 
 /** node-datachannel's own form of a TURN server (its `IceServer`). */
@@ -180,7 +183,7 @@ export function forNodeDatachannel(config: Record<string, unknown>): Record<stri
       }
       const secure = m[1] === 'turns';
       const hostname = (m[2] ?? '').replace(/^\[|\]$/g, '');
-      const port = m[3] === undefined ? (secure ? 5349 : 3478) : Number(m[3]);
+      const port = m[3] === undefined ? (secure ? TURNS_DEFAULT_PORT : TURN_DEFAULT_PORT) : Number(m[3]);
       const relayType = secure ? 'TurnTls' : m[4] === 'tcp' ? 'TurnTcp' : 'TurnUdp';
       const plain = `${m[1] ?? 'turn'}:${m[2] ?? ''}:${port}`;
       out.push({ hostname, port, username, password: credential, relayType, toString: () => plain });

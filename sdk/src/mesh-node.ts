@@ -11,7 +11,6 @@ import {
 } from '@chunkycast/engine';
 import {
   MAX_REPORT_CUT_OFFS,
-  MEDIA_PACKET_HEADER_BYTES,
   MessageType,
   decode,
   encode,
@@ -37,10 +36,12 @@ import {
   type SelectedPair,
 } from './connectivity.js';
 import { BUSY_LINK_BYTES, LINK_BACKLOG_BYTES, UploadBucket, type UplinkSample } from './capacity.js';
+import { corruptedPayload, faultsOf, forgedSequence, type FaultInjection } from './faults.js';
+import { unreachable } from './unreachable.js';
 
 /**
  * A peer we never managed to connect to is reported unreachable after this long. WebRTC set-up
- * through the tracker took 40–240 ms on loopback (environment.md). On real networks the worst honest
+ * through the tracker is far quicker on loopback (environment.md). On real networks the worst honest
  * case is: the offer and then the answer each wait up to ICE_GATHER_TIMEOUT_MS (2 s) for candidates
  * (a STUN or TURN server that does not answer makes both wait it out), each crosses the tracker, and
  * ICE checks, DTLS and SCTP over a TURN relay take a few round trips more — ICE with TURN usually
@@ -70,37 +71,37 @@ const MAX_BACKOFF_ENTRIES = 1024;
  * Above this many bytes in the data channel's own buffer we queue in the host (backpressure): the
  * ceiling, and the mark while the uplink's capacity is unknown (it never fell behind).
  */
-export const CHANNEL_HIGH_WATER_BYTES = 1024 * 1024;
+const CHANNEL_HIGH_WATER_BYTES = 1024 * 1024;
 /**
  * Once the uplink's capacity is measured, a link's channel holds at most this long of its share of
  * it (and at least MIN_CHANNEL_HIGH_WATER_BYTES). What sits in a channel's buffer cannot be dropped
- * or passed, and control shares the channel with data: with 1 MiB per link, a 0.5 Mbit/s uplink
- * shared by eight links held over a minute of backlog per link, and the load phase's instructions
- * to move away waited behind it (the lab's thin first viewer took 40 s to shed its children).
+ * or passed, and control shares the channel with data: with 1 MiB per link, a thin uplink shared
+ * by several links holds a minute or more of backlog per link, and the load phase's instructions to
+ * move away wait behind it (the lab's thin first viewer was slow to shed its children).
  */
-export const CHANNEL_BUFFER_MS = 300;
+const CHANNEL_BUFFER_MS = 300;
 /** The smallest high-water mark: a whole media packet (the wire's limit is 16 KiB) may wait. */
-export const MIN_CHANNEL_HIGH_WATER_BYTES = 16 * 1024;
+const MIN_CHANNEL_HIGH_WATER_BYTES = 16 * 1024;
 /**
  * Data that waited this long in the host's queue is dropped when its turn comes (counted in
  * `droppedStale`): a packet this late reaches our children's players after they have asked a
  * neighbour or the origin for it, and sending it anyway only delays what is behind it (control
  * too). Control is never dropped.
  */
-export const MAX_DATA_QUEUE_AGE_MS = 2000;
+const MAX_DATA_QUEUE_AGE_MS = 2000;
 /**
  * Host queue bound per peer: ~30 s of a 1 Mbit/s stream. A peer that falls this far behind cannot
  * play what we send; its data messages are dropped (counted) while control messages still queue,
  * so the engine's heartbeats and switch messages decide whether the link survives.
  */
-export const MAX_QUEUED_BYTES = 4 * 1024 * 1024;
+const MAX_QUEUED_BYTES = 4 * 1024 * 1024;
 /**
  * A peer that sends this many packets failing their announced hash (or announcements failing their
  * signature; both count) is cut off. More than one, as
  * a rule against ever blaming a peer for one unlucky packet; few, because every forged packet costs
  * its receivers an origin request.
  */
-export const MAX_FORGED_PACKETS = 3;
+const MAX_FORGED_PACKETS = 3;
 /**
  * A packet whose segment is not announced yet waits at most this long. The true source announces
  * before it sends (the announcement travels one tracker hop, packets one or more peer hops), so a
@@ -110,9 +111,9 @@ export const HOLD_MAX_MS = 1500;
 /** Held packets at most (all peers): bounds what unannounced packets can make us keep. */
 const MAX_HELD_PACKETS = 512;
 /** Longest wait for ICE gathering before the offer or answer goes out with what it has. */
-export const ICE_GATHER_TIMEOUT_MS = 2000;
+const ICE_GATHER_TIMEOUT_MS = 2000;
 /** A peer that sends this many undecodable messages is cut off: no honest peer sends one. */
-export const MAX_BAD_MESSAGES = 3;
+const MAX_BAD_MESSAGES = 3;
 /**
  * Fresh connections a repeated offer may cause per minute (all peers together): an honest peer
  * re-dials after a timeout, a replaying one must not make us churn connections.
@@ -120,6 +121,26 @@ export const MAX_BAD_MESSAGES = 3;
 const MAX_RENEGOTIATIONS_PER_MINUTE = 120;
 /** How often a queue is retried while a channel is above its high-water mark. */
 const FLUSH_INTERVAL_MS = 20;
+/** The window MAX_RENEGOTIATIONS_PER_MINUTE counts in. */
+const RENEGOTIATION_WINDOW_MS = 60_000;
+/**
+ * Held packets are looked at again this often, so one whose announcement never came is dropped
+ * within a third of HOLD_MAX_MS after its time (new announcements recheck them at once anyway).
+ */
+const HELD_RECHECK_INTERVAL_MS = HOLD_MAX_MS / 3;
+/**
+ * The longest graceful leave: a node that quits tells its neighbours it keeps forwarding for the
+ * engine's `quitLingerMs` and then waits that long before closing its links. A page being closed or
+ * a source being stopped cannot wait much longer, so a longer linger is refused when the node is
+ * built (a RangeError) rather than cut short in silence, which would break the promise the Quit
+ * message made to the children. The engine's default (3 s: a hand-off lead plus a round trip) fits.
+ */
+export const MAX_QUIT_LINGER_MS = 3000;
+/**
+ * The injected losses draw from their own fork of the node's seeded PRNG (this is the fork's
+ * label), so a lossy run keeps the engine's own random choices.
+ */
+const LOSS_RANDOM_FORK = 0x1055;
 
 export type DataVerdict = 'accept' | 'reject' | 'hold';
 export type RepairMessage = RepairRequestMessage | RepairDataMessage | RepairNakMessage;
@@ -168,19 +189,6 @@ export interface MeshNodeOptions {
    * the host verifies it, and calls `reportForgedAnnouncement` for a bad one).
    */
   readonly onAnnouncement?: (from: PeerId, announcement: SignedAnnouncement) => void;
-  /** Fault injection for tests: corrupt the payload of every data packet this node forwards. */
-  readonly corruptForwardedData?: boolean;
-  /** Fault injection for tests: forward every data packet under its sequence + 10⁶ (a forger). */
-  readonly forgeForwardedSequences?: boolean;
-  /** Fault injection for tests: accept children and forward them nothing (a withholder). */
-  readonly withholdForwardedData?: boolean;
-  /**
-   * Fault injection for tests: drop this fraction (0–1) of the media messages (tree data and repair
-   * data) arriving on every data channel, as if the network had lost them. The channel itself is
-   * reliable, so this is the only way to make loss on loopback; control messages are not dropped.
-   * The choice is drawn from a PRNG seeded from `seed`, so a run is reproducible.
-   */
-  readonly dropReceivedDataFraction?: number;
   readonly log?: LogFn;
   /**
    * Upload cap in kbps (`max-upload-kbps`): a token bucket on what is written to the data channels;
@@ -213,7 +221,7 @@ export interface MeshNodeCounters {
   heldPacketsDropped: number;
   /** Payload bytes of repair packets sent to neighbours. */
   repairUploadBytes: number;
-  /** Media messages thrown away by `dropReceivedDataFraction` (injected loss). */
+  /** Media messages thrown away by injected loss (internal fault injection; 0 otherwise). */
   injectedLosses: number;
   peersCutOff: number;
   /** Links given up before their channel opened (ICE failed, timed out, closed, errored). */
@@ -229,7 +237,7 @@ export interface MeshNodeCounters {
 /**
  * node-datachannel's RTCPeerConnection (the true source's) never emits the end-of-candidates null
  * `icecandidate`, only `icegatheringstatechange`; without this simple-peer would hold every
- * non-trickle offer and answer for its full ICE timeout (measured: 2 s per side). Browsers emit both;
+ * non-trickle offer and answer for its full ICE timeout (ICE_GATHER_TIMEOUT_MS per side). Browsers emit both;
  * simple-peer ignores the second.
  */
 function endGatheringOnComplete(peer: SimplePeer): void {
@@ -242,16 +250,6 @@ function endGatheringOnComplete(peer: SimplePeer): void {
   pc.addEventListener('icegatheringstatechange', () => {
     if (pc.iceGatheringState === 'complete') internals._onIceCandidate?.call(peer, { candidate: null });
   });
-}
-
-/** Fault injection: what a forger adds to the sequences it forwards. */
-const FORGED_SEQ_OFFSET = 1_000_000;
-
-/** Fault injection: the payload with every byte after the media header inverted. */
-function corrupted(payload: Uint8Array): Uint8Array {
-  const out = payload.slice();
-  for (let i = MEDIA_PACKET_HEADER_BYTES; i < out.length; i++) out[i] = (out[i] ?? 0) ^ 0xff;
-  return out;
 }
 
 interface QueuedMessage {
@@ -306,8 +304,12 @@ interface Link {
  * One data channel per peer, reliable and ordered, carries both control and data. Control must
  * arrive, and in order (switch hand-offs, heartbeats). Data is reliable too: a packet SCTP
  * retransmits costs one round trip, while a lost one costs a repair request to a neighbour (the
- * session's repair layer) or, late, a byte range from the origin. The measured loss of
- * `maxRetransmits: 0` on loopback was 0.3–1.4% (environment.md), 5–20% of 16-packet segments.
+ * session's repair layer) or, late, a byte range from the origin. Unreliable channels
+ * (`maxRetransmits: 0`) lost packets even on loopback, and a lost packet spoils its whole segment
+ * (environment.md).
+ *
+ * The engine is never given a playout clock, so its own packet repair is off (and with it its
+ * `fetchOrigin` last resort): the session repairs whole segments (neighbours, then the origin).
  */
 export class MeshNode {
   readonly engine: Engine;
@@ -353,6 +355,8 @@ export class MeshNode {
   private renegotiationTimer: ReturnType<typeof setInterval> | null = null;
   private readonly now: () => number;
   private readonly log: LogFn;
+  /** Test faults (internal: `@chunkycast/sdk/testing`); none in the product. */
+  private readonly faults: FaultInjection;
   /** Draws the injected losses; its own stream so a lossy run keeps the engine's choices. */
   private readonly lossRandom: Random;
   private readonly dropFraction: number;
@@ -372,13 +376,14 @@ export class MeshNode {
   constructor(private readonly options: MeshNodeOptions) {
     this.now = options.now ?? (() => performance.now());
     this.log = options.log ?? (() => undefined);
-    const dropFraction = options.dropReceivedDataFraction ?? 0;
+    this.faults = faultsOf(options);
+    const dropFraction = this.faults.dropReceivedDataFraction ?? 0;
     if (!(dropFraction >= 0 && dropFraction <= 1))
       throw new RangeError(`dropReceivedDataFraction must be in 0‥1, got ${dropFraction}`);
     this.dropFraction = dropFraction;
     this.uploadBucket =
       options.maxUploadKbps === undefined ? null : new UploadBucket(options.maxUploadKbps, this.now());
-    this.lossRandom = createRandom(options.seed).fork(0x1055);
+    this.lossRandom = createRandom(options.seed).fork(LOSS_RANDOM_FORK);
     this.engine = new Engine(
       {
         id: options.id,
@@ -390,6 +395,11 @@ export class MeshNode {
       },
       createRandom(options.seed),
     );
+    const lingerMs = this.engine.config.protocol.quitLingerMs;
+    if (lingerMs > MAX_QUIT_LINGER_MS)
+      throw new RangeError(
+        `protocol.quitLingerMs must be at most ${MAX_QUIT_LINGER_MS} ms for a MeshNode (a graceful leave waits that long), got ${lingerMs}`,
+      );
   }
 
   get id(): PeerId {
@@ -406,7 +416,7 @@ export class MeshNode {
   start(): void {
     this.renegotiationTimer = setInterval(() => {
       this.renegotiations = 0;
-    }, 60_000);
+    }, RENEGOTIATION_WINDOW_MS);
     this.statsTimer = setInterval(() => {
       void this.readAllLinkStats();
     }, LINK_STATS_INTERVAL_MS);
@@ -629,7 +639,7 @@ export class MeshNode {
     this.feed({ kind: 'quit', graceful });
     if (graceful) {
       const lingerMs = this.engine.config.protocol.quitLingerMs;
-      await new Promise((resolve) => setTimeout(resolve, Math.min(lingerMs, 3000)));
+      await new Promise((resolve) => setTimeout(resolve, lingerMs));
     }
     this.stopped = true;
     if (this.timer !== null) clearTimeout(this.timer);
@@ -711,6 +721,18 @@ export class MeshNode {
           this.cutOff(action.event.peer, 'cut off by the engine', true);
         this.options.onEvent?.(action.event);
         break;
+      case 'fetchOrigin':
+        // The engine's packet repair asks this as its last resort, and only once a host gave it a
+        // playout clock (`playout` input). A MeshNode never does: the session repairs whole
+        // segments itself (repair requests to neighbours, then the missing byte ranges from the
+        // origin: MeshSession.waitForSegment), so the engine's repair stays off. An engine that asks
+        // anyway is a host error, made loud: counted in actionsFailed and logged, never ignored.
+        throw new Error(
+          `the engine asked for ${action.seqs.length} packets of slice ${action.slice} from the origin, ` +
+            'but a MeshNode gives it no playout clock: origin fallback is the session’s, by segment',
+        );
+      default:
+        unreachable(action, 'engine action');
     }
   }
 
@@ -720,12 +742,13 @@ export class MeshNode {
     if (this.blocked.has(to)) return;
     const isData = message.type === MessageType.Data;
     const member = this.options.role === 'member';
-    if (isData && member && this.options.withholdForwardedData === true) return;
+    const faults = this.faults;
+    if (isData && member && faults.withholdForwardedData === true) return;
     const bytes = encode(
-      isData && member && this.options.corruptForwardedData === true
-        ? { ...message, payload: corrupted(message.payload) }
-        : isData && member && this.options.forgeForwardedSequences === true
-          ? { ...message, seq: (message.seq + FORGED_SEQ_OFFSET) % 0x1_0000_0000 }
+      isData && member && faults.corruptForwardedData === true
+        ? { ...message, payload: corruptedPayload(message.payload) }
+        : isData && member && faults.forgeForwardedSequences === true
+          ? { ...message, seq: forgedSequence(message.seq) }
           : message,
     );
     let link = this.links.get(to);
@@ -1123,7 +1146,7 @@ export class MeshNode {
     this.held.push({ from, message, at: this.now() });
     this.heldTimer ??= setInterval(() => {
       this.recheckHeld();
-    }, HOLD_MAX_MS / 3);
+    }, HELD_RECHECK_INTERVAL_MS);
   }
 
   /** New announcements arrived (or time passed): feed held packets that can now be checked. */

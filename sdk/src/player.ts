@@ -4,8 +4,9 @@
 import Hls from 'hls.js';
 import type { ErrorData, FragChangedData } from 'hls.js';
 import { validateIceServers, type TrackerErrorCode } from '@chunkycast/wire';
+import { faultsOf, withFaults } from './faults.js';
 import { createMeshFragmentLoader } from './loader.js';
-import { MeshSession } from './session.js';
+import { MAX_UPLOAD_LIMIT_KBPS, MeshSession } from './session.js';
 import type { MeshErrorCode, MeshSessionOptions, MeshStats, SegmentProvider } from './types.js';
 import { MeshError } from './types.js';
 
@@ -45,7 +46,6 @@ const OBSERVED = [
   'ice-servers',
   'ice-transport-policy',
   'live-sync',
-  'fault-injection',
   'autoplay',
   'muted',
   'controls',
@@ -106,7 +106,7 @@ function parseCount(name: string, raw: string | null, errors: string[]): number 
 }
 
 // Pure, so the rules are the same whether attributes arrive from HTML or from script.
-function parseAttributes(get: (name: string) => string | null): ParsedAttributes {
+export function parseAttributes(get: (name: string) => string | null): ParsedAttributes {
   const errors: string[] = [];
   const src = get('src');
   let liveSyncSegments = DEFAULT_LIVE_SYNC_SEGMENTS;
@@ -151,14 +151,6 @@ function parseAttributes(get: (name: string) => string | null): ParsedAttributes
     errors.push(`ice-transport-policy="${policy}" must be all or relay; playing from the origin only`);
     meshUsable = false;
   }
-  // Testing aids (see MeshSessionOptions.faultInjection): a lying viewer for the integrity tests,
-  // `drop-received:F` for the loss tests (F of the media arriving on each data channel is lost).
-  const fault = get('fault-injection');
-  const faultInjection = parseFaultInjection(fault);
-  if (faultInjection === null)
-    errors.push(
-      `fault-injection="${fault ?? ''}" is unknown (corrupt-forwarded, forge-forwarded, withhold-forwarded or drop-received:<0–1>); ignored`,
-    );
   if (!meshUsable) return { src, mesh: null, liveSyncSegments, errors };
   const mesh: MeshSessionOptions = {
     tracker,
@@ -171,7 +163,6 @@ function parseAttributes(get: (name: string) => string | null): ParsedAttributes
     ...(token === null || token === '' ? {} : { token }),
     ...(iceServers === null || iceServers === undefined ? {} : { iceServers }),
     ...(policy === 'all' || policy === 'relay' ? { iceTransportPolicy: policy } : {}),
-    ...(faultInjection === null || faultInjection === undefined ? {} : { faultInjection }),
   };
   return { src, mesh, liveSyncSegments, errors };
 }
@@ -230,9 +221,9 @@ export function parseUploadCapacity(raw: string | null, errors: string[]): 'meas
 export function parseMaxUploadKbps(raw: string | null, errors: string[]): number | null | undefined {
   if (raw === null || raw.trim() === '') return undefined;
   const value = Number(raw);
-  if (!Number.isFinite(value) || value < 0 || value > 10_000_000) {
+  if (!Number.isFinite(value) || value < 0 || value > MAX_UPLOAD_LIMIT_KBPS) {
     errors.push(
-      `max-upload-kbps="${raw}" is not a number of kbit/s in 0‥10000000; playing from the origin only`,
+      `max-upload-kbps="${raw}" is not a number of kbit/s in 0‥${MAX_UPLOAD_LIMIT_KBPS}; playing from the origin only`,
     );
     return null;
   }
@@ -478,7 +469,8 @@ export class MeshPlayer extends ElementBase {
   #connectSession(options: MeshSessionOptions): void {
     let session: MeshSession;
     try {
-      session = MeshSession.connect(options);
+      // Test faults attached to this element (internal: `@chunkycast/sdk/testing`) go to the session.
+      session = MeshSession.connect(withFaults({ ...options }, faultsOf(this)));
     } catch (error) {
       this.#reportError({ code: 'config', message: `mesh off: ${String(error)}` });
       return;
@@ -633,17 +625,4 @@ export class MeshPlayer extends ElementBase {
 export function defineMeshPlayer(name = 'mesh-player'): void {
   if (typeof customElements === 'undefined' || customElements.get(name) !== undefined) return;
   customElements.define(name, MeshPlayer);
-}
-
-/** The `fault-injection` attribute: undefined when absent or empty, null when not understood. */
-export function parseFaultInjection(
-  value: string | null,
-): MeshSessionOptions['faultInjection'] | null | undefined {
-  if (value === null || value === '') return undefined;
-  if (value === 'corrupt-forwarded') return { corruptForwardedData: true };
-  if (value === 'forge-forwarded') return { forgeForwardedSequences: true };
-  if (value === 'withhold-forwarded') return { withholdForwardedData: true };
-  const drop = /^drop-received:(0|1|0?\.\d+)$/.exec(value);
-  if (drop !== null) return { dropReceivedDataFraction: Number(drop[1]) };
-  return null;
 }

@@ -11,9 +11,9 @@ import {
  * behind the edge plus packets that arrive ahead of their announcement, while bounding memory to
  * ~24 × segment size whatever peers send.
  */
-export const MAX_SEGMENTS_KEPT = 24;
+const MAX_SEGMENTS_KEPT = 24;
 /** Packets for a segment this far ahead of the newest announcement are refused (bounds memory). */
-export const MAX_SEQUENCE_AHEAD = 4;
+const MAX_SEQUENCE_AHEAD = 4;
 /**
  * A segment announced this long ago that is still incomplete is given up for the mesh: with no
  * repair (issue 4) the missing packets are not coming; the loader goes to the origin at once.
@@ -393,7 +393,7 @@ export function bytesToHex(bytes: Uint8Array): string {
   return s;
 }
 
-export function base64ToBytes(b64: string): Uint8Array<ArrayBuffer> {
+function base64ToBytes(b64: string): Uint8Array<ArrayBuffer> {
   const bin = atob(b64);
   const out = new Uint8Array(bin.length);
   for (let i = 0; i < bin.length; i++) out[i] = bin.charCodeAt(i);

@@ -11,6 +11,7 @@ import {
   CLOSE_REPLACED,
 } from '@chunkycast/wire';
 import { MeshError, type TrackerConnectionState } from './types.js';
+import { unreachable } from './unreachable.js';
 
 /** The part of the WebSocket API we use: the browser's, or `ws` in Node (same shape). */
 export interface WebSocketLike {
@@ -25,6 +26,8 @@ export interface WebSocketLike {
 export type WebSocketFactory = (url: string) => WebSocketLike;
 
 const OPEN = 1;
+/** WebSocket close code: normal closure (RFC 6455 §7.4.1). */
+const NORMAL_CLOSURE = 1000;
 /** Re-exported for hosts that watch close codes; its meaning is in wire. */
 export { CLOSE_REPLACED };
 
@@ -36,7 +39,8 @@ export interface TrackerClock {
   clearTimeout(handle: unknown): void;
 }
 
-const systemClock: TrackerClock = {
+/** performance.now() and the runtime's timers. */
+export const SYSTEM_CLOCK: TrackerClock = {
   now: () => performance.now(),
   setTimeout: (callback, ms) => setTimeout(callback, ms),
   clearTimeout: (handle) => {
@@ -114,15 +118,21 @@ export const MAX_QUEUED_SIGNALS = 64;
  * (MeshNode's CONNECT_TIMEOUT_MS), so an offer or answer this late cannot complete in time.
  */
 export const MAX_QUEUED_SIGNAL_AGE_MS = 6000;
+/**
+ * The first join's wait for a welcome (default of `joinTimeoutMs`). Longer than a reconnection
+ * attempt's (`attemptTimeoutMs`): the first join is not retried, and failing it leaves the viewer on
+ * the origin only for the rest of the session.
+ */
+const DEFAULT_JOIN_TIMEOUT_MS = 10_000;
 /** Announcements queued while away (the source): the tracker keeps no more than 16 for joiners anyway. */
-export const MAX_QUEUED_ANNOUNCEMENTS = 16;
+const MAX_QUEUED_ANNOUNCEMENTS = 16;
 
 /**
  * Refusals of a join that no retry can fix: the credentials or the page's origin are wrong, or our
  * own join is malformed. Others (rateLimited, tooManyConnections, shuttingDown, sourcePresent while
  * the tracker still holds our old connection, …) are worth another attempt.
  */
-export const PERMANENT_JOIN_REFUSALS: ReadonlySet<TrackerErrorCode> = new Set<TrackerErrorCode>([
+const PERMANENT_JOIN_REFUSALS: ReadonlySet<TrackerErrorCode> = new Set<TrackerErrorCode>([
   'badToken',
   'badKey',
   'originNotAllowed',
@@ -150,7 +160,7 @@ export interface TrackerClientOptions {
   readonly token?: string;
   /** Default: the global WebSocket (browsers, Node ≥ 22); pass `ws` in older Node. */
   readonly createSocket?: WebSocketFactory;
-  /** The first join that gets no welcome within this time fails. */
+  /** The first join that gets no welcome within this time fails (default DEFAULT_JOIN_TIMEOUT_MS). */
   readonly joinTimeoutMs?: number;
   /** Reconnection after a lost tracker (default DEFAULT_RECONNECT_POLICY); false: none. */
   readonly reconnect?: Partial<ReconnectPolicy> | false;
@@ -271,7 +281,7 @@ export class TrackerClient {
       options.reconnect === false
         ? { ...DEFAULT_RECONNECT_POLICY, enabled: false }
         : { ...DEFAULT_RECONNECT_POLICY, ...options.reconnect };
-    this.clock = options.clock ?? systemClock;
+    this.clock = options.clock ?? SYSTEM_CLOCK;
     if (options.random !== undefined) this.random = options.random;
     else {
       const prng = createRandom(crypto.getRandomValues(new Uint32Array(1))[0] ?? 1);
@@ -365,8 +375,13 @@ export class TrackerClient {
         // Only the latest need matters: the answer is a fresh sample either way.
         this.queuedBootstrap = Math.max(this.queuedBootstrap, message.count);
         return;
+      case 'report':
+        return; // periodic: the next one is 2 s away
+      case 'join':
+      case 'leave':
+        return; // the client's own, sent by it when the socket opens and on close()
       default:
-        return; // reports are periodic, the next one is 2 s away; join/leave are the client's own
+        unreachable(message, 'client message');
     }
   }
 
@@ -384,7 +399,7 @@ export class TrackerClient {
     if (socket !== null) {
       if (socket.readyState === OPEN && this.joinedOnSocket)
         socket.send(encodeTrackerMessage({ type: 'leave' }));
-      socket.close(1000, 'leaving');
+      socket.close(NORMAL_CLOSURE, 'leaving');
     }
     this.failPendingJoin(new MeshError('tracker', 'closed before the tracker welcomed us'));
     if (!wasFinal) this.onClose();
@@ -406,7 +421,9 @@ export class TrackerClient {
       });
     this.joinedOnSocket = false;
     const timeoutMs =
-      this.pendingJoin !== null ? (this.options.joinTimeoutMs ?? 10_000) : this.policy.attemptTimeoutMs;
+      this.pendingJoin !== null
+        ? (this.options.joinTimeoutMs ?? DEFAULT_JOIN_TIMEOUT_MS)
+        : this.policy.attemptTimeoutMs;
     let socket: WebSocketLike;
     try {
       socket = create(url);
@@ -597,7 +614,7 @@ export class TrackerClient {
     this.clearQueue(false);
     const socket = this.socket;
     this.socket = null;
-    socket?.close(1000, 'giving up');
+    socket?.close(NORMAL_CLOSURE, 'giving up');
     this.onFatal(error);
     this.onClose();
   }

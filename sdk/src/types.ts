@@ -50,20 +50,6 @@ export interface MeshSessionOptions {
    * default `all`.
    */
   readonly iceTransportPolicy?: 'all' | 'relay';
-  /**
-   * Testing aid, never for production: `corruptForwardedData` makes this viewer corrupt every data
-   * packet it forwards (a lying peer), so tests can show that its children catch and cut it off;
-   * `dropReceivedDataFraction` (0–1) throws away that share of the media messages arriving on each
-   * of its data channels (injected loss, drawn from a seeded PRNG), so tests can exercise repair;
-   * `forgeForwardedSequences` forwards every packet under its sequence + 10⁶, and
-   * `withholdForwardedData` forwards nothing to the children it accepts (hostile members).
-   */
-  readonly faultInjection?: {
-    readonly corruptForwardedData?: boolean;
-    readonly forgeForwardedSequences?: boolean;
-    readonly withholdForwardedData?: boolean;
-    readonly dropReceivedDataFraction?: number;
-  };
 }
 
 /** One slice as this viewer sees it. */
@@ -200,8 +186,8 @@ export class MeshError extends Error {
 export interface SegmentProvider {
   /**
    * Resolves with the verified bytes of the segment with this media sequence number once the mesh
-   * has all of it, or null when `deadlineMs` (performance.now() scale) passes first, the signal
-   * aborts, or the session closes. Never resolves with unverified bytes. With the segment's `url`,
+   * has all of it, or null when `deadlineMs` (on the provider's clock: in a page performance.now(),
+   * the scale of hls.js's loading stats) passes first, the signal aborts, or the session closes. Never resolves with unverified bytes. With the segment's `url`,
    * a segment the mesh delivered only in part is completed from the origin with HTTP Range
    * requests for just the missing packets, shortly before the deadline.
    */

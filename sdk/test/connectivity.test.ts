@@ -2,7 +2,8 @@
 // polyfill's (the rule for a link's route type is in connectivity.ts), and ICE servers adapted to
 // node-datachannel.
 import { describe, expect, it } from 'vitest';
-import { candidateType, forNodeDatachannel, routeOf, selectedPairOf } from '@chunkycast/sdk/core';
+import { forNodeDatachannel } from '@chunkycast/sdk/core';
+import { candidateType, routeOf, selectedPairOf } from '../src/connectivity.js';
 import type { RouteType } from '@chunkycast/wire';
 
 describe('routeOf: the less direct end decides', () => {

@@ -24,7 +24,6 @@ import {
   type SignedAnnouncement,
   type SignalData,
 } from '@chunkycast/wire';
-import { FakeClock } from './tracker-fakes.js';
 import { until } from './until.js';
 
 const LOOPBACK_RTC = { iceServers: [], bindAddress: '127.0.0.1' };
@@ -204,8 +203,9 @@ async function swarm(count: number) {
   const viewers = Array.from({ length: count }, () =>
     MeshSession.connect(
       { tracker: 'ws://127.0.0.1:9/ws', stream: STREAM },
-      // A clock nobody advances: no reconnection timers (the stand-in never drops anyone).
-      { createSocket: hub.create, rtcConfig: LOOPBACK_RTC, trackerClock: new FakeClock() },
+      // The real clock (the mesh runs in real time over WebRTC); no reconnection (the stand-in
+      // never drops anyone).
+      { createSocket: hub.create, rtcConfig: LOOPBACK_RTC, trackerReconnect: false },
     ),
   );
   sessions.push(...viewers);

@@ -1,14 +1,16 @@
 // The mesh host over real WebRTC (node-datachannel through simple-peer) on 127.0.0.1: a true source
 // and a few members wired together with in-process signalling instead of a tracker.
-import { afterEach, describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it, vi } from 'vitest';
 import {
   DIAL_BACKOFF_MS,
   LIVE_PROTOCOL,
+  MAX_QUIT_LINGER_MS,
   MeshNode,
   type ConnectFailure,
   type MeshNodeOptions,
 } from '@chunkycast/sdk/core';
 import type { PeerId, SignalData } from '@chunkycast/wire';
+import { injectFaults, type FaultInjection } from '../src/testing.js';
 import { until } from './until.js';
 
 const LOOPBACK_RTC = { iceServers: [], bindAddress: '127.0.0.1' };
@@ -23,12 +25,13 @@ function swarm(
   memberIds: PeerId[],
   maxLoadOf: (id: PeerId) => number = () => 24,
   extra: (id: PeerId) => Partial<MeshNodeOptions> = () => ({}),
+  faults: (id: PeerId) => FaultInjection = () => ({}),
 ): { source: MeshNode; members: Map<PeerId, Member> } {
   const nodes = new Map<PeerId, MeshNode>();
   const members = new Map<PeerId, Member>();
   const make = (id: PeerId, role: 'member' | 'source', received?: Map<string, Uint8Array>): MeshNode => {
     const maxLoad = maxLoadOf(id);
-    return new MeshNode({
+    const options: MeshNodeOptions = {
       id,
       sourceId: SOURCE_ID,
       role,
@@ -49,7 +52,8 @@ function swarm(
         received?.set(`${slice}:${seq}`, payload.slice());
       },
       ...extra(id),
-    });
+    };
+    return new MeshNode(injectFaults(options, faults(id)));
   };
   const source = make(SOURCE_ID, 'source');
   nodes.set(SOURCE_ID, source);
@@ -214,6 +218,61 @@ describe('an engine action that throws', () => {
   }, 60_000);
 });
 
+describe('an engine that asks for packets from the origin', () => {
+  it('is a loud host error: counted and logged, and the rest of the batch still runs', () => {
+    // A MeshNode never gives its engine a playout clock, so the engine's packet repair (whose last
+    // resort this is) stays off; the session completes segments from the origin itself. Should an
+    // engine ask anyway, the request must not vanish without a trace.
+    const logged: { level: string; msg: string; fields?: Record<string, unknown> }[] = [];
+    const bootstraps: number[] = [];
+    const node = new MeshNode({
+      id: 5,
+      sourceId: SOURCE_ID,
+      role: 'member',
+      targetLoadSlices: 16,
+      maxLoadSlices: 24,
+      protocol: LIVE_PROTOCOL,
+      seed: 5,
+      rtcConfig: LOOPBACK_RTC,
+      signal: () => undefined,
+      requestBootstrap: (count) => bootstraps.push(count),
+      deliver: () => undefined,
+      log: (level, msg, fields) => logged.push({ level, msg, ...(fields === undefined ? {} : { fields }) }),
+    });
+    running = [node];
+    vi.spyOn(node.engine, 'handle').mockReturnValueOnce([
+      { kind: 'fetchOrigin', slice: 3, seqs: [40, 41] },
+      { kind: 'requestBootstrap', count: 7 },
+    ]);
+    node.start();
+    expect(node.counters.actionsFailed).toBe(1);
+    expect(logged.filter((l) => l.level === 'error').map((l) => l.fields?.action)).toEqual(['fetchOrigin']);
+    expect(bootstraps).toEqual([7]);
+  });
+});
+
+describe('a graceful leave', () => {
+  it('refuses a quitLingerMs it would not wait out, instead of cutting the linger short', () => {
+    const node = (quitLingerMs: number): MeshNode =>
+      new MeshNode({
+        id: 6,
+        sourceId: SOURCE_ID,
+        role: 'member',
+        targetLoadSlices: 16,
+        maxLoadSlices: 24,
+        protocol: { ...LIVE_PROTOCOL, quitLingerMs },
+        seed: 6,
+        rtcConfig: LOOPBACK_RTC,
+        signal: () => undefined,
+        requestBootstrap: () => undefined,
+        deliver: () => undefined,
+      });
+    expect(() => node(MAX_QUIT_LINGER_MS + 1)).toThrow(RangeError);
+    expect(() => node(MAX_QUIT_LINGER_MS + 1)).toThrow(/quitLingerMs must be at most 3000 ms/);
+    expect(node(MAX_QUIT_LINGER_MS).engine.config.protocol.quitLingerMs).toBe(MAX_QUIT_LINGER_MS);
+  });
+});
+
 describe('a peer that cannot be reached', () => {
   it('is given up after the connect timeout, reported with its reason, and not dialled again at once', async () => {
     const GHOST = 77;
@@ -344,11 +403,11 @@ describe('a member that corrupts what it forwards', () => {
     const { source, members } = swarm(
       [31, 32, LIAR, 34, 35, 36],
       () => 24,
-      (id) => ({
+      () => ({
         inspectData: (_slice: number, _seq: number, payload: Uint8Array) =>
           uniform(payload) ? 'accept' : 'reject',
-        ...(id === LIAR ? { corruptForwardedData: true } : {}),
       }),
+      (id) => (id === LIAR ? { corruptForwardedData: true } : {}),
     );
     running = [source, ...[...members.values()].map((m) => m.node)];
     for (const m of members.values()) m.node.start();
@@ -382,25 +441,29 @@ describe('a member that corrupts what it forwards', () => {
   }, 60_000);
 });
 
-describe('injected loss (dropReceivedDataFraction)', () => {
+describe('injected loss (internal fault dropReceivedDataFraction)', () => {
   it('refuses a fraction outside 0‥1', () => {
     for (const bad of [-0.1, 1.5, Number.NaN])
       expect(
         () =>
-          new MeshNode({
-            id: 1,
-            sourceId: SOURCE_ID,
-            role: 'member',
-            targetLoadSlices: 16,
-            maxLoadSlices: 24,
-            protocol: LIVE_PROTOCOL,
-            seed: 1,
-            rtcConfig: LOOPBACK_RTC,
-            signal: () => undefined,
-            requestBootstrap: () => undefined,
-            deliver: () => undefined,
-            dropReceivedDataFraction: bad,
-          }),
+          new MeshNode(
+            injectFaults(
+              {
+                id: 1,
+                sourceId: SOURCE_ID,
+                role: 'member',
+                targetLoadSlices: 16,
+                maxLoadSlices: 24,
+                protocol: LIVE_PROTOCOL,
+                seed: 1,
+                rtcConfig: LOOPBACK_RTC,
+                signal: () => undefined,
+                requestBootstrap: () => undefined,
+                deliver: () => undefined,
+              },
+              { dropReceivedDataFraction: bad },
+            ),
+          ),
       ).toThrow(RangeError);
   });
 
@@ -409,6 +472,7 @@ describe('injected loss (dropReceivedDataFraction)', () => {
     const { source, members } = swarm(
       [61, LOSSY, 63, 64],
       () => 24,
+      () => ({}),
       (id) => (id === LOSSY ? { dropReceivedDataFraction: 0.3 } : {}),
     );
     running = [source, ...[...members.values()].map((m) => m.node)];

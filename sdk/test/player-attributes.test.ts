@@ -1,7 +1,7 @@
 // <mesh-player>'s `ice-servers` attribute: JSON checked like the tracker's servers, a bad one said
 // clearly (the player then plays from the origin only).
 import { describe, expect, it } from 'vitest';
-import { parseIceServers } from '@chunkycast/sdk';
+import { parseIceServers } from '../src/player.js';
 
 describe('ice-servers', () => {
   it('takes a JSON array of servers; `urls` may be one string, as RTCPeerConnection allows', () => {

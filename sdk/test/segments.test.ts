@@ -223,6 +223,19 @@ describe('inspectPacket: a tree packet against its signed announcement (issue 18
       // Repair data carries no place: the hash alone decides.
       expect(inspectPacket(s, payload)).toBe('accept');
     }
+    // The hash: any one bit of the media changed, at the start, in the middle or at the end of the
+    // payload, makes a genuine packet a forged one.
+    const genuine = packets(9, bytes)[1]!;
+    const { slice, seq } = packetPlace(announcement.firstPacket, genuine.index, 16);
+    for (const at of [0, 1, genuine.bytes.length >> 1, genuine.bytes.length - 1]) {
+      const tampered = genuine.bytes.slice();
+      tampered[at] = (tampered[at] ?? 0) ^ 0x01;
+      const payload = encodeMediaPacket({ ...genuine, bytes: tampered });
+      expect(inspectPacket(s, payload, { slice, seq, dataSlices: 16 }), `bit flipped at ${at}`).toBe(
+        'reject',
+      );
+      expect(inspectPacket(s, payload), `bit flipped at ${at}, as repair`).toBe('reject');
+    }
     // A packet of a segment not yet announced waits for its announcement.
     const later = encodeMediaPacket(packets(10, segmentBytes(10))[0]!);
     expect(inspectPacket(s, later, { slice: 0, seq: 0, dataSlices: 16 })).toBe('hold');

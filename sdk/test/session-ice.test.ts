@@ -34,7 +34,7 @@ async function joined(
   const factory = socketFactory(clock);
   const session = MeshSession.connect(
     { tracker: 'ws://127.0.0.1:9/ws', stream: 'live', ...options },
-    { createSocket: factory.create, trackerClock: clock, ...host },
+    { createSocket: factory.create, clock, ...host },
   );
   sessions.push(session);
   const socket = factory.sockets[0];

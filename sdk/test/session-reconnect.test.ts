@@ -2,6 +2,7 @@
 // by hand: same id → the node carries on; another id → a new node; a final refusal → an error event.
 import { afterEach, describe, expect, it } from 'vitest';
 import { MeshError, MeshSession, type TrackerReconnect } from '@chunkycast/sdk/core';
+import { INCOMPLETE_GIVE_UP_MS } from '../src/segments.js';
 import type { SignedAnnouncement } from '@chunkycast/wire';
 import { FakeClock, socketFactory, welcome, type FakeSocket } from './tracker-fakes.js';
 
@@ -26,6 +27,11 @@ function announcement(sequence: number, publishedAtMs: number): SignedAnnounceme
   };
 }
 
+/** The session's current mesh node (private: compared by identity only). */
+function nodeOf(session: MeshSession): unknown {
+  return (session as unknown as { node: unknown }).node;
+}
+
 /** Lets the session's promise chains (join, seed, announce) run; no time passes. */
 async function settle(): Promise<void> {
   for (let i = 0; i < 10; i++) await Promise.resolve();
@@ -36,7 +42,7 @@ async function connected() {
   const factory = socketFactory(clock);
   const session = MeshSession.connect(
     { tracker: 'ws://127.0.0.1:9/ws', stream: 'live', token: 'viewer-token' },
-    { createSocket: factory.create, trackerClock: clock },
+    { createSocket: factory.create, clock },
   );
   sessions.push(session);
   const events: { type: string; detail: unknown }[] = [];
@@ -56,6 +62,7 @@ async function connected() {
 describe('MeshSession and a lost tracker', () => {
   it('same peer id: carries on with the same node, applies the announcements it missed', async () => {
     const t = await connected();
+    const nodeBefore = nodeOf(t.session);
     expect(t.sockets[0]?.messages('join')[0]).toMatchObject({ token: 'viewer-token' });
     // The node started and asked for bootstrap peers.
     expect(t.sockets[0]?.messages('bootstrap').length).toBeGreaterThan(0);
@@ -83,8 +90,9 @@ describe('MeshSession and a lost tracker', () => {
     });
     // The announcement made while we were away is in the store now (packets held for it pass).
     expect(t.session.publishedAtMs(12)).toBe(1234);
-    // Carrying on: no fresh node, so no fresh start-up bootstrap on the new socket.
-    expect(t.last().messages('bootstrap')).toHaveLength(0);
+    // Carrying on: the same node (with its engine and links). It may still ask the new socket for
+    // peers: alone for the outage's 400 ms on the session's clock, its engine asks again.
+    expect(nodeOf(t.session)).toBe(nodeBefore);
     const reconnected = t.events.filter((e) => e.type === 'trackerreconnected');
     expect(reconnected).toHaveLength(1);
     expect(reconnected[0]?.detail as TrackerReconnect).toMatchObject({
@@ -98,12 +106,14 @@ describe('MeshSession and a lost tracker', () => {
 
   it('another peer id: rebuilds the node under the new id, which bootstraps afresh', async () => {
     const t = await connected();
+    const nodeBefore = nodeOf(t.session);
     t.last().drop(1006);
     t.clock.advance(200);
     t.last().accept();
     t.last().receive(welcome(99, null, false));
     await settle();
     expect(t.session.stats()).toMatchObject({ peerId: 99, peerIdChanges: 1, trackerReconnects: 1 });
+    expect(nodeOf(t.session)).not.toBe(nodeBefore);
     // The new node's start asks the tracker for peers at once.
     expect(t.last().messages('bootstrap').length).toBeGreaterThan(0);
   });
@@ -132,5 +142,20 @@ describe('MeshSession and a lost tracker', () => {
     expect(t.session.stats().trackerState).toBe('failed');
     t.clock.advance(60_000);
     expect(t.sockets).toHaveLength(2);
+  });
+});
+
+describe('the session’s clock', () => {
+  it('is the injected one: a segment announced and not begun is given up when that clock says so', async () => {
+    const t = await connected();
+    t.last().receive({ type: 'announce', announcement: announcement(13, 1234) });
+    await settle();
+    expect(t.session.publishedAtMs(13)).toBe(1234);
+    expect(t.session.expectsSegment(13)).toBe(true);
+    // No real time passes: only the session's clock moves.
+    t.clock.advance(INCOMPLETE_GIVE_UP_MS - 1);
+    expect(t.session.expectsSegment(13)).toBe(true);
+    t.clock.advance(2);
+    expect(t.session.expectsSegment(13)).toBe(false);
   });
 });

@@ -3,15 +3,13 @@
 import { describe, expect, it } from 'vitest';
 import {
   DEFAULT_RECONNECT_POLICY,
-  MAX_QUEUED_SIGNALS,
-  MAX_QUEUED_SIGNAL_AGE_MS,
   MeshError,
   TrackerClient,
-  reconnectDelayMs,
   type TrackerClientOptions,
   type TrackerDisconnect,
   type TrackerReconnect,
 } from '@chunkycast/sdk/core';
+import { MAX_QUEUED_SIGNALS, MAX_QUEUED_SIGNAL_AGE_MS, reconnectDelayMs } from '../src/tracker-client.js';
 import type { ClientMessage } from '@chunkycast/wire';
 import { FakeClock, socketFactory, welcome, type FakeSocket } from './tracker-fakes.js';
 

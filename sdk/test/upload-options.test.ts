@@ -1,8 +1,9 @@
 // `upload-capacity` and `max-upload-kbps`: the player's attribute parsing, the session's option
 // checks, and a session whose loads come from its cap.
 import { afterEach, describe, expect, it } from 'vitest';
-import { parseMaxUploadKbps, parseUploadCapacity } from '@chunkycast/sdk';
-import { MeshError, MeshSession, resolveUploadCapacity } from '@chunkycast/sdk/core';
+import { parseMaxUploadKbps, parseUploadCapacity } from '../src/player.js';
+import { MeshError, MeshSession } from '@chunkycast/sdk/core';
+import { resolveUploadCapacity } from '../src/session.js';
 import type { SignedAnnouncement } from '@chunkycast/wire';
 import { FakeClock, socketFactory, welcome } from './tracker-fakes.js';
 import { until } from './until.js';
@@ -85,7 +86,7 @@ async function session(options: { maxUploadKbps?: number; uploadCapacity?: 'meas
   const factory = socketFactory(clock);
   const s = MeshSession.connect(
     { tracker: 'ws://127.0.0.1:9/ws', stream: 'live', ...options },
-    { createSocket: factory.create, trackerClock: clock },
+    { createSocket: factory.create, clock },
   );
   sessions.push(s);
   const socket = factory.sockets.at(-1)!;
