@@ -15,6 +15,10 @@ export const LIMIT_KINDS = [
   'connections',
   /** The undecodable-frame budget of one connection ran out (closed 1008). */
   'badFrames',
+  /** A plain HTTP connection beyond the per-address limit (answered 503, closed). */
+  'httpConnectionsPerAddress',
+  /** A client that did not send its request headers in time (answered 408, closed). */
+  'httpHeaderTime',
 ] as const;
 
 export type LimitKind = (typeof LIMIT_KINDS)[number];

@@ -10,7 +10,7 @@
  */
 import { createHash, timingSafeEqual } from 'node:crypto';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
-import type { AddressInfo } from 'node:net';
+import type { AddressInfo, Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
 import { WebSocketServer, WebSocket, type RawData } from 'ws';
 import {
@@ -98,6 +98,13 @@ export interface TrackerOptions {
   readonly maxConnectionsPerAddress?: number;
   /** Open WebSockets in this tracker; 0 = no limit. */
   readonly maxConnections?: number;
+  /**
+   * Open plain HTTP connections per client address (IPv6: per /64), not counting those that became
+   * WebSockets (`maxConnectionsPerAddress` bounds those); 0 = no limit.
+   */
+  readonly maxHttpConnectionsPerAddress?: number;
+  /** How long a client may take to send its request headers before it gets 408 and is closed. */
+  readonly httpHeadersTimeoutMs?: number;
   /** When set, a viewer join needs a valid, unexpired join token for its stream (`makeJoinToken`). */
   readonly joinSecret?: string | null;
   /** When set, a WebSocket whose Origin header is not listed is refused (`originNotAllowed`, 1008). */
@@ -145,6 +152,20 @@ export const DEFAULT_MAX_MESSAGES_PER_SECOND = 20;
 export const MESSAGE_BURST_SECONDS = 5;
 export const DEFAULT_MAX_CONNECTIONS_PER_ADDRESS = 256;
 export const DEFAULT_MAX_CONNECTIONS = 100_000;
+/** Same as for WebSockets: a CGNAT address or a campus can carry hundreds of viewers. */
+export const DEFAULT_MAX_HTTP_CONNECTIONS_PER_ADDRESS = 256;
+/**
+ * A client on a slow mobile link sends its few hundred bytes of headers in well under a second;
+ * Node's own default (60 s, checked every 30 s) let one slow-loris socket live about 89 s.
+ */
+export const DEFAULT_HTTP_HEADERS_TIMEOUT_MS = 10_000;
+/** How often Node checks header and request timeouts; the header time itself when shorter. */
+const HTTP_TIMEOUT_CHECK_MS = 1_000;
+/**
+ * A whole request (headers and body) must arrive within this. The tracker reads no request bodies,
+ * so this only bounds a client dribbling one; it is never below the header time (Node requires it).
+ */
+const HTTP_REQUEST_TIMEOUT_MS = 30_000;
 /**
  * Resume tickets are only handed out in `welcome`, so one must outlive the session it belongs to:
  * a viewer that has watched for hours must still get its id back when the tracker restarts. 12 h
@@ -295,6 +316,8 @@ export async function createTracker(options: TrackerOptions): Promise<Tracker> {
   const burst = options.messageBurst ?? Math.max(1, Math.ceil(ratePerSecond * MESSAGE_BURST_SECONDS));
   const maxPerAddress = options.maxConnectionsPerAddress ?? DEFAULT_MAX_CONNECTIONS_PER_ADDRESS;
   const maxConnections = options.maxConnections ?? DEFAULT_MAX_CONNECTIONS;
+  const maxHttpPerAddress = options.maxHttpConnectionsPerAddress ?? DEFAULT_MAX_HTTP_CONNECTIONS_PER_ADDRESS;
+  const httpHeadersTimeoutMs = options.httpHeadersTimeoutMs ?? DEFAULT_HTTP_HEADERS_TIMEOUT_MS;
   const joinSecret = options.joinSecret ?? null;
   const allowedOrigins = options.allowedOrigins == null ? null : new Set(options.allowedOrigins);
   const trackerSecret = options.trackerSecret ?? deriveTrackerSecret(options.broadcasterKey);
@@ -318,9 +341,12 @@ export async function createTracker(options: TrackerOptions): Promise<Tracker> {
     messageBurst: burst,
     maxConnectionsPerAddress: maxPerAddress,
     maxConnections,
+    maxHttpConnectionsPerAddress: maxHttpPerAddress,
     resumeTicketTtlS: ticketTtlS,
   }))
     if (!Number.isFinite(value) || value < 0) throw new RangeError(`${name} must be ≥ 0, got ${value}`);
+  if (!Number.isFinite(httpHeadersTimeoutMs) || httpHeadersTimeoutMs <= 0)
+    throw new RangeError(`httpHeadersTimeoutMs must be > 0, got ${httpHeadersTimeoutMs}`);
   if (ratePerSecond > 0 && burst < 1) throw new RangeError(`messageBurst must be ≥ 1, got ${burst}`);
   const publicKeyBase64 = options.publicKey ?? null;
   const verifyKey = publicKeyBase64 === null ? null : await importPublicKey(publicKeyBase64);
@@ -1066,6 +1092,14 @@ export async function createTracker(options: TrackerOptions): Promise<Tracker> {
     });
   }
 
+  /** A connection over the per-address HTTP limit: told so and closed, before any request is read. */
+  function refuseConnection(socket: Socket): void {
+    socket.on('error', () => undefined);
+    socket.end('HTTP/1.1 503 Service Unavailable\r\nConnection: close\r\nContent-Length: 0\r\n\r\n', () => {
+      socket.destroy();
+    });
+  }
+
   /** A refused upgrade as plain HTTP (a 404 path, a flood, shutdown): nothing kept, nothing to close. */
   function rejectUpgrade(socket: Duplex, status: number, message: string): void {
     const body = JSON.stringify({ error: message });
@@ -1080,12 +1114,58 @@ export async function createTracker(options: TrackerOptions): Promise<Tracker> {
     );
   }
 
-  const server: Server = createServer((req, res) => {
-    onRequest(req, res).catch((e: unknown) => {
-      log('error', 'http handler fault', { url: req.url, error: e });
-      if (!res.headersSent) sendStatus(res, 500, 'internal error');
-      else res.destroy();
+  const server: Server = createServer(
+    {
+      headersTimeout: httpHeadersTimeoutMs,
+      requestTimeout: Math.max(HTTP_REQUEST_TIMEOUT_MS, httpHeadersTimeoutMs),
+      connectionsCheckingInterval: Math.min(HTTP_TIMEOUT_CHECK_MS, httpHeadersTimeoutMs),
+    },
+    (req, res) => {
+      onRequest(req, res).catch((e: unknown) => {
+        log('error', 'http handler fault', { url: req.url, error: e });
+        if (!res.headersSent) sendStatus(res, 500, 'internal error');
+        else res.destroy();
+      });
+    },
+  );
+  /** Open plain HTTP connections per address key (a socket leaves the count when it upgrades). */
+  const httpAddressCounts = new AddressCounts();
+  const httpAddressKeys = new WeakMap<Duplex, string>();
+  server.on('connection', (socket: Socket) => {
+    const key = addressKey(socket.remoteAddress);
+    if (!httpAddressCounts.tryAdd(key, maxHttpPerAddress)) {
+      limitHits.httpConnectionsPerAddress++;
+      refuseConnection(socket);
+      return;
+    }
+    httpAddressKeys.set(socket, key);
+    socket.once('close', () => {
+      releaseHttpConnection(socket);
     });
+  });
+  /** Takes a socket out of the HTTP count (once: on close, or when it becomes a WebSocket). */
+  function releaseHttpConnection(socket: Duplex): void {
+    const key = httpAddressKeys.get(socket);
+    if (key === undefined) return;
+    httpAddressKeys.delete(socket);
+    httpAddressCounts.remove(key);
+  }
+  // Replaces Node's default answer to a client error, to count the header timeouts.
+  server.on('clientError', (error: Error & { code?: string }, socket: Duplex) => {
+    const timedOut = error.code === 'ERR_HTTP_REQUEST_TIMEOUT';
+    if (timedOut) limitHits.httpHeaderTime++;
+    if (!socket.writable || error.code === 'ECONNRESET') {
+      socket.destroy();
+      return;
+    }
+    socket.end(
+      timedOut
+        ? 'HTTP/1.1 408 Request Timeout\r\nConnection: close\r\n\r\n'
+        : 'HTTP/1.1 400 Bad Request\r\nConnection: close\r\n\r\n',
+      () => {
+        socket.destroy();
+      },
+    );
   });
   const wss = new WebSocketServer({
     noServer: true,
@@ -1096,6 +1176,8 @@ export async function createTracker(options: TrackerOptions): Promise<Tracker> {
     log('error', 'websocket server error', { error: e });
   });
   server.on('upgrade', (req: IncomingMessage, socket: Duplex, head: Buffer) => {
+    // From here on the WebSocket limits count it.
+    releaseHttpConnection(socket);
     const path = (req.url ?? '/').split('?')[0];
     if (path !== '/ws') {
       rejectUpgrade(socket, 404, 'the rendezvous WebSocket is at /ws');
