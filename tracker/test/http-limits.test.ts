@@ -43,7 +43,11 @@ async function open(port: number): Promise<RawConnection> {
 async function stillOpenAfter(connection: RawConnection, ms: number): Promise<boolean> {
   const outcome = await Promise.race([
     connection.ended.then(() => 'closed' as const),
-    new Promise<'open'>((resolve) => setTimeout(() => resolve('open'), ms)),
+    new Promise<'open'>((resolve) =>
+      setTimeout(() => {
+        resolve('open');
+      }, ms),
+    ),
   ]);
   return outcome === 'open';
 }

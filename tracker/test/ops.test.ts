@@ -89,7 +89,7 @@ describe('/metrics', () => {
     // The JSON view holds the same numbers.
     expect(json.errors.malformed).toBe(1);
     expect(json.resumes.invalid).toBe(1);
-    expect(tracker.prometheus()).toContain('# TYPE chunkycast_tracker_limit_hits_total counter');
+    expect(await tracker.prometheus()).toContain('# TYPE chunkycast_tracker_limit_hits_total counter');
     expect((await fetch(`${tracker.url}/metrics`, { method: 'POST' })).status).toBe(405);
   });
 
