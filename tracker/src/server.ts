@@ -31,7 +31,12 @@ import {
 import { silentLogger, type Logger } from './log.js';
 import { checkIceSettings, DEFAULT_TURN_TTL_S, NO_ICE_WARNING, type IceSettings } from './ice.js';
 import { importPublicKey } from './keys.js';
-import { PROMETHEUS_CONTENT_TYPE, renderPrometheus, type TrackerMetrics } from './metrics.js';
+import {
+  processStartTimeS,
+  PROMETHEUS_CONTENT_TYPE,
+  TrackerPrometheus,
+  type TrackerMetrics,
+} from './metrics.js';
 import { Origin, type OriginStats } from './origin.js';
 import {
   MemoryCluster,
@@ -316,8 +321,9 @@ export async function createTracker(options: TrackerOptions): Promise<Tracker> {
       },
     },
   );
-  const views = new TrackerViews(context, connections, signalling, origin, ice);
-  const prometheus = (): Promise<string> => Promise.resolve(renderPrometheus(views.metrics()));
+  const views = new TrackerViews(context, connections, signalling, origin, ice, await processStartTimeS());
+  const exposition = new TrackerPrometheus(() => views.metrics());
+  const prometheus = (): Promise<string> => exposition.text();
   const routes = new HttpRoutes(context, views, {
     keyDigest,
     origin,

@@ -44,6 +44,8 @@ export class TrackerViews {
     private readonly signalling: Signalling,
     private readonly origin: Origin | null,
     private readonly ice: IceSettings,
+    /** When the process started (unix s). */
+    private readonly processStartTimeS: number,
   ) {}
 
   metrics(): TrackerMetrics {
@@ -85,7 +87,7 @@ export class TrackerViews {
       },
       residentMemoryBytes: process.memoryUsage.rss(),
       uptimeS: (Date.now() - this.startedAtMs) / MS_PER_S,
-      startTimeS: Math.floor(this.startedAtMs / MS_PER_S),
+      startTimeS: this.processStartTimeS,
       cluster: cluster.stats(),
       peerLinks: this.signalling.connectivity.totals(this.latestConnectivity()),
     };
