@@ -4,7 +4,8 @@ import { MAX_ICE_URLS, MAX_KEY_LENGTH, STREAM_ID_PATTERN } from '@chunkycast/wir
 import { DEFAULT_CLUSTER_TIMING } from './cluster.js';
 import { DEFAULT_TURN_TTL_S, iceUrlProblem, MAX_TURN_TTL_S, MIN_TURN_TTL_S } from './ice.js';
 import { isLogLevel, LOG_LEVELS, type LogLevel } from './log.js';
-import { DEFAULT_KEY_PREFIX, KEY_PREFIX_PATTERN } from './redis-cluster.js';
+import { ED25519_PUBLIC_KEY_BYTES } from './keys.js';
+import { DEFAULT_KEY_PREFIX, KEY_PREFIX_PATTERN } from './redis-layout.js';
 
 export interface TrackerConfig {
   /** `--help` was given: print USAGE and do nothing else. */
@@ -458,7 +459,7 @@ export function parseConfig(
   const publicKeyRaw = get('publicKey');
   if (publicKeyRaw !== undefined) {
     const bytes = Buffer.from(publicKeyRaw.value, 'base64');
-    if (bytes.length !== 32 || bytes.toString('base64') !== publicKeyRaw.value)
+    if (bytes.length !== ED25519_PUBLIC_KEY_BYTES || bytes.toString('base64') !== publicKeyRaw.value)
       throw new ConfigError(`${publicKeyRaw.origin} must be a raw Ed25519 public key: 32 bytes in base64`);
     if (streamRaw !== undefined && get('signingKeyFile') === undefined)
       throw new ConfigError(

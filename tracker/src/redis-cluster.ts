@@ -69,6 +69,8 @@ import {
 
 export { DEFAULT_KEY_PREFIX, KEY_PREFIX_PATTERN } from './redis-layout.js';
 
+/** HRANDFIELD and SET … GET arrived in Redis 6.2. */
+const MIN_REDIS = [6, 2] as const;
 const DEFAULT_CONNECT_TIMEOUT_MS = 5_000;
 /** A command taking longer than this counts as failed: a join must not hang on a sick Redis. */
 const DEFAULT_COMMAND_TIMEOUT_MS = 2_000;
@@ -76,6 +78,11 @@ const DEFAULT_RECONNECT_DELAY_MAX_MS = 2_000;
 /** Dead nodes and their members one heartbeat's sweep handles at most (the rest wait a beat). */
 const SWEEP_MAX_NODES = 16;
 const SWEEP_MAX_ENTRIES = 1_000;
+/**
+ * A sample draws this many times the members wanted, plus two (the source and the asker), since
+ * those two and unreadable entries are left out afterwards.
+ */
+const SAMPLE_OVERDRAW = 2;
 /** Node records read per heartbeat for the global counts. */
 const STATS_MAX_NODES = 1_024;
 
@@ -250,7 +257,7 @@ export class RedisCluster implements Cluster {
       const version = /redis_version:(\d+)\.(\d+)/.exec(info);
       const major = Number(version?.[1] ?? 0);
       const minor = Number(version?.[2] ?? 0);
-      if (major < 6 || (major === 6 && minor < 2))
+      if (major < MIN_REDIS[0] || (major === MIN_REDIS[0] && minor < MIN_REDIS[1]))
         throw new Error(`Redis ${version?.[0] ?? 'of unknown version'} is too old; 6.2 or newer is needed`);
       await this.subscriber.subscribe(this.keys.relay(this.nodeId), this.keys.announceChannel);
       await this.beat();
@@ -362,7 +369,7 @@ export class RedisCluster implements Cluster {
       raw = await this.redis.chunkycastSample(
         this.keys.members(stream),
         this.keys.recent(stream),
-        Math.min(2 * want + 2, 2 * MAX_BOOTSTRAP_PEERS + 2),
+        Math.min(SAMPLE_OVERDRAW * want + 2, SAMPLE_OVERDRAW * MAX_BOOTSTRAP_PEERS + 2),
         this.keys.nodePrefix,
       );
     } catch (e) {
