@@ -5,6 +5,7 @@
  */
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { DEFAULT_HEARTBEAT_MS } from '@chunkycast/tracker';
+import { HeartbeatWheel } from '../src/server/heartbeat.js';
 import { cleanUpAfterEach, connect, start } from './ws-client.js';
 
 cleanUpAfterEach();
@@ -45,4 +46,33 @@ describe('heartbeat', () => {
         expect(atMs).toBeLessThanOrEqual(3 * DEFAULT_HEARTBEAT_MS + STEP_MS);
       }
     });
+});
+
+describe('HeartbeatWheel', () => {
+  it('visits each item once per period on a fixed slot, however many come and go', () => {
+    const slices = 10;
+    const wheel = new HeartbeatWheel<string>(slices);
+    wheel.add('watched');
+    const visits: number[] = [];
+    let churned = 0;
+    for (let tick = 0; tick < 10 * slices; tick++) {
+      // Others join and leave all the time, in numbers that change from period to period.
+      for (let k = 0; k < tick % 7; k++) wheel.add(`other-${churned++}`);
+      const due = wheel.tick();
+      if (due.includes('watched')) visits.push(tick);
+      for (const item of due) if (item !== 'watched' && (tick + item.length) % 3 === 0) wheel.remove(item);
+    }
+    expect(visits).toHaveLength(10);
+    // Exactly one period apart, the first within one period.
+    expect(visits[0]).toBeLessThan(slices);
+    for (let i = 1; i < visits.length; i++) expect((visits[i] ?? 0) - (visits[i - 1] ?? 0)).toBe(slices);
+  });
+
+  it('spreads items evenly over the slots', () => {
+    const wheel = new HeartbeatWheel<number>(50);
+    for (let i = 0; i < 1000; i++) wheel.add(i);
+    const sizes = Array.from({ length: 50 }, () => wheel.tick().length);
+    expect(Math.max(...sizes)).toBe(20);
+    expect(Math.min(...sizes)).toBe(20);
+  });
 });
