@@ -82,6 +82,8 @@ async function main(): Promise<void> {
       maxMessagesPerSecond: config.maxMessagesPerSecond,
       maxConnectionsPerAddress: config.maxConnectionsPerAddress,
       maxConnections: config.maxConnections,
+      maxHttpConnectionsPerAddress: config.maxHttpConnectionsPerAddress,
+      httpHeadersTimeoutMs: config.httpHeadersTimeoutMs,
       joinSecret: config.joinSecret,
       allowedOrigins: config.allowedOrigins,
       trackerSecret: config.trackerSecret,
@@ -137,6 +139,8 @@ async function main(): Promise<void> {
       maxConnectionsPerAddress: config.maxConnectionsPerAddress,
       maxConnections: config.maxConnections,
       maxBadFrames: config.maxBadFrames,
+      maxHttpConnectionsPerAddress: config.maxHttpConnectionsPerAddress,
+      httpHeadersTimeoutMs: config.httpHeadersTimeoutMs,
     },
   });
 

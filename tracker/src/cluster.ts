@@ -195,8 +195,11 @@ export class ClusterStartError extends Error {
 export const MAX_PEER_ID_DRAWS = 32;
 const MAX_PEER_ID = 0xffff_ffff;
 
+/** A node id is this many random bytes, written as twice as many hex digits (NODE_ID_PATTERN). */
+const NODE_ID_BYTES = 8;
+
 export function newNodeId(): string {
-  return randomBytes(8).toString('hex');
+  return randomBytes(NODE_ID_BYTES).toString('hex');
 }
 
 /** A node id as backends write them: 16 lower-case hex digits. */

@@ -4,7 +4,16 @@ import { MAX_ICE_URLS, MAX_KEY_LENGTH, STREAM_ID_PATTERN } from '@chunkycast/wir
 import { DEFAULT_CLUSTER_TIMING } from './cluster.js';
 import { DEFAULT_TURN_TTL_S, iceUrlProblem, MAX_TURN_TTL_S, MIN_TURN_TTL_S } from './ice.js';
 import { isLogLevel, LOG_LEVELS, type LogLevel } from './log.js';
-import { DEFAULT_KEY_PREFIX, KEY_PREFIX_PATTERN } from './redis-cluster.js';
+import { ED25519_PUBLIC_KEY_BYTES } from './keys.js';
+import {
+  DEFAULT_HTTP_HEADERS_TIMEOUT_MS,
+  DEFAULT_MAX_BAD_FRAMES,
+  DEFAULT_MAX_CONNECTIONS,
+  DEFAULT_MAX_CONNECTIONS_PER_ADDRESS,
+  DEFAULT_MAX_HTTP_CONNECTIONS_PER_ADDRESS,
+  DEFAULT_MAX_MESSAGES_PER_SECOND,
+} from './server.js';
+import { DEFAULT_KEY_PREFIX, KEY_PREFIX_PATTERN } from './redis-layout.js';
 
 export interface TrackerConfig {
   /** `--help` was given: print USAGE and do nothing else. */
@@ -42,6 +51,10 @@ export interface TrackerConfig {
   readonly maxConnections: number;
   /** Undecodable frames one connection may send before it is closed (1008); 0 = unlimited. */
   readonly maxBadFrames: number;
+  /** Open plain HTTP connections per client address (IPv6: per /64); 0 = unlimited. */
+  readonly maxHttpConnectionsPerAddress: number;
+  /** Time a client has to send its request headers (then 408 and closed). */
+  readonly httpHeadersTimeoutMs: number;
   /** HMAC key of viewer join tokens; null = viewers join without a token. */
   readonly joinSecret: string | null;
   /** Page origins allowed to open /ws (exact, normalised `scheme://host[:port]`); null = any. */
@@ -76,12 +89,19 @@ export const DEFAULT_LIMITS = {
    * signal per new link, a bootstrap now and then): 20/s sustained with bursts of 100 is several
    * times what an honest peer needs, and bounds what one socket can make the tracker do.
    */
-  maxMessagesPerSecond: 20,
+  maxMessagesPerSecond: DEFAULT_MAX_MESSAGES_PER_SECOND,
   /** Generous for NAT: a CGNAT address or a campus often carries dozens to hundreds of viewers. */
-  maxConnectionsPerAddress: 256,
-  maxConnections: 100_000,
-  maxBadFrames: 100,
+  maxConnectionsPerAddress: DEFAULT_MAX_CONNECTIONS_PER_ADDRESS,
+  maxConnections: DEFAULT_MAX_CONNECTIONS,
+  maxBadFrames: DEFAULT_MAX_BAD_FRAMES,
+  /** As for WebSockets; an HLS player holds a handful of connections to the origin at most. */
+  maxHttpConnectionsPerAddress: DEFAULT_MAX_HTTP_CONNECTIONS_PER_ADDRESS,
+  /** A slow mobile link sends its headers in well under a second; Node's own 60 s fed slow-loris. */
+  httpHeadersTimeoutMs: DEFAULT_HTTP_HEADERS_TIMEOUT_MS,
 } as const;
+/** Bounds of --http-headers-timeout-ms. */
+const MIN_HTTP_HEADERS_TIMEOUT_MS = 100;
+const MAX_HTTP_HEADERS_TIMEOUT_MS = 600_000;
 
 const MIN_CLUSTER_HEARTBEAT_MS = 50;
 const MAX_CLUSTER_HEARTBEAT_MS = 60_000;
@@ -228,6 +248,18 @@ const FLAGS: Readonly<Record<string, FlagSpec>> = {
     env: 'CHUNKYCAST_MAX_BAD_FRAMES',
     arg: 'N',
     help: `undecodable frames before a connection is closed (default ${DEFAULT_LIMITS.maxBadFrames}; 0 = unlimited)`,
+  },
+  '--max-http-connections-per-address': {
+    name: 'maxHttpConnectionsPerAddress',
+    env: 'CHUNKYCAST_MAX_HTTP_CONNECTIONS_PER_ADDRESS',
+    arg: 'N',
+    help: `plain HTTP connections per client address, IPv6 per /64 (default ${DEFAULT_LIMITS.maxHttpConnectionsPerAddress}; 0 = unlimited)`,
+  },
+  '--http-headers-timeout-ms': {
+    name: 'httpHeadersTimeoutMs',
+    env: 'CHUNKYCAST_HTTP_HEADERS_TIMEOUT_MS',
+    arg: 'N',
+    help: `time a client has to send its request headers, then 408 (default ${DEFAULT_LIMITS.httpHeadersTimeoutMs})`,
   },
   '--join-secret': {
     name: 'joinSecret',
@@ -450,6 +482,20 @@ export function parseConfig(
   );
   const maxConnections = integer('maxConnections', DEFAULT_LIMITS.maxConnections, 10_000_000);
   const maxBadFrames = integer('maxBadFrames', DEFAULT_LIMITS.maxBadFrames, 1_000_000);
+  const maxHttpConnectionsPerAddress = integer(
+    'maxHttpConnectionsPerAddress',
+    DEFAULT_LIMITS.maxHttpConnectionsPerAddress,
+    10_000_000,
+  );
+  const httpHeadersTimeoutMs = integer(
+    'httpHeadersTimeoutMs',
+    DEFAULT_LIMITS.httpHeadersTimeoutMs,
+    MAX_HTTP_HEADERS_TIMEOUT_MS,
+  );
+  if (httpHeadersTimeoutMs < MIN_HTTP_HEADERS_TIMEOUT_MS)
+    throw new ConfigError(
+      `${get('httpHeadersTimeoutMs')?.origin ?? '--http-headers-timeout-ms'} must be at least ${MIN_HTTP_HEADERS_TIMEOUT_MS}`,
+    );
   const joinSecret = secret('joinSecret');
   const trackerSecret = secret('trackerSecret');
   const originsRaw = get('allowedOrigins');
@@ -458,7 +504,7 @@ export function parseConfig(
   const publicKeyRaw = get('publicKey');
   if (publicKeyRaw !== undefined) {
     const bytes = Buffer.from(publicKeyRaw.value, 'base64');
-    if (bytes.length !== 32 || bytes.toString('base64') !== publicKeyRaw.value)
+    if (bytes.length !== ED25519_PUBLIC_KEY_BYTES || bytes.toString('base64') !== publicKeyRaw.value)
       throw new ConfigError(`${publicKeyRaw.origin} must be a raw Ed25519 public key: 32 bytes in base64`);
     if (streamRaw !== undefined && get('signingKeyFile') === undefined)
       throw new ConfigError(
@@ -515,6 +561,8 @@ export function parseConfig(
     maxConnectionsPerAddress,
     maxConnections,
     maxBadFrames,
+    maxHttpConnectionsPerAddress,
+    httpHeadersTimeoutMs,
     joinSecret,
     allowedOrigins,
     trackerSecret,

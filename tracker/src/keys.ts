@@ -61,10 +61,13 @@ export async function rawPublicKeyBase64(publicKey: CryptoKey): Promise<string> 
   return Buffer.from(await crypto.subtle.exportKey('raw', publicKey)).toString('base64');
 }
 
+/** A raw Ed25519 public key (RFC 8032). */
+export const ED25519_PUBLIC_KEY_BYTES = 32;
+
 /** Imports a base64 raw Ed25519 public key for verifying; throws KeyError unless it is 32 bytes. */
 export async function importPublicKey(base64: string): Promise<CryptoKey> {
   const raw = Buffer.from(base64, 'base64');
-  if (raw.length !== 32 || raw.toString('base64') !== base64)
+  if (raw.length !== ED25519_PUBLIC_KEY_BYTES || raw.toString('base64') !== base64)
     throw new KeyError('an Ed25519 public key is 32 bytes in base64');
   return crypto.subtle.importKey('raw', raw, ED25519, true, ['verify']);
 }

@@ -3,6 +3,11 @@
  * in), so they are tested with virtual time.
  */
 
+const MS_PER_S = 1000;
+/** An IPv6 address has eight 16-bit groups; a /64 is the first four. */
+const IPV6_GROUPS = 8;
+const IPV6_GROUPS_IN_SLASH_64 = 4;
+
 /** Every limit the tracker enforces, as counted in `limitHits` and `limit_hits_total{limit}`. */
 export const LIMIT_KINDS = [
   /** A frame over the protocol's 64 KiB (answered `tooLarge`), or over ws's cap (closed 1009). */
@@ -15,6 +20,10 @@ export const LIMIT_KINDS = [
   'connections',
   /** The undecodable-frame budget of one connection ran out (closed 1008). */
   'badFrames',
+  /** A plain HTTP connection beyond the per-address limit (answered 503, closed). */
+  'httpConnectionsPerAddress',
+  /** A client that did not send its request headers in time (answered 408, closed). */
+  'httpHeaderTime',
 ] as const;
 
 export type LimitKind = (typeof LIMIT_KINDS)[number];
@@ -45,7 +54,7 @@ export class TokenBucket {
     // A clock that steps back must not mint tokens or throw: treat it as no time passing.
     const elapsedMs = Math.max(0, nowMs - this.lastMs);
     this.lastMs = Math.max(this.lastMs, nowMs);
-    this.tokens = Math.min(this.burst, this.tokens + (elapsedMs * this.ratePerSecond) / 1000);
+    this.tokens = Math.min(this.burst, this.tokens + (elapsedMs * this.ratePerSecond) / MS_PER_S);
     if (this.tokens >= this.burst) this.overflow = 0;
     if (this.tokens >= 1) {
       this.tokens -= 1;
@@ -98,7 +107,7 @@ export function addressKey(remoteAddress: string | undefined): string {
   if (!remoteAddress.includes(':')) return remoteAddress;
   const groups = expandIPv6(remoteAddress.split('%')[0] ?? '');
   if (groups === null) return remoteAddress;
-  return `${groups.slice(0, 4).join(':')}::/64`;
+  return `${groups.slice(0, IPV6_GROUPS_IN_SLASH_64).join(':')}::/64`;
 }
 
 /** The eight 16-bit groups of an IPv6 address as lower-case hex without leading zeros, or null. */
@@ -117,8 +126,8 @@ function expandIPv6(address: string): string[] | null {
   const head = parse(halves[0]);
   const tail = parse(halves[1]);
   if (head === null || tail === null) return null;
-  if (halves.length === 1) return head.length === 8 ? head : null;
-  const missing = 8 - head.length - tail.length;
+  if (halves.length === 1) return head.length === IPV6_GROUPS ? head : null;
+  const missing = IPV6_GROUPS - head.length - tail.length;
   if (missing < 1) return null;
   return [...head, ...Array<string>(missing).fill('0'), ...tail];
 }

@@ -3,16 +3,7 @@
  * and announcements. Needs Redis ≥ 6.2 (HRANDFIELD, SET … GET), standalone or a primary: the Lua
  * scripts below touch keys they derive themselves, which Redis Cluster's slot routing forbids.
  *
- * Key layout (P = keyPrefix, `chunkycast:` by default; ids are decimal u32, node ids 16 hex digits):
- *   P node:<node>           string  the node's heartbeat, {"members","swarms"} JSON, PX nodeTtlMs
- *   P nodes                 set     node ids seen, so dead ones can be swept (and then removed)
- *   P node-members:<node>   set     "<stream>/<peerId>" the node holds; the sweep's index
- *   P members:<stream>      hash    peerId → "<role>:<node>:<ticket expiry s>", role v (viewer) or
- *                                   s (source); the expiry decides whether a resume may displace it
- *   P recent:<stream>       list    the last MAX_RECENT_ANNOUNCEMENTS `announce` frames, oldest first
- * Channels: P relay:<node> (messages for that node's members), P announce (to every node).
- * Every key but the heartbeat carries PEXPIRE staleKeyTtlMs, refreshed while a live node uses it;
- * a members hash dies with its last field, and the recent list with it.
+ * The key layout, the channel envelopes and the Lua scripts are in redis-layout.ts.
  *
  * One round trip per join (claim + recent list, pipelined), leave, sample, relay and announcement.
  *
@@ -24,13 +15,12 @@
  * one process: the claim publishes a "lost" envelope to the holder's process, which drops it.
  */
 import { randomInt } from 'node:crypto';
-import { Redis, type ClientContext, type RedisOptions, type Result } from 'ioredis';
+import { Redis, type RedisOptions } from 'ioredis';
 import {
   decodeServerMessage,
   encodeTrackerMessage,
   MAX_BOOTSTRAP_PEERS,
   MAX_RECENT_ANNOUNCEMENTS,
-  MAX_TRACKER_FRAME_BYTES,
   STREAM_ID_PATTERN,
   type PeerId,
   type PeerRole,
@@ -45,7 +35,6 @@ import {
   clampSampleCount,
   ClusterStartError,
   defaultDrawPeerId,
-  isPeerId,
   newNodeId,
   NODE_ID_PATTERN,
   resolveClusterTiming,
@@ -60,9 +49,28 @@ import {
   type JoinResult,
   type MemberLossReason,
 } from './cluster.js';
+import {
+  ANNOUNCE_TAG,
+  DEFAULT_KEY_PREFIX,
+  indexEntry,
+  KEY_PREFIX_PATTERN,
+  Keys,
+  LOST_TAG,
+  MAX_ENVELOPE_CHARS,
+  memberValue,
+  parseIndexEntry,
+  parseMemberValue,
+  parsePeerIdField,
+  RELAY_TAG,
+  SCRIPTS,
+  type ClaimMode,
+  type ScriptArg,
+} from './redis-layout.js';
 
-export const DEFAULT_KEY_PREFIX = 'chunkycast:';
-export const KEY_PREFIX_PATTERN = /^[A-Za-z0-9._:-]{0,64}$/;
+export { DEFAULT_KEY_PREFIX, KEY_PREFIX_PATTERN } from './redis-layout.js';
+
+/** HRANDFIELD and SET … GET arrived in Redis 6.2. */
+const MIN_REDIS = [6, 2] as const;
 const DEFAULT_CONNECT_TIMEOUT_MS = 5_000;
 /** A command taking longer than this counts as failed: a join must not hang on a sick Redis. */
 const DEFAULT_COMMAND_TIMEOUT_MS = 2_000;
@@ -70,17 +78,13 @@ const DEFAULT_RECONNECT_DELAY_MAX_MS = 2_000;
 /** Dead nodes and their members one heartbeat's sweep handles at most (the rest wait a beat). */
 const SWEEP_MAX_NODES = 16;
 const SWEEP_MAX_ENTRIES = 1_000;
+/**
+ * A sample draws this many times the members wanted, plus two (the source and the asker), since
+ * those two and unreadable entries are left out afterwards.
+ */
+const SAMPLE_OVERDRAW = 2;
 /** Node records read per heartbeat for the global counts. */
 const STATS_MAX_NODES = 1_024;
-/** A relay or announcement envelope: a tracker frame plus a short header. */
-const MAX_ENVELOPE_CHARS = MAX_TRACKER_FRAME_BYTES + 256;
-const MEMBER_VALUE = /^([vs]):([0-9a-f]{16}):([0-9]{1,15})$/;
-const DECIMAL_ID = /^[1-9][0-9]{0,9}$/;
-const RELAY_TAG = 'r1';
-const ANNOUNCE_TAG = 'a1';
-const LOST_TAG = 'l1';
-
-type ClaimMode = 'fresh' | 'resume' | 'restate';
 
 type StoreOperation =
   | 'join'
@@ -99,209 +103,6 @@ const WRITES: ReadonlySet<StoreOperation> = new Set(['join', 'leave', 'close', '
 interface LocalMember {
   readonly role: PeerRole;
   readonly ticketExpiresAtSec: number;
-}
-
-// ─────────────────────────────── Lua ───────────────────────────────
-
-/**
- * Claims a peer id. ARGV[6] is the mode: `fresh` takes only a free id (or a dead node's, or an
- * unreadable entry); `resume` also displaces a live holder whose ticket expires no later than
- * ARGV[7], telling its node on its relay channel (unless that is this node); `restate` (the resync
- * after an outage) accepts this node's own identical entry. Returns 1 claimed, 2 displaced, 0 taken.
- * KEYS: members, own index. ARGV: peerId, value, node key prefix, index entry, staleKeyTtlMs, mode,
- * takeover bound (s), relay channel prefix, own node id, lost envelope.
- */
-const CLAIM_LUA = `
-local current = redis.call('HGET', KEYS[1], ARGV[1])
-local result = 1
-if current and not (ARGV[6] == 'restate' and current == ARGV[2]) then
-  local owner, expiry = string.match(current, '^[vs]:(%w+):(%d+)$')
-  if owner and redis.call('EXISTS', ARGV[3] .. owner) == 1 then
-    if ARGV[6] ~= 'resume' or tonumber(expiry) > tonumber(ARGV[7]) then return 0 end
-    result = 2
-    if owner ~= ARGV[9] then redis.call('PUBLISH', ARGV[8] .. owner, ARGV[10]) end
-  end
-end
-redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
-redis.call('PEXPIRE', KEYS[1], ARGV[5])
-redis.call('SADD', KEYS[2], ARGV[4])
-redis.call('PEXPIRE', KEYS[2], ARGV[5])
-return result`;
-
-/**
- * Releases a peer id if this node still holds it (another may have taken it over), and drops the
- * stream's recent announcements with its last member.
- * KEYS: members, own index, recent. ARGV: peerId, node id, index entry.
- */
-const RELEASE_LUA = `
-local current = redis.call('HGET', KEYS[1], ARGV[1])
-if current and string.match(current, '^[vs]:(%w+):') == ARGV[2] then redis.call('HDEL', KEYS[1], ARGV[1]) end
-redis.call('SREM', KEYS[2], ARGV[3])
-if redis.call('EXISTS', KEYS[1]) == 0 then redis.call('DEL', KEYS[3]) end
-return 1`;
-
-/**
- * Up to ARGV[1] random members as a flat [peerId, value, …] list, leaving out (and deleting) those
- * of dead nodes. Unreadable entries are returned for the caller to count and skip.
- * KEYS: members, recent. ARGV: count, node key prefix.
- */
-const SAMPLE_LUA = `
-local picked = redis.call('HRANDFIELD', KEYS[1], ARGV[1], 'WITHVALUES')
-local out = {}
-local alive = {}
-for i = 1, #picked, 2 do
-  local field, value = picked[i], picked[i + 1]
-  local owner = string.match(value, '^[vs]:(%w+):%d+$')
-  local keep = true
-  if owner then
-    if alive[owner] == nil then alive[owner] = redis.call('EXISTS', ARGV[2] .. owner) == 1 end
-    keep = alive[owner]
-  end
-  if keep then
-    out[#out + 1] = field
-    out[#out + 1] = value
-  else
-    redis.call('HDEL', KEYS[1], field)
-  end
-end
-if redis.call('EXISTS', KEYS[1]) == 0 then redis.call('DEL', KEYS[2]) end
-return out`;
-
-/** The member's entry if a live node holds it, else nil. KEYS: members. ARGV: peerId, node key prefix. */
-const OWNER_LUA = `
-local current = redis.call('HGET', KEYS[1], ARGV[1])
-if not current then return false end
-local owner = string.match(current, '^[vs]:(%w+):%d+$')
-if owner and redis.call('EXISTS', ARGV[2] .. owner) == 1 then return current end
-return false`;
-
-/**
- * Publishes a relay envelope to the node holding the target. Returns 1 sent, 0 no live holder,
- * -1 unreadable entry, -2 held by the caller itself, -3 the holder is not subscribed.
- * KEYS: members. ARGV: peerId, node key prefix, relay channel prefix, own node id, envelope.
- */
-const ROUTE_LUA = `
-local current = redis.call('HGET', KEYS[1], ARGV[1])
-if not current then return 0 end
-local owner = string.match(current, '^[vs]:(%w+):%d+$')
-if not owner then return -1 end
-if owner == ARGV[4] then return -2 end
-if redis.call('EXISTS', ARGV[2] .. owner) == 0 then return 0 end
-if redis.call('PUBLISH', ARGV[3] .. owner, ARGV[5]) == 0 then return -3 end
-return 1`;
-
-/**
- * Removes the members of dead nodes through their index sets, a bounded amount per call; a dead
- * node leaves the node set once its index is empty. Returns the members removed.
- * KEYS: nodes. ARGV: node key prefix, index prefix, members prefix, recent prefix, max nodes,
- * max entries per node.
- */
-const SWEEP_LUA = `
-local removed = 0
-local nodes = redis.call('SRANDMEMBER', KEYS[1], tonumber(ARGV[5]))
-for _, node in ipairs(nodes) do
-  if redis.call('EXISTS', ARGV[1] .. node) == 0 then
-    local index = ARGV[2] .. node
-    local entries = redis.call('SPOP', index, tonumber(ARGV[6]))
-    for _, entry in ipairs(entries) do
-      local stream, field = string.match(entry, '^([%w%._%-]+)/(%d+)$')
-      if stream then
-        local members = ARGV[3] .. stream
-        local current = redis.call('HGET', members, field)
-        if current and string.match(current, '^[vs]:(%w+):') == node then
-          redis.call('HDEL', members, field)
-          removed = removed + 1
-          if redis.call('EXISTS', members) == 0 then redis.call('DEL', ARGV[4] .. stream) end
-        end
-      end
-    end
-    if redis.call('EXISTS', index) == 0 then redis.call('SREM', KEYS[1], node) end
-  end
-end
-return removed`;
-
-const SCRIPTS = {
-  chunkycastClaim: { numberOfKeys: 2, lua: CLAIM_LUA },
-  chunkycastRelease: { numberOfKeys: 3, lua: RELEASE_LUA },
-  chunkycastSample: { numberOfKeys: 2, lua: SAMPLE_LUA },
-  chunkycastOwner: { numberOfKeys: 1, lua: OWNER_LUA },
-  chunkycastRoute: { numberOfKeys: 1, lua: ROUTE_LUA },
-  chunkycastSweep: { numberOfKeys: 1, lua: SWEEP_LUA },
-} as const;
-
-type ScriptArg = string | number;
-
-// ioredis's documented way to type commands added with defineCommand (on clients and pipelines).
-declare module 'ioredis' {
-  interface RedisCommander<Context extends ClientContext = { type: 'default' }> {
-    chunkycastClaim(...args: ScriptArg[]): Result<unknown, Context>;
-    chunkycastRelease(...args: ScriptArg[]): Result<unknown, Context>;
-    chunkycastSample(...args: ScriptArg[]): Result<unknown, Context>;
-    chunkycastOwner(...args: ScriptArg[]): Result<unknown, Context>;
-    chunkycastRoute(...args: ScriptArg[]): Result<unknown, Context>;
-    chunkycastSweep(...args: ScriptArg[]): Result<unknown, Context>;
-  }
-}
-
-// ─────────────────────────────── keys ───────────────────────────────
-
-class Keys {
-  readonly nodes: string;
-  readonly nodePrefix: string;
-  readonly indexPrefix: string;
-  readonly membersPrefix: string;
-  readonly recentPrefix: string;
-  readonly relayPrefix: string;
-  readonly announceChannel: string;
-
-  constructor(prefix: string) {
-    this.nodes = `${prefix}nodes`;
-    this.nodePrefix = `${prefix}node:`;
-    this.indexPrefix = `${prefix}node-members:`;
-    this.membersPrefix = `${prefix}members:`;
-    this.recentPrefix = `${prefix}recent:`;
-    this.relayPrefix = `${prefix}relay:`;
-    this.announceChannel = `${prefix}announce`;
-  }
-
-  node(nodeId: string): string {
-    return this.nodePrefix + nodeId;
-  }
-
-  index(nodeId: string): string {
-    return this.indexPrefix + nodeId;
-  }
-
-  members(stream: string): string {
-    return this.membersPrefix + stream;
-  }
-
-  recent(stream: string): string {
-    return this.recentPrefix + stream;
-  }
-
-  relay(nodeId: string): string {
-    return this.relayPrefix + nodeId;
-  }
-}
-
-function indexEntry(stream: string, peerId: PeerId): string {
-  return `${stream}/${peerId}`;
-}
-
-function parseIndexEntry(entry: string): { stream: string; peerId: PeerId } | null {
-  const slash = entry.lastIndexOf('/');
-  const stream = entry.slice(0, slash);
-  const id = entry.slice(slash + 1);
-  if (slash < 0 || !STREAM_ID_PATTERN.test(stream) || !DECIMAL_ID.test(id)) return null;
-  const peerId = Number(id);
-  return isPeerId(peerId) ? { stream, peerId } : null;
-}
-
-function parsePeerIdField(field: unknown): PeerId | null {
-  if (typeof field !== 'string' || !DECIMAL_ID.test(field)) return null;
-  const id = Number(field);
-  return isPeerId(id) ? id : null;
 }
 
 /** Splits off `count` '|'-separated header fields; the rest (a JSON frame) may contain '|'. */
@@ -456,7 +257,7 @@ export class RedisCluster implements Cluster {
       const version = /redis_version:(\d+)\.(\d+)/.exec(info);
       const major = Number(version?.[1] ?? 0);
       const minor = Number(version?.[2] ?? 0);
-      if (major < 6 || (major === 6 && minor < 2))
+      if (major < MIN_REDIS[0] || (major === MIN_REDIS[0] && minor < MIN_REDIS[1]))
         throw new Error(`Redis ${version?.[0] ?? 'of unknown version'} is too old; 6.2 or newer is needed`);
       await this.subscriber.subscribe(this.keys.relay(this.nodeId), this.keys.announceChannel);
       await this.beat();
@@ -550,7 +351,7 @@ export class RedisCluster implements Cluster {
         String(sourceId),
         this.keys.nodePrefix,
       );
-      return typeof entry === 'string' && entry.startsWith('s:');
+      return parseMemberValue(entry)?.role === 'source';
     } catch (e) {
       this.storeFailed('sourcePresent', e);
       return false;
@@ -568,7 +369,7 @@ export class RedisCluster implements Cluster {
       raw = await this.redis.chunkycastSample(
         this.keys.members(stream),
         this.keys.recent(stream),
-        Math.min(2 * want + 2, 2 * MAX_BOOTSTRAP_PEERS + 2),
+        Math.min(SAMPLE_OVERDRAW * want + 2, SAMPLE_OVERDRAW * MAX_BOOTSTRAP_PEERS + 2),
         this.keys.nodePrefix,
       );
     } catch (e) {
@@ -582,13 +383,12 @@ export class RedisCluster implements Cluster {
     const peers: PeerId[] = [];
     for (let i = 0; i + 1 < raw.length && peers.length < want; i += 2) {
       const peerId = parsePeerIdField(raw[i]);
-      const value: unknown = raw[i + 1];
-      const role = typeof value === 'string' ? MEMBER_VALUE.exec(value)?.[1] : undefined;
-      if (peerId === null || role === undefined) {
+      const entry = parseMemberValue(raw[i + 1]);
+      if (peerId === null || entry === null) {
         this.counters.badEntries++;
         continue;
       }
-      if (role === 'v' && peerId !== exclude) peers.push(peerId);
+      if (entry.role === 'viewer' && peerId !== exclude) peers.push(peerId);
     }
     return peers;
   }
@@ -789,7 +589,7 @@ export class RedisCluster implements Cluster {
       this.keys.members(stream),
       this.keys.index(this.nodeId),
       String(peerId),
-      `${member.role === 'source' ? 's' : 'v'}:${this.nodeId}:${member.ticketExpiresAtSec}`,
+      memberValue(member.role, this.nodeId, member.ticketExpiresAtSec),
       this.keys.nodePrefix,
       indexEntry(stream, peerId),
       this.timing.staleKeyTtlMs,

@@ -41,6 +41,8 @@ describe('parseConfig', () => {
       maxConnectionsPerAddress: 256,
       maxConnections: 100_000,
       maxBadFrames: 100,
+      maxHttpConnectionsPerAddress: 256,
+      httpHeadersTimeoutMs: 10_000,
       joinSecret: null,
       allowedOrigins: null,
       trackerSecret: null,
@@ -376,6 +378,10 @@ describe('parseConfig', () => {
       'CHUNKYCAST_MAX_CONNECTIONS',
       '--max-bad-frames',
       'CHUNKYCAST_MAX_BAD_FRAMES',
+      '--max-http-connections-per-address',
+      'CHUNKYCAST_MAX_HTTP_CONNECTIONS_PER_ADDRESS',
+      '--http-headers-timeout-ms',
+      'CHUNKYCAST_HTTP_HEADERS_TIMEOUT_MS',
       '--join-secret',
       'CHUNKYCAST_JOIN_SECRET',
       '--allowed-origins',
@@ -461,5 +467,22 @@ describe('logger', () => {
       },
       { t: '1970-01-01T00:00:00.000Z', level: 'error', msg: 'bad' },
     ]);
+  });
+
+  it('never throws on a field: cycles are marked, dates and nested bigints kept readable', () => {
+    const lines: string[] = [];
+    const log = createLogger({ level: 'debug', write: (l) => lines.push(l), now: () => new Date(0) });
+    const loop: Record<string, unknown> = { n: 1n };
+    loop.self = loop;
+    log('debug', 'odd', { loop, at: new Date(1000), list: [2n, new Error('x')] });
+    expect(lines).toHaveLength(1);
+    expect(JSON.parse(lines[0] ?? '')).toEqual({
+      t: '1970-01-01T00:00:00.000Z',
+      level: 'debug',
+      msg: 'odd',
+      loop: { n: '1', self: '[Circular]' },
+      at: '1970-01-01T00:00:01.000Z',
+      list: ['2', { name: 'Error', message: 'x' }],
+    });
   });
 });

@@ -131,7 +131,7 @@ describe('the welcome and renewals', () => {
     expect(await leaves.bootstrap().catch((e: unknown) => String(e))).toMatch(/notJoined|expected peers/);
     expect(leaves.pending().filter((m) => m.type === 'ice')).toEqual([]);
     expect(tracker.metrics().iceRenewals).toBeGreaterThanOrEqual(2);
-    expect(tracker.prometheus()).toMatch(/^chunkycast_tracker_ice_renewals_total [1-9]/m);
+    expect(await tracker.prometheus()).toMatch(/^chunkycast_tracker_ice_renewals_total [1-9]/m);
   }, 15_000);
 
   it('sends no renewals without a TURN secret (STUN never expires)', async () => {

@@ -21,22 +21,31 @@ afterAll(async () => {
   await rm(originDir, { recursive: true, force: true });
 });
 
-/** name{labels} → value, from the text format; every sample's family must have HELP and TYPE. */
+/**
+ * name{labels} → value, from the text format; every sample's family must have HELP and TYPE (a
+ * histogram's _bucket, _sum and _count samples belong to its family). Families are separated by
+ * blank lines; prom-client writes a NaN as `Nan` (Prometheus parses either).
+ */
 function parseExposition(text: string): Map<string, number> {
   const samples = new Map<string, number>();
   const described = new Set<string>();
   const typed = new Set<string>();
   for (const line of text.trimEnd().split('\n')) {
-    const help = /^# HELP ([a-z_]+) .+$/.exec(line);
-    const type = /^# TYPE ([a-z_]+) (counter|gauge)$/.exec(line);
+    if (line === '') continue;
+    const help = /^# HELP ([a-z_][a-z0-9_]*) .+$/.exec(line);
+    const type = /^# TYPE ([a-z_][a-z0-9_]*) (counter|gauge|histogram|summary)$/.exec(line);
     if (help?.[1] !== undefined) described.add(help[1]);
     else if (type?.[1] !== undefined) typed.add(type[1]);
     else {
-      const sample = /^([a-z_]+)(\{[a-z_]+="[A-Za-z]+"\})? (\d+(?:\.\d+)?(?:e[+-]?\d+)?)$/.exec(line);
+      const sample =
+        /^([a-z_][a-z0-9_]*)(\{(?:[a-z_]+="[^"]*",?)*\})? (-?\d+(?:\.\d+)?(?:e[+-]?\d+)?|\+Inf|NaN|Nan)$/.exec(
+          line,
+        );
       if (sample?.[1] === undefined || sample[3] === undefined) throw new Error(`not a sample line: ${line}`);
-      expect(described.has(sample[1]) && typed.has(sample[1]), `HELP and TYPE before ${sample[1]}`).toBe(
-        true,
+      const family = [sample[1], sample[1].replace(/_(bucket|sum|count)$/, '')].find((name) =>
+        typed.has(name),
       );
+      expect(family !== undefined && described.has(family), `HELP and TYPE before ${sample[1]}`).toBe(true);
       samples.set(sample[1] + (sample[2] ?? ''), Number(sample[3]));
     }
   }
@@ -89,8 +98,24 @@ describe('/metrics', () => {
     // The JSON view holds the same numbers.
     expect(json.errors.malformed).toBe(1);
     expect(json.resumes.invalid).toBe(1);
-    expect(tracker.prometheus()).toContain('# TYPE chunkycast_tracker_limit_hits_total counter');
+    expect(await tracker.prometheus()).toContain('# TYPE chunkycast_tracker_limit_hits_total counter');
     expect((await fetch(`${tracker.url}/metrics`, { method: 'POST' })).status).toBe(405);
+  });
+
+  it('keeps each tracker in a process to its own counters, beside the process metrics', async () => {
+    const [a, b] = [await start(), await start()];
+    const viewer = await connect(a);
+    await viewer.join('own-counters');
+    const [fromA, fromB] = [parseExposition(await a.prometheus()), parseExposition(await b.prometheus())];
+    expect(fromA.get('chunkycast_tracker_joins_total')).toBe(1);
+    expect(fromB.get('chunkycast_tracker_joins_total')).toBe(0);
+    // prom-client's defaults: CPU, file descriptors, event-loop lag, heap, GC as a histogram.
+    for (const samples of [fromA, fromB]) {
+      expect(samples.get('process_cpu_user_seconds_total')).toBeGreaterThan(0);
+      expect(samples.has('nodejs_eventloop_lag_seconds')).toBe(true);
+      expect(samples.has('nodejs_heap_size_used_bytes')).toBe(true);
+    }
+    expect(await a.prometheus()).toContain('# TYPE nodejs_gc_duration_seconds histogram');
   });
 
   it('keeps counting origin bytes across /debug/origin/reset (counters never go back)', async () => {

@@ -128,7 +128,7 @@ describe('TURN relaying with credentials from the tracker', () => {
       10_000,
       "the tracker to count the viewers' relayed links",
     );
-    const metrics = tracker.prometheus();
+    const metrics = await tracker.prometheus();
     expect(metrics).toMatch(/^chunkycast_peer_links_open\{route="relay"\} [1-9]/m);
     expect(metrics).toMatch(/^chunkycast_peer_links_open\{route="host"\} 0$/m);
     expect(metrics).toMatch(/^chunkycast_peer_relayed_bytes_total [1-9]/m);

@@ -82,15 +82,19 @@ const FLAGS: Readonly<Record<string, Flag>> = {
   },
 };
 
+/** Width of the flag column in the usage text. */
+const HELP_COLUMN = 28;
+
 const USAGE = [
   'usage: chunkycast-source --tracker ws://HOST:PORT/ws --playlist http://…/live.m3u8 --stream ID \\',
   '                         --broadcaster-key KEY --signing-key FILE [options]',
   '',
   'options (each also read from the environment variable shown; a flag wins over the variable):',
   ...Object.entries(FLAGS).map(
-    ([flag, spec]) => `  ${`${flag} ${spec.arg}`.padEnd(28)} ${spec.help}\n  ${''.padEnd(28)} [${spec.env}]`,
+    ([flag, spec]) =>
+      `  ${`${flag} ${spec.arg}`.padEnd(HELP_COLUMN)} ${spec.help}\n  ${''.padEnd(HELP_COLUMN)} [${spec.env}]`,
   ),
-  `  ${'--help'.padEnd(28)} print this help`,
+  `  ${'--help'.padEnd(HELP_COLUMN)} print this help`,
 ].join('\n');
 
 function parseSourceConfig(

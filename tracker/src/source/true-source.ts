@@ -13,6 +13,7 @@ import {
 } from '@chunkycast/sdk/core';
 import {
   MAX_ANNOUNCED_PACKETS,
+  MAX_BOOTSTRAP_PEERS,
   MAX_SEGMENT_BYTES,
   PACKET_HASH_HEX,
   announcementSigningBytes,
@@ -34,7 +35,9 @@ export const PLAYLIST_POLL_MS = 250;
 /** A fetch of the playlist or a segment that takes longer is abandoned (and retried on the next poll). */
 const FETCH_TIMEOUT_MS = 5000;
 const REPORT_INTERVAL_MS = 2000;
-/** The true source's engine deals M = 16 slices (the thesis's default, L2929). */
+/** The engine's seed is drawn from [1, this): a positive 31-bit integer. */
+const MAX_ENGINE_SEED = 0x7fff_ffff;
+/** The true source's engine deals M = 16 slices (the thesis's default, §4.2, protocol parameters). */
 const SLICES = 16;
 /**
  * Segments kept back while the tracker is away ('hold' mode): 3 × 2 s. An older one would reach
@@ -129,7 +132,8 @@ export interface TrueSource {
  * The true source: joins the tracker with the broadcaster key, follows the live playlist, and for
  * each new segment announces `{sequence, uri, bytes, packets, sha256}` signed with the broadcaster's
  * key, then cuts it into packets (a multiple of 16) that its engine deals over the 16 slices, each
- * slice sent once, to that slice's source (Chunkyspread's true source, L2842–2853).
+ * slice sent once, to that slice's source (Chunkyspread's true source, thesis §4.2, roles of the
+ * true source).
  */
 export async function startTrueSource(options: TrueSourceOptions): Promise<TrueSource> {
   const { log, stream } = options;
@@ -168,14 +172,15 @@ export async function startTrueSource(options: TrueSourceOptions): Promise<TrueS
       targetLoadSlices: SLICES,
       maxLoadSlices: SLICES,
       protocol: LIVE_PROTOCOL,
-      seed: randomInt(1, 0x7fff_ffff),
+      seed: randomInt(1, MAX_ENGINE_SEED),
       rtcConfig,
       // A replaced node (after an id change) must not speak for the current one.
       signal: (to, data) => {
         if (current === node) tracker.send({ type: 'signal', to, data });
       },
       requestBootstrap: (count) => {
-        if (current === node) tracker.send({ type: 'bootstrap', count: Math.min(64, Math.max(1, count)) });
+        if (current === node)
+          tracker.send({ type: 'bootstrap', count: Math.min(MAX_BOOTSTRAP_PEERS, Math.max(1, count)) });
       },
       deliver: () => undefined,
       log,
