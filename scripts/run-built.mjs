@@ -15,6 +15,7 @@ const build = spawnSync(join(root, 'node_modules', '.bin', 'tsc'), ['-b'], { cwd
 if (build.status !== 0) process.exit(build.status ?? 1);
 // A larger young generation: simulated messages live a few hundred ms, and with the default 16 MB
 // semi-space most of them were promoted and collected by full GCs (~17% faster measured at 1000 nodes).
+// The tools that start the simulator themselves use the same flags (tools/src/lib/sim-process.ts).
 const result = spawnSync(
   process.execPath,
   ['--max-semi-space-size=64', '--max-old-space-size=16384', join(root, entry), ...args],

@@ -11,7 +11,8 @@ const steps = [
   ['lint (eslint, zero warnings)', bin('eslint'), ['.', '--max-warnings', '0']],
   ['format (prettier)', bin('prettier'), ['--check', '.']],
   ['types (tsc, packages and tests)', bin('tsc'), ['-p', 'tsconfig.tests.json']],
-  ['dependency direction', process.execPath, [join(root, 'scripts', 'check-deps.mjs')]],
+  // Built by setup (pretest) like every tool.
+  ['dependency direction', process.execPath, [join(root, 'tools', 'dist', 'check-deps.js')]],
   ['unit, property, fuzz and simulation scenario tests (vitest)', bin('vitest'), ['run']],
   // Last: real ffmpeg, tracker and Chromium with WebRTC between pages, in a loopback-only netns.
   ['browser end-to-end (Chromium, WebRTC, ffmpeg)', process.execPath, [join(root, 'e2e', 'run.mjs')]],

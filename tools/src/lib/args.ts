@@ -1,7 +1,8 @@
 /**
  * The one way the tools parse their command lines: `node:util`'s parseArgs (strict: an unknown
  * flag or a missing value is an error) plus typed readers for numbers, and one exit path for bad
- * usage: the error and the usage text on stderr, exit status 2; `--help` prints the usage, exit 0.
+ * usage: the error and the usage text on stderr, exit status 2; `--help` (or `-h`) prints the usage,
+ * exit 0.
  */
 import { parseArgs, type ParseArgsConfig } from 'node:util';
 
@@ -34,7 +35,7 @@ export function parseCommandLine<T>(
   try {
     parsed = parseArgs({
       args: [...argv],
-      options: { ...options, help: { type: 'boolean' } },
+      options: { ...options, help: { type: 'boolean', short: 'h' } },
       allowPositionals: true,
       strict: true,
     });

@@ -1,33 +1,66 @@
 #!/usr/bin/env node
-// Prints the thesis-vs-Chunkycast table of docs/reproduction.md from docs/results/*/summary.json,
-// so every figure in the document is one a run wrote. Usage: node scripts/reproduction-table.mjs
-// [--reliability] (the issue-4 table from docs/results/reliability/*/summary.json instead)
+/**
+ * `npm run reproduce:table`: prints the thesis-vs-Chunkycast table of docs/reproduction.md from
+ * docs/results/<run>/summary.json, so every figure in the document is one a run wrote.
+ * `--reliability` prints issue 4's table (docs/results/reliability/<run>/summary.json) instead.
+ */
 import { existsSync, readFileSync } from 'node:fs';
-import { dirname, join } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { join, resolve } from 'node:path';
+import type { Summary } from '@chunkycast/sim';
+import { parseCommandLine, stringValue } from '../lib/args.js';
+import { fromRoot } from '../lib/paths.js';
 
-const root = join(dirname(fileURLToPath(import.meta.url)), '..');
-const load = (name) => {
-  const file = join(root, 'docs', 'results', name, 'summary.json');
-  return existsSync(file) ? JSON.parse(readFileSync(file, 'utf8')) : null;
-};
-const runs = Object.fromEntries(
-  [
-    'static-lat2',
-    'static-lat0',
-    'join-lat2',
-    'join-lat0',
-    'burst10-lat2',
-    'burst50-lat2',
-    'churn-lat2',
-    'static-lat2-uplink',
-  ].map((n) => [n, load(n)]),
+const USAGE = `usage: npm run reproduce:table -- [--reliability] [--results DIR]
+
+Prints the Markdown table of docs/reproduction.md from the runs' summary.json files.
+
+options:
+  --reliability   issue 4's table (DIR/reliability/*/summary.json) instead of the thesis's
+  --results DIR   where the runs are (default docs/results)
+  --help          this text`;
+
+const { reliability, resultsDir } = parseCommandLine(
+  'reproduce:table',
+  USAGE,
+  { reliability: { type: 'boolean' }, results: { type: 'string' } },
+  (parsed) => ({
+    reliability: parsed.values.reliability === true,
+    resultsDir: resolve(
+      process.env.INIT_CWD ?? process.cwd(),
+      stringValue(parsed, 'results') ?? fromRoot('docs', 'results'),
+    ),
+  }),
 );
-const pct = (x) => (x === undefined || x === null ? '—' : `${(100 * x).toFixed(1)}%`);
-const num = (x, d = 1) => (x === undefined || x === null ? '—' : Number(x).toFixed(d));
-const get = (run, f) => (runs[run] === null ? null : f(runs[run]));
-const rows = [
-  // [metric, scenario, thesis CS, ours, run]
+
+/** A run's summary, or null when it has not been run. */
+function load(name: string): Summary | null {
+  const file = join(resultsDir, name, 'summary.json');
+  return existsSync(file) ? (JSON.parse(readFileSync(file, 'utf8')) as Summary) : null;
+}
+
+const THESIS_RUN_NAMES = [
+  'static-lat2',
+  'static-lat0',
+  'join-lat2',
+  'join-lat0',
+  'burst10-lat2',
+  'burst50-lat2',
+  'churn-lat2',
+  'static-lat2-uplink',
+] as const;
+type ThesisRun = (typeof THESIS_RUN_NAMES)[number];
+const runs = new Map<ThesisRun, Summary | null>(THESIS_RUN_NAMES.map((name) => [name, load(name)]));
+
+type Figure = number | null | undefined;
+const pct = (x: Figure): string => (x === undefined || x === null ? '—' : `${(100 * x).toFixed(1)}%`);
+const num = (x: Figure, digits = 1): string => (x === undefined || x === null ? '—' : x.toFixed(digits));
+function get<T>(run: ThesisRun, figure: (s: Summary) => T): T | null {
+  const summary = runs.get(run) ?? null;
+  return summary === null ? null : figure(summary);
+}
+
+/** [metric, scenario, thesis (Chunkyspread), ours] */
+const rows: readonly (readonly [string, string, string, string])[] = [
   [
     'Nodes exactly at TL',
     'Lat0 static / join',
@@ -228,10 +261,11 @@ const rows = [
     pct(get('churn-lat2', (s) => s.disruption.undisruptedSliceFraction5sBuffer)),
   ],
 ];
-if (process.argv.includes('--reliability')) {
-  // Issue 4's runs (docs/results/reliability/*): how every needed packet arrived, per scenario.
-  const rel = (name) => load(join('reliability', name));
-  const scenarios = [
+
+/** Issue 4's runs (docs/results/reliability/*): how every needed packet arrived, per scenario. */
+function reliabilityTable(): string[] {
+  const rel = (name: string): Summary | null => load(join('reliability', name));
+  const scenarios: readonly (readonly [string, string])[] = [
     ['churn', 'churn (300 s), no link loss'],
     ['burst10', '10% burst at 30 s, no link loss'],
     ['loss1', 'static, GE loss 1% on every link'],
@@ -240,9 +274,10 @@ if (process.argv.includes('--reliability')) {
     ['loss5-sources', "static, GE loss 5% on the trees' first hops"],
     ['loss5-parity', 'static, GE loss 5% on every link, parity auto'],
   ];
-  const count = (x) => (x === undefined || x === null ? '—' : Number(x).toLocaleString('en-US'));
-  const share = (s, k) =>
-    s === null ? '—' : `${((100 * s.playback[k]) / Math.max(1, s.playback.packets)).toFixed(3)}%`;
+  const count = (x: Figure): string => (x === undefined || x === null ? '—' : x.toLocaleString('en-US'));
+  type PacketPath = 'tree' | 'repair' | 'parity' | 'origin' | 'missed';
+  const share = (s: Summary, path: PacketPath): string =>
+    `${((100 * s.playback[path]) / Math.max(1, s.playback.packets)).toFixed(3)}%`;
   const out = [
     '| run | packets needed | tree | repair | parity | origin | missed deadline | repair latency p50 / p90 / p99 | duplicates | origin bytes ÷ stream × audience | parity upload |',
     '|---|---|---|---|---|---|---|---|---|---|---|',
@@ -254,6 +289,7 @@ if (process.argv.includes('--reliability')) {
     }),
   ];
   const churn = rel('churn');
+  const burst10 = rel('burst10');
   const thesisRows = [
     '',
     '| metric | scenario | thesis (Chunkyspread, no repair) | Chunkyspread here, no repair | Chunkycast, with repair |',
@@ -262,14 +298,16 @@ if (process.argv.includes('--reliability')) {
     `| Slices never disrupted | churn, 5 s buffer | 85% | ${pct(get('churn-lat2', (x) => x.disruption.undisruptedSliceFraction5sBuffer))} | ${pct(churn?.disruption.undisruptedSliceFraction5sBuffer)} |`,
     `| Packets never delivered | churn | — | ${pct(get('churn-lat2', (x) => 1 - x.delivery.packetsDeliveredFraction))} | ${pct(churn === null ? null : 1 - churn.delivery.packetsDeliveredFraction)} |`,
     `| Missed playback deadlines (fixed delay, 5 s buffer) | churn | — | — | ${count(churn?.playback.missed)} of ${count(churn?.playback.packets)} |`,
-    `| Missed playback deadlines (fixed delay, 5 s buffer) | 10% burst | — | — | ${count(rel('burst10')?.playback.missed)} of ${count(rel('burst10')?.playback.packets)} |`,
+    `| Missed playback deadlines (fixed delay, 5 s buffer) | 10% burst | — | — | ${count(burst10?.playback.missed)} of ${count(burst10?.playback.packets)} |`,
   ];
-  process.stdout.write(`${[...out, ...thesisRows].join('\n')}\n`);
-} else {
-  const lines = [
-    '| metric | scenario | thesis (Chunkyspread) | Chunkycast |',
-    '|---|---|---|---|',
-    ...rows.map((r) => `| ${r.join(' | ')} |`),
-  ];
-  process.stdout.write(`${lines.join('\n')}\n`);
+  return [...out, ...thesisRows];
 }
+
+const lines = reliability
+  ? reliabilityTable()
+  : [
+      '| metric | scenario | thesis (Chunkyspread) | Chunkycast |',
+      '|---|---|---|---|',
+      ...rows.map((r) => `| ${r.join(' | ')} |`),
+    ];
+process.stdout.write(`${lines.join('\n')}\n`);

@@ -7,12 +7,11 @@
  *   npm run sweep -- [--nodes 500] [--seconds 90] [--out docs/results/sweeps] [--only name,name]
  */
 import { DEFAULT_PROTOCOL, type ProtocolConfig } from '@chunkycast/engine';
+import { DEFAULT_RUN, runScenario, type ScenarioName, type Summary } from '@chunkycast/sim';
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { performance } from 'node:perf_hooks';
-import type { Summary } from './metrics.js';
-import { DEFAULT_RUN, runScenario } from './run.js';
-import type { ScenarioName } from './scenarios.js';
+import { numberOption, parseCommandLine, stringValue } from '../lib/args.js';
 
 interface Sweep {
   readonly name: keyof ProtocolConfig;
@@ -143,17 +142,35 @@ const SWEEPS: readonly Sweep[] = [
   },
 ];
 
-const args = process.argv.slice(2);
-const value = (flag: string, fallback: string): string => {
-  const i = args.indexOf(flag);
-  return i >= 0 && args[i + 1] !== undefined ? (args[i + 1] ?? fallback) : fallback;
-};
-const nodes = Number(value('--nodes', '500'));
-const seconds = Number(value('--seconds', '90'));
-const out = resolve(value('--out', 'docs/results/sweeps'));
-const only = value('--only', '')
-  .split(',')
-  .filter((x) => x !== '');
+const USAGE = `usage: npm run sweep -- [options]
+
+Runs one seeded scenario per value of each protocol constant the thesis leaves open and writes
+OUT/sweep.json and OUT/sweep.md.
+
+options:
+  --nodes N        members (default 500)
+  --seconds S      simulated seconds of each run (default 90; burst10 runs at least 70, some
+                   sweeps have their own length)
+  --out DIR        output directory (default docs/results/sweeps)
+  --only LIST      comma-separated parameter names, of: ${[...new Set(SWEEPS.map((s) => s.name))].join(', ')}
+  --help           this text`;
+
+const { nodes, seconds, out, only } = parseCommandLine(
+  'sweep',
+  USAGE,
+  {
+    nodes: { type: 'string' },
+    seconds: { type: 'string' },
+    out: { type: 'string' },
+    only: { type: 'string' },
+  },
+  (parsed) => ({
+    nodes: numberOption('nodes', stringValue(parsed, 'nodes'), 500, { min: 2, integer: true }),
+    seconds: numberOption('seconds', stringValue(parsed, 'seconds'), 90, { min: 1 }),
+    out: resolve(stringValue(parsed, 'out') ?? 'docs/results/sweeps'),
+    only: (stringValue(parsed, 'only') ?? '').split(',').filter((x) => x !== ''),
+  }),
+);
 
 mkdirSync(out, { recursive: true });
 const results: { parameter: string; value: number; isDefault: boolean; summary: Summary }[] = [];

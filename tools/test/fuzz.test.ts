@@ -1,16 +1,16 @@
 /**
- * The tracker fuzzer (tracker/src/tools/fuzz.ts), small: tens of thousands of random and mutated
+ * The tracker fuzzer (tools/src/fuzz/tracker-fuzz.ts), small: tens of thousands of random and mutated
  * frames against the built tracker as a child process on 127.0.0.1. Every undecodable frame must be
  * answered with exactly the code decodeClientMessage gives (or end in the close the limits call
  * for), the tracker must not crash, and every kind of frame must actually have been sent. The full
  * 1,000,000-frame run is `npm run fuzz:tracker`.
  */
 import { existsSync } from 'node:fs';
-import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 import { createRandom } from '@chunkycast/engine';
 import { decodeClientMessage, MAX_TRACKER_FRAME_BYTES, TRACKER_ERROR_CODES } from '@chunkycast/wire';
-import { FRAME_CLASSES, runTrackerFuzz, type TrackerFuzzResult } from '../src/tools/fuzz.js';
+import { fromRoot } from '../src/lib/paths.js';
+import { FRAME_CLASSES, runTrackerFuzz, type TrackerFuzzResult } from '../src/fuzz/tracker-fuzz.js';
 import {
   FrameGenerator,
   judgeFrame,
@@ -18,9 +18,9 @@ import {
   TRACKER_WS_MAX_PAYLOAD_BYTES,
   type ConnectionState,
   type FuzzFrame,
-} from '../src/tools/fuzz-frames.js';
+} from '../src/fuzz/frames.js';
 
-const trackerCli = fileURLToPath(new URL('../dist/cli.js', import.meta.url));
+const trackerCli = fromRoot('tracker', 'dist', 'cli.js');
 
 /** What a failing run says: enough to reproduce (seed, frame, expected vs got). */
 function explain(result: TrackerFuzzResult): string {

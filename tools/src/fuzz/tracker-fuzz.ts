@@ -1,25 +1,18 @@
-#!/usr/bin/env node
 /**
- * `npm run fuzz:tracker`: sends a bounded number of random and mutated frames to a tracker running as
- * a separate process on loopback, over several concurrent connections (one the stream's true source,
- * most viewers, one that mostly never joins), and checks every answer in order against an oracle
- * (fuzz-frames.ts). A crash shows as the process exiting; its RSS is sampled from /proc each second.
- *
- *   npm run fuzz:tracker -- --frames 1000000 --out docs/results/tracker-fuzz
- *   npm run fuzz:tracker -- --frames 50000 --seed 7 --connections 8
- *
- * Exit code 1 if any frame was answered other than the oracle says, the tracker crashed, logged an
- * error (a handler fault: a frame it could not handle), or its RSS grew past the bound; 2 on bad usage.
+ * The tracker fuzzer (`npm run fuzz:tracker`, cli.ts): sends a bounded number of random and mutated
+ * frames to a tracker running as a separate process on loopback, over several concurrent connections
+ * (one the stream's true source, most viewers, one that mostly never joins), and checks every answer
+ * in order against an oracle (frames.ts). A crash shows as the process exiting; its RSS is sampled
+ * from /proc each second.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { generateKeyPairSync, sign as signBytes, verify as verifyBytes } from 'node:crypto';
-import { readFileSync } from 'node:fs';
 import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
-import { join, resolve } from 'node:path';
-import { fileURLToPath, pathToFileURL } from 'node:url';
+import { join } from 'node:path';
 import { WebSocket, type RawData } from 'ws';
 import { createRandom, type Random } from '@chunkycast/engine';
+import { DEFAULT_MAX_BAD_FRAMES } from '@chunkycast/tracker';
 import {
   announcementSigningBytes,
   decodeClientMessage,
@@ -29,7 +22,10 @@ import {
   type TrackerErrorCode,
   CLOSE_REPLACED,
 } from '@chunkycast/wire';
-import { DEFAULT_MAX_BAD_FRAMES } from '../server.js';
+import { fromRoot } from '../lib/paths.js';
+import { rssKb } from '../lib/proc.js';
+import { forEachLine, stopProcess, tieToParent } from '../lib/process.js';
+import { round } from '../lib/stats.js';
 import {
   CLOSE_TOO_MANY_BAD_FRAMES,
   FRAME_CLASSES,
@@ -42,9 +38,9 @@ import {
   type Prediction,
   type PredictionContext,
   type ReplyKind,
-} from './fuzz-frames.js';
+} from './frames.js';
 
-export { FRAME_CLASSES, type FrameClass } from './fuzz-frames.js';
+export { FRAME_CLASSES, type FrameClass } from './frames.js';
 
 export interface TrackerFuzzOptions {
   /** Frames to send in all (sentinels and joins included). */
@@ -89,8 +85,7 @@ export const DEFAULT_FUZZ_OPTIONS: TrackerFuzzOptions = {
   rssGrowthLimitMB: 32,
   warmupFraction: 0.1,
   idleMs: 2_000,
-  // tracker/dist/cli.js from both tracker/src/tools/ (tests) and tracker/dist/tools/ (built).
-  trackerCli: fileURLToPath(new URL('../../dist/cli.js', import.meta.url)),
+  trackerCli: fromRoot('tracker', 'dist', 'cli.js'),
   trackerEnv: {},
   progressMs: 5_000,
   progress: (line) => {
@@ -208,29 +203,24 @@ class TrackerProcess {
   /** The last lines it printed, for a start failure's message. */
   readonly tail: string[] = [];
   private onListening: ((record: { url?: unknown; wsUrl?: unknown }) => void) | null = null;
-  private stdoutBuffer = '';
 
   constructor(private readonly child: ChildProcess) {
-    // If this process dies first, the tracker must not outlive it.
-    const killOnExit = (): void => {
-      child.kill('SIGKILL');
-    };
-    process.once('exit', killOnExit);
+    // If this process dies first, even by SIGKILL, the tracker must not outlive it.
+    tieToParent(child);
     this.exit = new Promise((resolveExit) => {
       child.once('exit', (code, signal) => {
-        process.off('exit', killOnExit);
         this.exited = { code, signal };
         resolveExit(this.exited);
       });
     });
-    child.stdout?.setEncoding('utf8');
-    child.stdout?.on('data', (chunk: string) => {
-      this.onStdout(chunk);
-    });
-    child.stderr?.setEncoding('utf8');
-    child.stderr?.on('data', (chunk: string) => {
-      for (const line of chunk.split('\n')) if (line.trim() !== '') this.remember(`[stderr] ${line}`);
-    });
+    if (child.stdout !== null)
+      forEachLine(child.stdout, (line) => {
+        this.onStdoutLine(line);
+      });
+    if (child.stderr !== null)
+      forEachLine(child.stderr, (line) => {
+        this.remember(`[stderr] ${line}`);
+      });
   }
 
   get pid(): number {
@@ -261,11 +251,8 @@ class TrackerProcess {
 
   async stop(): Promise<TrackerExit> {
     if (this.exited !== null) return this.exited;
-    this.child.kill('SIGTERM');
-    const timer = setTimeout(() => this.child.kill('SIGKILL'), TRACKER_STOP_TIMEOUT_MS);
-    const result = await this.exit;
-    clearTimeout(timer);
-    return result;
+    await stopProcess(this.child, { signal: 'SIGTERM', graceMs: TRACKER_STOP_TIMEOUT_MS });
+    return this.exit;
   }
 
   private remember(line: string): void {
@@ -273,24 +260,18 @@ class TrackerProcess {
     if (this.tail.length > 50) this.tail.shift();
   }
 
-  private onStdout(chunk: string): void {
-    this.stdoutBuffer += chunk;
-    let nl: number;
-    while ((nl = this.stdoutBuffer.indexOf('\n')) >= 0) {
-      const line = this.stdoutBuffer.slice(0, nl);
-      this.stdoutBuffer = this.stdoutBuffer.slice(nl + 1);
-      this.remember(line);
-      let record: { level?: unknown; msg?: unknown; url?: unknown; wsUrl?: unknown };
-      try {
-        record = JSON.parse(line) as typeof record;
-      } catch {
-        continue;
-      }
-      const level = String(record.level);
-      this.levels[level] = (this.levels[level] ?? 0) + 1;
-      if (level === 'error' && this.errorLines.length < 10) this.errorLines.push(line.slice(0, 2000));
-      if (record.msg === 'listening') this.onListening?.(record);
+  private onStdoutLine(line: string): void {
+    this.remember(line);
+    let record: { level?: unknown; msg?: unknown; url?: unknown; wsUrl?: unknown };
+    try {
+      record = JSON.parse(line) as typeof record;
+    } catch {
+      return;
     }
+    const level = String(record.level);
+    this.levels[level] = (this.levels[level] ?? 0) + 1;
+    if (level === 'error' && this.errorLines.length < 10) this.errorLines.push(line.slice(0, 2000));
+    if (record.msg === 'listening') this.onListening?.(record);
   }
 }
 
@@ -322,15 +303,10 @@ async function startTracker(
   return tracker;
 }
 
-/** Resident set size of a process in MB (null where /proc is not available). */
+/** Resident set size of a process in MB, to 0.1 MB (null where /proc is not available). */
 function readRssMB(pid: number): number | null {
-  try {
-    const status = readFileSync(`/proc/${pid}/status`, 'utf8');
-    const kB = /VmRSS:\s+(\d+)\s+kB/.exec(status)?.[1];
-    return kB === undefined ? null : Math.round((Number(kB) / 1024) * 10) / 10;
-  } catch {
-    return null;
-  }
+  const kB = rssKb(pid);
+  return kB === null ? null : round(kB / 1024, 1);
 }
 
 // ─────────────────────────────── the run ───────────────────────────────
@@ -1286,122 +1262,3 @@ export async function writeFuzzReport(
       mismatchFrames.map((m) => JSON.stringify(m)).join('\n') + '\n',
     );
 }
-
-// ─────────────────────────────── CLI ───────────────────────────────
-
-const HELP = `Usage: npm run fuzz:tracker -- [options]
-
-Starts the tracker (tracker/dist/cli.js) as a child process on 127.0.0.1 and sends it random and
-mutated frames over several connections, checking every answer against an oracle.
-
-Options:
-  --frames N              frames to send (default ${DEFAULT_FUZZ_OPTIONS.frames})
-  --max-seconds S         stop after this long whatever remains (default ${DEFAULT_FUZZ_OPTIONS.maxSeconds})
-  --seed S                generator seed (default ${DEFAULT_FUZZ_OPTIONS.seed})
-  --connections N         concurrent connections (default ${DEFAULT_FUZZ_OPTIONS.connections})
-  --batch N               frames per batch before waiting for answers (default ${DEFAULT_FUZZ_OPTIONS.batchFrames})
-  --rss-growth-limit-mb M allowed RSS growth after warm-up (default ${DEFAULT_FUZZ_OPTIONS.rssGrowthLimitMB})
-  --out DIR               write DIR/result.json and DIR/report.md
-  --quiet                 no progress lines
-  --help                  this text
-`;
-
-class UsageError extends Error {}
-
-function parseCli(
-  argv: readonly string[],
-): { overrides: Partial<TrackerFuzzOptions>; out: string | null; quiet: boolean } | 'help' {
-  const overrides: { -readonly [K in keyof TrackerFuzzOptions]?: TrackerFuzzOptions[K] } = {};
-  let out: string | null = null;
-  let quiet = false;
-  for (let i = 0; i < argv.length; i++) {
-    const flag = argv[i] ?? '';
-    const take = (): string => {
-      const value = argv[++i];
-      if (value === undefined || value.startsWith('--')) throw new UsageError(`${flag} needs a value`);
-      return value;
-    };
-    const integer = (min: number): number => {
-      const raw = take();
-      const n = Number(raw);
-      if (!Number.isInteger(n) || n < min)
-        throw new UsageError(`${flag} must be an integer ≥ ${min}, got "${raw}"`);
-      return n;
-    };
-    switch (flag) {
-      case '--help':
-      case '-h':
-        return 'help';
-      case '--frames':
-        overrides.frames = integer(1);
-        break;
-      case '--max-seconds':
-        overrides.maxSeconds = integer(1);
-        break;
-      case '--seed':
-        overrides.seed = integer(0);
-        break;
-      case '--connections':
-        overrides.connections = integer(1);
-        break;
-      case '--batch':
-        overrides.batchFrames = integer(2);
-        break;
-      case '--rss-growth-limit-mb':
-        overrides.rssGrowthLimitMB = integer(0);
-        break;
-      case '--out':
-        out = resolve(take());
-        break;
-      case '--quiet':
-        quiet = true;
-        break;
-      default:
-        throw new UsageError(`unknown option ${flag}`);
-    }
-  }
-  if (quiet) overrides.progressMs = 0;
-  return { overrides, out, quiet };
-}
-
-async function main(argv: readonly string[]): Promise<number> {
-  let parsed: ReturnType<typeof parseCli>;
-  try {
-    parsed = parseCli(argv);
-  } catch (e) {
-    if (e instanceof UsageError) {
-      process.stderr.write(`fuzz: ${e.message}\n\n${HELP}`);
-      return 2;
-    }
-    throw e;
-  }
-  if (parsed === 'help') {
-    process.stdout.write(HELP);
-    return 0;
-  }
-  const result = await runTrackerFuzz(parsed.overrides);
-  const command = `npm run fuzz:tracker -- ${argv.join(' ')}`.trim();
-  if (parsed.out !== null) {
-    await writeFuzzReport(result, parsed.out, command);
-    process.stderr.write(`fuzz: wrote ${join(parsed.out, 'result.json')} and report.md\n`);
-  }
-  const { rssSamples: _samples, trackerMetrics: _metrics, mismatchFrames: _frames, ...summary } = result;
-  process.stdout.write(`${JSON.stringify(summary, null, 2)}\n`);
-  process.stderr.write(
-    `fuzz: ${result.passed ? 'PASS' : 'FAIL'}: ${result.framesSent} frames, ${result.framesPerSec} frames/s, ` +
-      `mismatches ${result.mismatches}, crashed ${result.trackerCrashed}, RSS ${result.rssMBStart} → ${result.rssMBEnd} MB\n`,
-  );
-  return result.passed ? 0 : 1;
-}
-
-const invokedAs = process.argv[1];
-if (invokedAs !== undefined && import.meta.url === pathToFileURL(invokedAs).href)
-  main(process.argv.slice(2)).then(
-    (code) => {
-      process.exitCode = code;
-    },
-    (e: unknown) => {
-      process.stderr.write(`fuzz: ${e instanceof Error ? (e.stack ?? e.message) : String(e)}\n`);
-      process.exitCode = 1;
-    },
-  );

@@ -1,5 +1,5 @@
 /**
- * The frames of the tracker fuzzer (fuzz.ts): seeded generators of valid and broken rendezvous
+ * The frames of the tracker fuzzer (tracker-fuzz.ts): seeded generators of valid and broken rendezvous
  * frames, the oracle that says what the tracker must do with each (`judgeFrame`), and the model of
  * one connection's protocol state that predicts the answers to the frames that do decode
  * (`predictReply`).
@@ -22,7 +22,7 @@ import {
 
 // ─────────────────────────────── what the tracker must do ───────────────────────────────
 
-/** The tracker's `ws` closes the connection (1009) on frames over this (server.ts WS_MAX_PAYLOAD_BYTES). */
+/** The tracker's `ws` closes the connection (1009) on frames over this (the tracker's WS_MAX_PAYLOAD_BYTES). */
 export const TRACKER_WS_MAX_PAYLOAD_BYTES = 4 * MAX_TRACKER_FRAME_BYTES;
 /** Over this many bytes the tracker answers tooLarge without decoding (≤ 3 UTF-8 bytes per UTF-16 unit). */
 const TRACKER_UNDECODED_LIMIT_BYTES = 3 * MAX_TRACKER_FRAME_BYTES;
