@@ -429,11 +429,11 @@ export function summarizeTrial(
     originRatioToHttp: null,
     /** Origin media bytes ÷ bytes of the segments ffmpeg finished in the window. */
     streamCopiesFromOrigin: produced.bytes > 0 ? round(trial.origin.mediaBytes / produced.bytes, 3) : null,
-    originSourceMediaBytes: trial.origin.sourceMediaBytes ?? null,
+    originSourceMediaBytes: trial.origin.sourceMediaBytes,
     originViewerMediaBytes: trial.origin.viewerMediaBytes,
-    originMediaRequests: trial.origin.mediaRequests ?? null,
+    originMediaRequests: trial.origin.mediaRequests,
     originPlaylistBytes: trial.origin.playlistBytes,
-    originPlaylistRequests: trial.origin.playlistRequests ?? null,
+    originPlaylistRequests: trial.origin.playlistRequests,
     producedBytes: produced.bytes,
     producedSegments: produced.count,
     /** Cumulative bytes of the segments finished since the window opened: one stream copy. */

@@ -6,6 +6,7 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { existsSync } from 'node:fs';
+import type { OriginStats } from '@chunkycast/tracker';
 import { fromRoot, root } from '../lib/paths.js';
 import { forEachLine, stopProcess, tieToParent } from '../lib/process.js';
 import { Ring } from '../lib/wait.js';
@@ -25,16 +26,8 @@ export interface LogRecord {
   readonly [field: string]: unknown;
 }
 
-/** The origin's counters (/debug/origin): media and playlist bytes and requests, source vs viewers. */
-export interface OriginCounters {
-  readonly mediaBytes: number;
-  readonly mediaRequests?: number;
-  readonly playlistBytes: number;
-  readonly playlistRequests?: number;
-  readonly sourceMediaBytes?: number;
-  readonly viewerMediaBytes: number;
-  readonly [field: string]: unknown;
-}
+/** The origin's counters (/debug/origin): the tracker's own type, so the two cannot drift apart. */
+export type OriginCounters = OriginStats;
 
 /** The tracker's view of one stream's swarm (/debug/swarm/NAME). */
 export interface SwarmView {
