@@ -148,7 +148,7 @@ describe('live mesh in Chromium', () => {
     const copies = origin.mediaBytes / Math.max(1, produced.bytes);
     log(
       `window ${((windowEnd - windowStart) / 1000).toFixed(0)} s: ${produced.count} segments, ${produced.bytes} B produced; ` +
-        `origin served ${origin.mediaBytes} B media (source ${origin.sourceMediaBytes ?? '?'}, viewers ${origin.viewerMediaBytes}) = ` +
+        `origin served ${origin.mediaBytes} B media (source ${origin.sourceMediaBytes}, viewers ${origin.viewerMediaBytes}) = ` +
         `${copies.toFixed(2)} stream copies; mesh share ${(100 * share.share).toFixed(1)}%`,
     );
     if (produced.count < PLAY_S / 2 / 2)

@@ -6,6 +6,7 @@ import { meshShareOf, steadinessProblems, swarmSummary } from '../src/viewers/wa
 import { cpuBetween, machineBusyPct, memoryOf } from '../src/bench-compare/chromium-stats.js';
 import { liveDelayMs } from '../src/bench-compare/trial.js';
 import { uplinkFigures } from '../src/lab/run.js';
+import { emptyOriginStats } from '@chunkycast/tracker';
 
 const playing = (now: number, currentTime: number, stats: ViewerSnapshot['stats'] = {}): ViewerSnapshot => ({
   now,
@@ -54,7 +55,7 @@ describe('viewers', () => {
     expect(meshShareOf(snaps).share).toBe(0.8);
     const sum = swarmSummary(
       snaps,
-      { mediaBytes: 1500, playlistBytes: 0, viewerMediaBytes: 500 },
+      { ...emptyOriginStats(), mediaBytes: 1500, viewerMediaBytes: 500 },
       { bytes: 1000 },
     );
     expect(sum).toMatchObject({
