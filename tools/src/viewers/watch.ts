@@ -4,7 +4,7 @@
  */
 import { setTimeout as sleep } from 'node:timers/promises';
 import { percentile } from '../lib/stats.js';
-import { errorMessage, waitFor } from '../lib/wait.js';
+import { errorMessage } from '../lib/wait.js';
 import type { OriginCounters } from '../stack/tracker.js';
 import { readViewer, type Viewer } from './browser.js';
 import type { ViewerSnapshot } from './snapshot.js';
@@ -19,26 +19,6 @@ export async function sampleAll(viewers: readonly Viewer[]): Promise<ViewerSnaps
         return { now: Date.now(), error: errorMessage(error) };
       }
     }),
-  );
-}
-
-/** Whether a snapshot's page has played: a 'playing' event and currentTime > 0. */
-export function hasPlayed(s: ViewerSnapshot): boolean {
-  return s.firstPlayingMs !== null && s.firstPlayingMs !== undefined && (s.video?.currentTime ?? 0) > 0;
-}
-
-/** Waits until every viewer has played; returns the snapshots that showed it. */
-export async function waitForPlaying(
-  viewers: readonly Viewer[],
-  { timeoutMs = 30_000 }: { timeoutMs?: number } = {},
-): Promise<ViewerSnapshot[]> {
-  return waitFor(
-    `${viewers.length} viewer(s) to start playing`,
-    async () => {
-      const snaps = await sampleAll(viewers);
-      return snaps.every(hasPlayed) ? snaps : false;
-    },
-    { timeoutMs, intervalMs: 250 },
   );
 }
 
