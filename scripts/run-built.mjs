@@ -1,6 +1,7 @@
 #!/usr/bin/env node
 // Builds (incrementally) and runs a compiled entry point with the simulator's Node flags.
 // Usage: node scripts/run-built.mjs <file.js> [args…]
+// Plain JavaScript on purpose: it runs `tsc -b` first, so it cannot itself be one of the outputs.
 import { spawnSync } from 'node:child_process';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';

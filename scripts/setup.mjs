@@ -2,7 +2,8 @@
 // Makes a fresh clone ready: installs the Debian packages the browser tests need (chromium, ffmpeg)
 // when missing, npm packages when missing or stale, then builds the packages, the SDK bundle and the
 // demo. Runs before `npm start` and `npm test` (npm's pre-scripts), so nothing else has to be done
-// first. Quiet when there is nothing to do.
+// first. Quiet when there is nothing to do. Plain JavaScript on purpose: it runs on a fresh clone
+// before `npm install` and before anything is compiled (it is what installs TypeScript and builds).
 import { createHash } from 'node:crypto';
 import { existsSync, readFileSync, readdirSync, statSync, writeFileSync } from 'node:fs';
 import { spawnSync } from 'node:child_process';

@@ -1,6 +1,8 @@
 #!/usr/bin/env node
 // `npm test`: every check CI runs, in order, with a summary. Setup (npm packages, build) already ran
 // as `pretest`. Exits non-zero if any step fails; later steps still run so one report shows all.
+// Plain JavaScript on purpose, like setup.mjs and run-built.mjs: it is the entry point that checks
+// the TypeScript (lint, tsc), so it must run even when that TypeScript does not compile.
 import { spawnSync } from 'node:child_process';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -15,7 +17,11 @@ const steps = [
   ['dependency direction', process.execPath, [join(root, 'tools', 'dist', 'check-deps.js')]],
   ['unit, property, fuzz and simulation scenario tests (vitest)', bin('vitest'), ['run']],
   // Last: real ffmpeg, tracker and Chromium with WebRTC between pages, in a loopback-only netns.
-  ['browser end-to-end (Chromium, WebRTC, ffmpeg)', process.execPath, [join(root, 'e2e', 'run.mjs')]],
+  [
+    'browser end-to-end (Chromium, WebRTC, ffmpeg)',
+    process.execPath,
+    [join(root, 'tools', 'dist', 'e2e', 'run.js')],
+  ],
 ];
 const results = [];
 for (const [name, command, args] of steps) {

@@ -36,6 +36,20 @@ const LOCATIONS: Readonly<Record<PackageName, string>> = {
 };
 
 const IMPORT = /from\s+['"]@chunkycast\/([\w-]+)['"]|import\(\s*['"]@chunkycast\/([\w-]+)['"]/g;
+/**
+ * A relative import that climbs out of tools/src into e2e/: the tools (`npm start` among them)
+ * must never run the e2e tests' harness; the harness imports the tools, not the other way round.
+ */
+const E2E_IMPORT = /(?:from\s+|import\(\s*)['"](?:\.\.\/)+e2e\//;
+
+/** The lines of a tools source file that import from e2e/, 1-based. */
+export function e2eImports(text: string): number[] {
+  const lines: number[] = [];
+  text.split('\n').forEach((line, i) => {
+    if (E2E_IMPORT.test(line)) lines.push(i + 1);
+  });
+  return lines;
+}
 
 function* sourceFiles(dir: string): Generator<string> {
   for (const name of readdirSync(dir)) {
@@ -87,11 +101,16 @@ export function dependencyProblems(repositoryRoot: string): string[] {
     }
     for (const sub of ['src', 'test']) {
       if (!existsSync(join(base, sub))) continue;
-      for (const file of sourceFiles(join(base, sub)))
-        for (const { line, target } of forbiddenImports(pkg, readFileSync(file, 'utf8')))
+      for (const file of sourceFiles(join(base, sub))) {
+        const text = readFileSync(file, 'utf8');
+        for (const { line, target } of forbiddenImports(pkg, text))
           problems.push(
             `${relative(repositoryRoot, file)}:${line}: ${pkg} must not import @chunkycast/${target}`,
           );
+        if (pkg === 'tools' && sub === 'src')
+          for (const line of e2eImports(text))
+            problems.push(`${relative(repositoryRoot, file)}:${line}: tools must not import the e2e harness`);
+      }
     }
   }
   return problems;

@@ -2,7 +2,7 @@ import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { dependencyProblems, forbiddenImports } from '../src/check-deps.js';
+import { dependencyProblems, e2eImports, forbiddenImports } from '../src/check-deps.js';
 import { root } from '../src/lib/paths.js';
 
 describe('check-deps', () => {
@@ -25,6 +25,15 @@ describe('check-deps', () => {
     expect(forbiddenImports('tracker', "import x from '@chunkycast/tools';")).toEqual([
       { line: 1, target: 'tools' },
     ]);
+  });
+
+  it('finds a tools import of the e2e harness, so npm start cannot come to depend on test code', () => {
+    const text = [
+      "import { Stack } from '../stack/cleanup.js';",
+      "import { waitForPlaying } from '../../../e2e/src/harness.js';",
+      "const h = await import('../../e2e/src/harness.js');",
+    ].join('\n');
+    expect(e2eImports(text)).toEqual([2, 3]);
   });
 
   it('reports a manifest and a source file that point the wrong way, and passes this repository', () => {

@@ -1,6 +1,6 @@
 // What every page of the comparison benchmark (`npm run bench:compare`) exposes to the harness, so
 // that the three arms (plain hls.js, p2p-media-loader, <mesh-player>) are measured by the same code:
-// `window.chunkycast.player = { video, hls, stats }`, read by e2e/src/harness.mjs's readViewer.
+// `window.chunkycast.player = { video, hls, stats }`, read by tools/src/viewers/browser.ts's readViewer.
 // Stalls and the fragment at the playhead are observed here, on the <video> element and hls.js's
 // own events, identically for every arm; the live delay is computed by the harness from the
 // playing fragment's sequence number and the moment the packager finished that segment.

@@ -52,6 +52,12 @@ export function parseCommandLine<T>(
   return result;
 }
 
+/** For tools that take no positional arguments: a stray word is a usage error, not ignored. */
+export function noPositionals(parsed: ParsedCommandLine): void {
+  if (parsed.positionals.length > 0)
+    throw new UsageError(`unexpected argument "${parsed.positionals.join(' ')}" (options start with --)`);
+}
+
 /** A string flag's value (the last one when repeated), or undefined. */
 export function stringValue(parsed: ParsedCommandLine, flag: string): string | undefined {
   const value = parsed.values[flag];

@@ -145,6 +145,18 @@ export function coreTimes(): Map<number, CoreTimes> {
   return cores;
 }
 
+/**
+ * Busy and total jiffies of the whole machine, from /proc/stat's first (`cpu`) line: every field
+ * counted in the total, idle and iowait not counted as busy. Zeros when /proc is not there.
+ */
+export function machineTimes(): CoreTimes {
+  const line = (read('/proc/stat') ?? '').split('\n')[0] ?? '';
+  const v = line.trim().split(/\s+/).slice(1).map(Number);
+  const idle = (v[3] ?? 0) + (v[4] ?? 0);
+  const total = v.reduce((a, b) => a + (Number.isFinite(b) ? b : 0), 0);
+  return { busy: total - idle, total };
+}
+
 /** The CPU's model name (/proc/cpuinfo), or null. */
 export function cpuModel(): string | null {
   const text = read('/proc/cpuinfo');

@@ -1,7 +1,10 @@
-// The lab's report: DIR/report.md (the table) and DIR/links.svg (who connected to whom, coloured
-// by route type), from result.json's object.
+/**
+ * The lab's report: DIR/report.md (the table) and DIR/links.svg (who connected to whom, coloured
+ * by route type), from result.json's object.
+ */
+import type { LabResult } from './run.js';
 
-export const ROUTE_COLOURS = {
+export const ROUTE_COLOURS: Readonly<Record<string, string>> = {
   host: '#2e7d32',
   srflx: '#1565c0',
   prflx: '#6a1b9a',
@@ -9,14 +12,17 @@ export const ROUTE_COLOURS = {
   unknown: '#9e9e9e',
 };
 
-const escapeXml = (s) =>
-  String(s).replace(
-    /[<>&"']/g,
-    (c) => ({ '<': '&lt;', '>': '&gt;', '&': '&amp;', '"': '&quot;', "'": '&#39;' })[c],
-  );
+const XML_ENTITIES: Readonly<Record<string, string>> = {
+  '<': '&lt;',
+  '>': '&gt;',
+  '&': '&amp;',
+  '"': '&quot;',
+  "'": '&#39;',
+};
+const escapeXml = (s: string): string => s.replace(/[<>&"']/g, (c) => XML_ENTITIES[c] ?? c);
 
 /** Viewers on a circle around the true source; one line per link, coloured by its route type. */
-export function linksSvg(result) {
+export function linksSvg(result: LabResult): string {
   const width = 720;
   const height = 560;
   const cx = 330;
@@ -36,13 +42,13 @@ export function linksSvg(result) {
     const a = pos.get(e.a);
     const b = pos.get(e.b);
     if (a === undefined || b === undefined) continue;
-    const colour = ROUTE_COLOURS[e.route] ?? ROUTE_COLOURS.unknown;
+    const colour = ROUTE_COLOURS[e.route] ?? ROUTE_COLOURS.unknown ?? 'grey';
     const dash = e.route === 'relay' ? ' stroke-dasharray="6 4"' : '';
     parts.push(
       `<line x1="${a.x.toFixed(1)}" y1="${a.y.toFixed(1)}" x2="${b.x.toFixed(1)}" y2="${b.y.toFixed(1)}" stroke="${colour}" stroke-width="2.5"${dash}><title>${escapeXml(`${e.a} – ${e.b}: ${e.route}`)}</title></line>`,
     );
   }
-  const node = (name, label, sub, fill) => {
+  const node = (name: string, label: string, sub: string, fill: string): void => {
     const p = pos.get(name);
     if (p === undefined) return;
     parts.push(
@@ -52,7 +58,12 @@ export function linksSvg(result) {
     );
   };
   node('source', 'S', 'true source (public)', '#fff59d');
-  const natFill = { 'port-preserving': '#bbdefb', symmetric: '#ffcdd2', lan: '#c8e6c9', public: '#fff9c4' };
+  const natFill: Readonly<Record<string, string>> = {
+    'port-preserving': '#bbdefb',
+    symmetric: '#ffcdd2',
+    lan: '#c8e6c9',
+    public: '#fff9c4',
+  };
   for (const v of result.viewers)
     node(v.name, v.name, `${v.nat}, ${(v.uplinkKbps / 1000).toFixed(1)} Mbit/s up`, natFill[v.nat] ?? '#eee');
   let y = height - 20 - 18 * Object.keys(ROUTE_COLOURS).length;
@@ -67,20 +78,21 @@ export function linksSvg(result) {
   return `${parts.join('\n')}\n`;
 }
 
-const pct = (x) => (x === null || x === undefined ? '—' : `${(100 * x).toFixed(1)}%`);
-const ms = (x) =>
+type Figure = number | null | undefined;
+const pct = (x: Figure): string => (x === null || x === undefined ? '—' : `${(100 * x).toFixed(1)}%`);
+const ms = (x: Figure): string =>
   x === null || x === undefined ? '—' : x >= 10_000 ? `${(x / 1000).toFixed(1)} s` : `${Math.round(x)} ms`;
-const kib = (x) => (x === null || x === undefined ? '—' : `${(x / 1024).toFixed(0)} KiB`);
-const num = (x, d = 2) => (x === null || x === undefined ? '—' : Number(x).toFixed(d));
+const kib = (x: Figure): string => (x === null || x === undefined ? '—' : `${(x / 1024).toFixed(0)} KiB`);
+const num = (x: Figure, d = 2): string => (x === null || x === undefined ? '—' : x.toFixed(d));
 
 /** Goals of the issue for `mixed` (and what the other scenarios are compared by). */
-export function goals(result) {
+export function goals(result: LabResult): [string, boolean, string][] {
   if (result.scenario !== 'mixed') return [];
   return [
     ['mesh share ≥ 90%', result.meshShare >= 0.9, pct(result.meshShare)],
     [
       '≤ 1.3 stream copies from the origin',
-      result.streamCopiesFromOrigin <= 1.3,
+      result.streamCopiesFromOrigin !== null && result.streamCopiesFromOrigin <= 1.3,
       num(result.streamCopiesFromOrigin),
     ],
     ['0 stalls', result.stalls === 0, String(result.stalls)],
@@ -107,15 +119,15 @@ export function goals(result) {
   ];
 }
 
-export function reportMarkdown(result) {
+export function reportMarkdown(result: LabResult): string {
   const g = goals(result);
   const rows = result.viewers.map((v) => {
     const routes = ['host', 'srflx', 'prflx', 'relay']
-      .map((r) => [r, v.links.filter((l) => l.route === r).length])
+      .map((r): [string, number] => [r, v.links.filter((l) => l.route === r).length])
       .filter(([, n]) => n > 0)
       .map(([r, n]) => `${r} ${n}`)
       .join(', ');
-    return `| ${v.name} | ${v.nat} | ${(v.uplinkKbps / 1000).toFixed(1)} | ${v.peers} (min ${v.peersMinSecondHalf}) | ${routes || '—'} | ${pct(v.meshShare)} | ${v.stalls ?? '—'} | ${kib(v.mediaUploadBytes)} | ${kib(v.uplinkBytes)} | ${(v.peakUploadKbps1s / 1000).toFixed(2)} (${pct(v.peakUploadShareOfCap)}) | ${ms(v.longestAbove90PctMs)} | ${v.uploadCapacityKbps === null ? '—' : `${(v.uploadCapacityKbps / 1000).toFixed(2)}`} | ${v.targetLoad ?? '—'}/${v.maxLoad ?? '—'} | ${v.load ?? '—'} | ${ms(v.startupMs)} |`;
+    return `| ${v.name} | ${v.nat} | ${(v.uplinkKbps / 1000).toFixed(1)} | ${v.peers} (min ${v.peersMinSecondHalf}) | ${routes || '—'} | ${pct(v.meshShare)} | ${v.stalls ?? '—'} | ${kib(v.mediaUploadBytes)} | ${kib(v.uplinkBytes)} | ${(v.peakUploadKbps1s / 1000).toFixed(2)} (${pct(v.peakUploadShareOfCap)}) | ${ms(v.longestAbove90PctMs)} | ${v.uploadCapacityKbps === null ? '—' : (v.uploadCapacityKbps / 1000).toFixed(2)} | ${v.targetLoad ?? '—'}/${v.maxLoad ?? '—'} | ${v.load ?? '—'} | ${ms(v.startupMs)} |`;
   });
   return `# Lab: ${result.scenario}
 

@@ -1,10 +1,23 @@
-// The lab's scenarios: who sits behind which NAT with which uplink. The test stream is about
-// 0.9 Mbit/s (800 kbit/s video + 96 kbit/s audio), so one slice of 16 is about 56 kbit/s.
+/**
+ * The lab's scenarios: who sits behind which NAT with which uplink. The test stream is about
+ * 0.9 Mbit/s (800 kbit/s video + 96 kbit/s audio), so one slice of 16 is about 56 kbit/s.
+ */
+import type { HomeSpec, NatKind } from './network.js';
 
 const DOWNLINK_KBPS = 20_000;
 
-/** `[nat, uplink Mbit/s]` → a home description. */
-const homes = (list) =>
+export interface Scenario {
+  readonly description: string;
+  readonly homes: readonly HomeSpec[];
+  /** ICE servers the tracker hands out. */
+  readonly ice: 'stun+turn' | 'none';
+  /** Upload capacity: measured by the SDK, or fixed load thresholds from attributes. */
+  readonly capacity: 'measured' | 'fixed';
+  readonly defaultDurationS: number;
+}
+
+/** `[nat, uplink Mbit/s, LAN group?]` → a home description. */
+const homes = (list: readonly (readonly [NatKind, number, string?])[]): HomeSpec[] =>
   list.map(([nat, uplinkMbps, lanGroup], i) => ({
     name: `v${i + 1}`,
     nat,
@@ -24,7 +37,7 @@ const MIXED = homes([
   ['public', 20],
 ]);
 
-export const SCENARIOS = {
+export const SCENARIOS: Readonly<Record<string, Scenario>> = {
   mixed: {
     description:
       '8 viewers: 3 behind port-preserving NATs, 2 behind symmetric NATs, 2 on one LAN behind one NAT, 1 public; uplinks 0.5–20 Mbit/s; STUN and TURN',

@@ -1,34 +1,28 @@
-#!/usr/bin/env node
-// `npm run swarm -- --viewers N --duration S --out DIR`: the browser swarm benchmark. Inside a
-// loopback-only network namespace: an ffmpeg live stream, the tracker with the true source, and N
-// headless Chromium viewers of the demo for S seconds. Writes DIR/result.json (mesh share, origin
-// load in stream copies, startup, stalls, live delay, per-viewer details) and DIR/report.md.
-// Progress goes to stderr.
-import { cpus } from 'node:os';
-import { mkdirSync, writeFileSync } from 'node:fs';
+/**
+ * `npm run swarm -- --viewers N --duration S --out DIR`: the browser swarm benchmark. Inside a
+ * loopback-only network namespace: an ffmpeg live stream, the tracker with the true source, and N
+ * headless Chromium viewers of the demo for S seconds. Writes DIR/result.json (mesh share, origin
+ * load in stream copies, startup, stalls, live delay, per-viewer details) and DIR/report.md.
+ * Progress goes to stderr.
+ */
 import { spawnSync } from 'node:child_process';
-import { join, resolve } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { mkdirSync, writeFileSync } from 'node:fs';
+import { cpus } from 'node:os';
+import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
-import {
-  numberOption as num,
-  parseCliOrExit,
-  Stack,
-  brief,
-  chromiumPath,
-  launchBrowser,
-  monitor,
-  openViewer,
-  percentile,
-  root,
-  runIsolated,
-  startStream,
-  startTracker,
-  steadinessProblems,
-  summaryLine,
-  swarmSummary,
-  viewerUrl,
-} from '../e2e/src/harness.mjs';
+import { fileURLToPath } from 'node:url';
+import { noPositionals, numberOption, parseCommandLine, stringValue } from '../lib/args.js';
+import { runIsolated } from '../lib/netns.js';
+import { resolveOut, withoutOut } from '../lib/out-dir.js';
+import { fromRoot } from '../lib/paths.js';
+import { percentile } from '../lib/stats.js';
+import { errorStack } from '../lib/wait.js';
+import { Stack } from '../stack/cleanup.js';
+import { startStream } from '../stack/stream.js';
+import { startTracker } from '../stack/tracker.js';
+import { chromiumPath, launchBrowser, openViewer, viewerUrl, type Viewer } from '../viewers/browser.js';
+import type { ViewerSnapshot } from '../viewers/snapshot.js';
+import { brief, monitor, steadinessProblems, summaryLine, swarmSummary } from '../viewers/watch.js';
 
 const USAGE = `usage: npm run swarm -- [--viewers N] [--duration S] [--out DIR] [options]
 
@@ -46,44 +40,60 @@ options:
                     about 25% less CPU per viewer (for large swarms on few cores)
   --help            print this help`;
 
-function parseArgs(argv) {
-  const o = { viewers: 6, duration: 60, out: null, stagger: 250, targetLoad: undefined, maxLoad: undefined };
-  for (let i = 0; i < argv.length; i++) {
-    const a = argv[i];
-    if (a === '--help' || a === '-h') o.help = true;
-    else if (a === '--viewers') o.viewers = Math.floor(num(a, argv[++i], 1));
-    else if (a === '--duration') o.duration = num(a, argv[++i], 4);
-    else if (a === '--out') {
-      o.out = argv[++i];
-      if (o.out === undefined) throw new Error('--out needs a directory');
-    } else if (a === '--stagger') o.stagger = num(a, argv[++i], 0);
-    else if (a === '--target-load') o.targetLoad = num(a, argv[++i], 0);
-    else if (a === '--max-load') o.maxLoad = num(a, argv[++i], 0);
-    else if (a === '--hide-video') o.hideVideo = true;
-    else throw new Error(`unknown option ${a}`);
-  }
-  return o;
-}
+/** Every viewer page is read this often. */
+const SAMPLE_INTERVAL_MS = 2000;
+/** A progress line every this many samples. */
+const PROGRESS_EVERY_ROUNDS = 5;
+const SEGMENT_SECONDS = 2;
 
-const opts = parseCliOrExit('swarm', parseArgs, USAGE);
-// The output path is resolved before re-running in the namespace, relative to where npm was run.
-const out = resolve(
-  process.env.INIT_CWD ?? process.cwd(),
-  opts.out ?? join(root, 'out', `swarm-${opts.viewers}`),
+const opts = parseCommandLine(
+  'swarm',
+  USAGE,
+  {
+    viewers: { type: 'string' },
+    duration: { type: 'string' },
+    out: { type: 'string' },
+    stagger: { type: 'string' },
+    'target-load': { type: 'string' },
+    'max-load': { type: 'string' },
+    'hide-video': { type: 'boolean' },
+  },
+  (parsed) => {
+    noPositionals(parsed);
+    const optional = (flag: string): number | undefined => {
+      const value = stringValue(parsed, flag);
+      return value === undefined ? undefined : numberOption(flag, value, 0, { min: 0 });
+    };
+    const viewers = Math.floor(numberOption('viewers', stringValue(parsed, 'viewers'), 6, { min: 1 }));
+    return {
+      viewers,
+      durationS: numberOption('duration', stringValue(parsed, 'duration'), 60, { min: 4 }),
+      out: resolveOut(stringValue(parsed, 'out') ?? fromRoot('out', `swarm-${viewers}`)),
+      staggerMs: numberOption('stagger', stringValue(parsed, 'stagger'), 250, { min: 0 }),
+      targetLoad: optional('target-load'),
+      maxLoad: optional('max-load'),
+      hideVideo: parsed.values['hide-video'] === true,
+    };
+  },
 );
-const forwarded = process.argv.slice(2).filter((_, i, a) => a[i] !== '--out' && a[i - 1] !== '--out');
-await runIsolated(fileURLToPath(import.meta.url), [...forwarded, '--out', out]);
+// The output path is resolved before re-running in the namespace, relative to where npm was run.
+await runIsolated(fileURLToPath(import.meta.url), [...withoutOut(process.argv.slice(2)), '--out', opts.out]);
 
-const progress = (text) => process.stderr.write(`swarm: ${text}\n`);
+const progress = (text: string): void => {
+  process.stderr.write(`swarm: ${text}\n`);
+};
 const stack = new Stack();
 let interrupted = false;
-for (const signal of ['SIGINT', 'SIGTERM'])
+for (const signal of ['SIGINT', 'SIGTERM'] as const)
   process.on(signal, () => {
     if (interrupted) process.exit(130);
     interrupted = true;
     progress('interrupted; stopping');
     void stack.stopAll().then(() => process.exit(130));
   });
+
+const numbers = (values: readonly unknown[]): number[] =>
+  values.filter((d): d is number => typeof d === 'number');
 
 try {
   const started = new Date();
@@ -100,21 +110,21 @@ try {
   await tracker.resetOrigin();
   const windowStart = Date.now();
   const url = viewerUrl(tracker.url, { targetLoad: opts.targetLoad, maxLoad: opts.maxLoad });
-  const viewers = [];
+  const viewers: Viewer[] = [];
   for (let i = 0; i < opts.viewers; i++) {
     const viewer = await openViewer(browser, url, { label: `v${i}` });
     viewers.push(viewer);
     if (opts.hideVideo)
       await viewer.page.addStyleTag({ content: 'mesh-player, video { display: none !important; }' });
-    if (opts.stagger > 0) await sleep(opts.stagger);
+    if (opts.staggerMs > 0) await sleep(opts.staggerMs);
   }
   progress(`${viewers.length} viewer(s) open after ${((Date.now() - windowStart) / 1000).toFixed(1)} s`);
 
   const series = await monitor(viewers, {
-    durationMs: opts.duration * 1000,
-    intervalMs: 2000,
+    durationMs: opts.durationS * 1000,
+    intervalMs: SAMPLE_INTERVAL_MS,
     onSample: (snaps, round) => {
-      if (round % 5 !== 0) return;
+      if (round % PROGRESS_EVERY_ROUNDS !== 0) return;
       const sum = swarmSummary(snaps, null, null);
       progress(summaryLine((Date.now() - windowStart) / 1000, sum));
     },
@@ -122,16 +132,18 @@ try {
   const windowEnd = Date.now();
   const origin = await tracker.origin();
   const produced = stream.bytesProduced(windowStart, windowEnd);
-  const last = series.map((s) => s[s.length - 1]);
+  // monitor() takes at least one round, so every series has a last sample.
+  const last: ViewerSnapshot[] = series.map((s) => s[s.length - 1] ?? { now: windowEnd, error: 'no sample' });
   const sum = swarmSummary(last, origin, produced);
 
   const perViewer = viewers.map((v, i) => {
-    const s = last[i];
+    const s = last[i] ?? { now: windowEnd };
+    const samples = series[i] ?? [];
     const st = s.stats ?? {};
-    const delays = series[i].map((x) => x.stats?.liveDelayMs).filter((d) => typeof d === 'number');
+    const delays = numbers(samples.map((x) => x.stats?.liveDelayMs));
     // Stuck intervals: samples 2 s apart in which the video advanced less than 1 s, once playing.
-    const playingFrom = series[i].findIndex((x) => (x.video?.currentTime ?? 0) > 0);
-    const stuck = playingFrom < 0 ? [] : steadinessProblems(v.label, series[i].slice(playingFrom));
+    const playingFrom = samples.findIndex((x) => (x.video?.currentTime ?? 0) > 0);
+    const stuck = playingFrom < 0 ? [] : steadinessProblems(v.label, samples.slice(playingFrom));
     return {
       viewer: v.label,
       startupMs:
@@ -166,12 +178,19 @@ try {
       error: s.error ?? null,
     };
   });
-  const allDelays = series.flatMap((ser) =>
-    ser.map((x) => x.stats?.liveDelayMs).filter((d) => typeof d === 'number'),
-  );
+  const allDelays = series.flatMap((ser) => numbers(ser.map((x) => x.stats?.liveDelayMs)));
   const startups = perViewer.map((v) => v.startupMs);
   const chromium = spawnSync(chromiumPath(), ['--version'], { encoding: 'utf8' }).stdout.trim();
-  const result = {
+  const deliveryKeys = [
+    'treeBytes',
+    'repairBytes',
+    'originBytes',
+    'segmentsFromMesh',
+    'segmentsCompletedFromOrigin',
+    'segmentsFromOrigin',
+    'forgedPacketsDropped',
+  ] as const;
+  const result: SwarmResult = {
     viewers: opts.viewers,
     durationS: Math.round((windowEnd - windowStart) / 100) / 10,
     meshShare: sum.meshShare,
@@ -192,51 +211,88 @@ try {
     bytesFromOrigin: sum.bytesFromOrigin,
     /** Totals of the viewers' `delivery` (per-source counts). */
     delivery: Object.fromEntries(
-      [
-        'treeBytes',
-        'repairBytes',
-        'originBytes',
-        'segmentsFromMesh',
-        'segmentsCompletedFromOrigin',
-        'segmentsFromOrigin',
-        'forgedPacketsDropped',
-      ].map((key) => [key, perViewer.reduce((a, v) => a + (v.delivery[key] ?? 0), 0)]),
+      deliveryKeys.map((key) => [key, perViewer.reduce((a, v) => a + (v.delivery[key] ?? 0), 0)]),
     ),
     originSourceMediaBytes: origin.sourceMediaBytes,
     originViewerMediaBytes: origin.viewerMediaBytes,
     producedSegments: produced.count,
     producedBytes: produced.bytes,
     settings: {
-      durationS: opts.duration,
-      staggerMs: opts.stagger,
-      hideVideo: opts.hideVideo === true,
+      durationS: opts.durationS,
+      staggerMs: opts.staggerMs,
+      hideVideo: opts.hideVideo,
       targetLoad: opts.targetLoad ?? null,
       maxLoad: opts.maxLoad ?? null,
-      segmentSeconds: 2,
-      sampleIntervalMs: 2000,
+      segmentSeconds: SEGMENT_SECONDS,
+      sampleIntervalMs: SAMPLE_INTERVAL_MS,
     },
     environment: { node: process.version, cpus: cpus().length, chromium, startedAt: started.toISOString() },
     perViewer,
   };
-  mkdirSync(out, { recursive: true });
-  writeFileSync(join(out, 'result.json'), `${JSON.stringify(result, null, 2)}\n`);
-  writeFileSync(join(out, 'report.md'), report(result));
-  for (const v of last.map((s, i) => brief(viewers[i].label, s))) progress(JSON.stringify(v));
+  mkdirSync(opts.out, { recursive: true });
+  writeFileSync(join(opts.out, 'result.json'), `${JSON.stringify(result, null, 2)}\n`);
+  writeFileSync(join(opts.out, 'report.md'), report(result));
+  last.forEach((s, i) => {
+    progress(JSON.stringify(brief(viewers[i]?.label ?? `v${i}`, s)));
+  });
   progress(summaryLine((windowEnd - windowStart) / 1000, sum));
   await stack.stopAll();
-  process.stdout.write(`${join(out, 'report.md')}\n`);
+  process.stdout.write(`${join(opts.out, 'report.md')}\n`);
   process.exit(0);
 } catch (error) {
-  progress(`failed: ${error?.stack ?? error}`);
+  progress(`failed: ${errorStack(error)}`);
   await stack.stopAll();
   process.exit(1);
 }
 
-function report(r) {
-  const pct = (x) => (x === null ? '—' : `${(100 * x).toFixed(1)}%`);
-  const ms = (x) => (x === null ? '—' : `${(x / 1000).toFixed(2)} s`);
-  const mib = (x) => (x === null ? '—' : `${(x / 1048576).toFixed(2)} MiB`);
-  const rows = [
+/** result.json's figures that report.md shows. */
+interface SwarmResult {
+  readonly viewers: number;
+  readonly durationS: number;
+  readonly meshShare: number;
+  readonly originMediaBytes: number;
+  readonly streamCopiesFromOrigin: number | null;
+  readonly streamCopiesFromOriginToViewers: number | null;
+  readonly startupMsP50: number | null;
+  readonly startupMsP95: number | null;
+  readonly stalls: number;
+  readonly stallMs: number;
+  readonly liveDelayMsP50: number | null;
+  readonly liveDelayMsP95: number | null;
+  readonly playingAtEnd: number;
+  readonly originViewerMediaBytes: number;
+  readonly producedSegments: number;
+  readonly producedBytes: number;
+  readonly settings: {
+    readonly staggerMs: number;
+    readonly hideVideo: boolean;
+    readonly [key: string]: unknown;
+  };
+  readonly environment: {
+    readonly node: string;
+    readonly cpus: number;
+    readonly chromium: string;
+    readonly startedAt: string;
+  };
+  readonly perViewer: readonly {
+    readonly viewer: string;
+    readonly startupMs: number | null;
+    readonly meshShare: number | null;
+    readonly bytesFromOrigin: number | null;
+    readonly uploadBytes: number | null;
+    readonly peers: number | null;
+    readonly load: number | null;
+    readonly stalls: number | null;
+    readonly liveDelayMsP50: number | null;
+  }[];
+  readonly [figure: string]: unknown;
+}
+
+function report(r: SwarmResult): string {
+  const pct = (x: number | null): string => (x === null ? '—' : `${(100 * x).toFixed(1)}%`);
+  const ms = (x: number | null): string => (x === null ? '—' : `${(x / 1000).toFixed(2)} s`);
+  const mib = (x: number | null): string => (x === null ? '—' : `${(x / 1048576).toFixed(2)} MiB`);
+  const rows: [string, string | number][] = [
     ['viewers', r.viewers],
     ['measured window', `${r.durationS} s`],
     ['mesh share of viewers’ media bytes', pct(r.meshShare)],
@@ -248,7 +304,7 @@ function report(r) {
       'stream copies served by the origin (to viewers only)',
       r.streamCopiesFromOrigin === null
         ? '—'
-        : `${r.streamCopiesFromOrigin.toFixed(2)} (${r.streamCopiesFromOriginToViewers.toFixed(2)})`,
+        : `${r.streamCopiesFromOrigin.toFixed(2)} (${r.streamCopiesFromOriginToViewers?.toFixed(2)})`,
     ],
     ['startup p50 / p95 (page open → first playing)', `${ms(r.startupMsP50)} / ${ms(r.startupMsP95)}`],
     ['stalls (total, after start)', `${r.stalls} (${ms(r.stallMs)})`],
@@ -271,7 +327,7 @@ ${viewerRows.join('\n')}
 
 ## How it was made
 
-\`npm run swarm -- --viewers ${r.viewers} --duration …\` (scripts/swarm.mjs) on ${r.environment.cpus} cores,
+\`npm run swarm -- --viewers ${r.viewers} --duration …\` (tools/src/swarm/cli.ts) on ${r.environment.cpus} cores,
 Node ${r.environment.node}, ${r.environment.chromium}, started ${r.environment.startedAt}. Everything ran
 inside a loopback-only network namespace: ffmpeg packaged a 640×360 30 fps test pattern (H.264
 800 kbit/s + AAC 96 kbit/s) as live HLS with 2 s segments; the tracker served it at /live/ with the

@@ -1,14 +1,14 @@
 // The network lab's short scenario (`smoke`): four Chromium viewers, each in its own network
 // namespace — behind a port-preserving NAT on a thin 0.5 Mbit/s uplink, behind a port-preserving
 // NAT, behind a symmetric NAT, and on the public segment — with coturn for STUN and TURN. Runs
-// inside e2e/run.mjs's loopback-only namespace; the lab's namespaces hang off it, so nothing leaves
+// inside `npm run e2e`'s loopback-only namespace; the lab's namespaces hang off it, so nothing leaves
 // the machine. `npm run lab -- --scenario NAME` runs the long scenarios and writes their reports.
 import { afterAll, describe, expect, test } from 'vitest';
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { root } from './src/harness.mjs';
-import { runLab } from './src/lab/run.mjs';
-import { linksSvg, reportMarkdown } from './src/lab/report.mjs';
+import { root } from './src/harness.js';
+import { linksSvg, reportMarkdown } from '../tools/src/lab/report.js';
+import { runLab, type LabResult } from '../tools/src/lab/run.js';
 
 const DURATION_S = 60;
 /** The mesh's share of the media over the run's second half (see the assertion). */
@@ -16,7 +16,7 @@ const MIN_MESH_SHARE_SECOND_HALF = 0.7;
 const isRoot = process.getuid?.() === 0;
 
 describe('network lab', () => {
-  let result = null;
+  let result: LabResult | null = null;
   afterAll(() => {
     if (result === null) return;
     // Kept for a look after a CI run (out/ is ignored by git).
@@ -36,7 +36,9 @@ describe('network lab', () => {
       const run = await runLab({
         scenarioName: 'smoke',
         durationS: DURATION_S,
-        progress: (line) => process.stderr.write(`lab: ${line}\n`),
+        progress: (line) => {
+          process.stderr.write(`lab: ${line}\n`);
+        },
       });
       result = run.result;
       const r = result;

@@ -1,11 +1,26 @@
-// coturn (Debian `coturn`) for the lab: STUN and TURN on the public segment, TURN REST API
-// credentials (`use-auth-secret`): the tracker hands out `<expiry>:<peer id>` usernames with
-// base64(HMAC-SHA1(secret, username)) passwords, which coturn checks without any user database.
-import { spawn } from 'node:child_process';
+/**
+ * coturn (Debian `coturn`) for the lab: STUN and TURN on the public segment, TURN REST API
+ * credentials (`use-auth-secret`): the tracker hands out `<expiry>:<peer id>` usernames with
+ * base64(HMAC-SHA1(secret, username)) passwords, which coturn checks without any user database.
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { forEachLine, stopProcess, tieToParent } from '../harness.mjs';
+import { forEachLine, stopProcess, tieToParent } from '../lib/process.js';
+
+/** coturn's log lines kept for error messages. */
+const LOG_LINES_KEPT = 400;
+
+export interface Coturn {
+  readonly proc: ChildProcess;
+  /** Allocations made (TURN relays opened) and authentication failures, from coturn's log. */
+  readonly counters: { allocations: number; authFailures: number };
+  log(): string[];
+  readonly stunUrl: string;
+  readonly turnUrls: readonly string[];
+  stop(): Promise<void>;
+}
 
 export const TURN_PORT = 3478;
 
@@ -19,7 +34,13 @@ export async function startCoturn({
   realm = 'lab.chunkycast',
   echo = false,
   startTimeoutMs = 10_000,
-}) {
+}: {
+  ip: string;
+  secret: string;
+  realm?: string;
+  echo?: boolean;
+  startTimeoutMs?: number;
+}): Promise<Coturn> {
   const dir = mkdtempSync(join(tmpdir(), 'chunkycast-coturn-'));
   // prettier-ignore
   const args = [
@@ -33,13 +54,13 @@ export async function startCoturn({
   ];
   const proc = spawn('turnserver', args, { stdio: ['ignore', 'pipe', 'pipe'] });
   tieToParent(proc);
-  const lines = [];
+  const lines: string[] = [];
   /** Allocations made (TURN relays opened), from coturn's log. */
   const counters = { allocations: 0, authFailures: 0 };
-  let onLine = () => undefined;
-  const take = (line) => {
+  let onLine: (line: string) => void = () => undefined;
+  const take = (line: string): void => {
     lines.push(line);
-    if (lines.length > 400) lines.shift();
+    if (lines.length > LOG_LINES_KEPT) lines.shift();
     // --verbose logs one line per TURN request processed (not per relayed packet).
     if (/ALLOCATE processed, success/.test(line)) counters.allocations++;
     if (
@@ -52,7 +73,7 @@ export async function startCoturn({
   };
   forEachLine(proc.stdout, take);
   forEachLine(proc.stderr, take);
-  await new Promise((resolve, reject) => {
+  await new Promise<void>((resolve, reject) => {
     const timer = setTimeout(() => {
       proc.kill('SIGKILL');
       reject(new Error(`coturn did not start within ${startTimeoutMs} ms:\n${lines.slice(-30).join('\n')}`));

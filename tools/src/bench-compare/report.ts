@@ -1,13 +1,71 @@
-// The comparison benchmark's outputs: ratios to the control, the goals of issue 5 checked against
-// the figures, DIR/report.md and the SVG plots (origin bytes over time, live delay CDF), drawn with
-// the simulator's dependency-free plot helpers (packages/sim/dist/plot.js).
-import { join } from 'node:path';
-import { pathToFileURL } from 'node:url';
-import { root } from '../harness.mjs';
-import { ARM_LABELS } from './compare.mjs';
+/**
+ * The comparison benchmark's outputs: ratios to the control, the goals of issue 5 checked against
+ * the figures, DIR/report.md and the SVG plots (origin bytes over time, live delay CDF), drawn with
+ * the simulator's dependency-free plot helpers (@chunkycast/sim's plot.ts).
+ */
+import { cdfPlot, linePlot } from '@chunkycast/sim';
+import { ARM_LABELS, type Arm, type TrialSummary } from './trial.js';
+
+/** One goal of issue 5, checked. `margin` is signed so that negative means missed. */
+export interface Goal {
+  readonly setting: string;
+  readonly goal: string;
+  readonly target: number | null;
+  readonly measured: number | null;
+  readonly unit: string;
+  readonly met: boolean | null;
+  readonly margin: number | null;
+}
+
+/** result.json: the run's settings, environment, every trial's figures and the goals. */
+export interface CompareRun {
+  readonly viewers: number;
+  readonly durationS: number;
+  readonly command: string;
+  readonly staggerMs: number;
+  readonly hideVideo: boolean;
+  readonly stream: {
+    readonly segmentSeconds: number;
+    readonly listSize: number;
+    readonly video: string;
+    readonly audio: string;
+  };
+  readonly liveSync: {
+    readonly default: Readonly<Record<string, number>>;
+    readonly low: Readonly<Record<string, number>>;
+    readonly deep: { readonly p2pml: number | null };
+  };
+  readonly environment: {
+    readonly node: string;
+    readonly cpus: number;
+    readonly cpuModel: string;
+    readonly memGiB: number;
+    readonly kernel: string;
+    readonly chromium: string | null;
+    readonly ffmpeg: string | null;
+    readonly versions: Readonly<Record<string, string | null>>;
+    readonly startedAt: string;
+  };
+  readonly methodLink: string;
+  readonly elapsedS: number;
+  readonly results: TrialSummary[];
+  readonly goals: readonly Goal[];
+  readonly failures: readonly { arm: Arm; setting: string; liveSync: number | null; error: string }[];
+}
+
+/** What the benchmark pages' `settings()` reports (demo/src/bench/*.ts), as far as the report reads it. */
+interface PageSettings {
+  readonly error?: string;
+  readonly given?: unknown;
+  readonly p2pmlEffective?: { readonly core?: unknown };
+  readonly hls?: unknown;
+}
+
+const pageSettingsOf = (r: TrialSummary): PageSettings | null =>
+  typeof r.pageSettings === 'object' && r.pageSettings !== null ? r.pageSettings : null;
 
 /** The reference http trial for a setting: the same setting, or the default one for p2pml-only settings. */
-function controlFor(results, setting) {
+function controlFor(results: readonly TrialSummary[], setting: string): TrialSummary | null {
   return (
     results.find((r) => r.arm === 'http' && r.setting === setting) ??
     results.find((r) => r.arm === 'http' && r.setting === 'default') ??
@@ -16,11 +74,14 @@ function controlFor(results, setting) {
 }
 
 /** Fills originRatioToHttp: origin bytes per viewer-minute ÷ the control's (windows differ by a second or two). */
-export function addRatios(results) {
+export function addRatios(results: TrialSummary[]): void {
   for (const r of results) {
     const control = controlFor(results, r.setting);
     r.originRatioToHttp =
-      control === null || !(control.originBytesPerViewerMinute > 0)
+      control === null ||
+      control.originBytesPerViewerMinute === null ||
+      !(control.originBytesPerViewerMinute > 0) ||
+      r.originBytesPerViewerMinute === null
         ? null
         : Number((r.originBytesPerViewerMinute / control.originBytesPerViewerMinute).toFixed(3));
     r.controlSetting = control?.setting ?? null;
@@ -33,12 +94,18 @@ export function addRatios(results) {
  * 0.5 s, startup p95 ≤ http's + 0.3 s, no stalls. `margin` is how far from the target, signed so
  * that negative means missed.
  */
-export function checkGoals(results) {
-  const goals = [];
+export function checkGoals(results: readonly TrialSummary[]): Goal[] {
+  const goals: Goal[] = [];
   for (const mesh of results.filter((r) => r.arm === 'mesh')) {
     const http = results.find((r) => r.arm === 'http' && r.setting === mesh.setting);
     const p2pml = results.find((r) => r.arm === 'p2pml' && r.setting === mesh.setting);
-    const add = (goal, target, measured, unit, lowerIsBetter = true) => {
+    const add = (
+      goal: string,
+      target: number | null,
+      measured: number | null,
+      unit: string,
+      lowerIsBetter = true,
+    ): void => {
       const ok =
         target === null || measured === null ? null : lowerIsBetter ? measured <= target : measured >= target;
       const margin =
@@ -48,19 +115,19 @@ export function checkGoals(results) {
     add('origin media bytes ≤ 1.1 stream copies', 1.1, mesh.streamCopiesFromOrigin, 'copies');
     add(
       'origin bytes per viewer-minute ≤ ½ of p2pml’s',
-      p2pml ? p2pml.originBytesPerViewerMinute / 2 : null,
+      p2pml?.originBytesPerViewerMinute == null ? null : p2pml.originBytesPerViewerMinute / 2,
       mesh.originBytesPerViewerMinute,
       'B/viewer-min',
     );
     add(
       'live delay p95 ≤ http’s p95 + 0.5 s',
-      http && http.liveDelayMsP95 !== null ? http.liveDelayMsP95 + 500 : null,
+      http !== undefined && http.liveDelayMsP95 !== null ? http.liveDelayMsP95 + 500 : null,
       mesh.liveDelayMsP95,
       'ms',
     );
     add(
       'startup p95 ≤ http’s p95 + 0.3 s',
-      http && http.startupMsP95 !== null ? http.startupMsP95 + 300 : null,
+      http !== undefined && http.startupMsP95 !== null ? http.startupMsP95 + 300 : null,
       mesh.startupMsP95,
       'ms',
     );
@@ -70,21 +137,28 @@ export function checkGoals(results) {
 }
 
 /** One line of evidence per missed goal, from the figures of the same run. */
-function whyLines(run) {
-  const lines = [];
-  const find = (arm, setting) => run.results.find((r) => r.arm === arm && r.setting === setting);
+function whyLines(run: CompareRun): string[] {
+  const lines: string[] = [];
+  const find = (arm: Arm, setting: string): TrialSummary | undefined =>
+    run.results.find((r) => r.arm === arm && r.setting === setting);
   for (const g of run.goals.filter((x) => x.met === false)) {
     const mesh = find('mesh', g.setting);
     const http = find('http', g.setting);
     const p2pml = find('p2pml', g.setting);
     if (mesh === undefined) continue;
-    const copies = (bytes) => (mesh.producedBytes > 0 ? (bytes / mesh.producedBytes).toFixed(2) : '—');
+    const copies = (bytes: number | null): string =>
+      bytes !== null && mesh.producedBytes > 0 ? (bytes / mesh.producedBytes).toFixed(2) : '—';
+    const extraSum = (key: string): number =>
+      mesh.perViewer.reduce((a, v) => {
+        const value = v.extra[key];
+        return a + (typeof value === 'number' ? value : 0);
+      }, 0);
     const busy = `machine ${mesh.machineBusyPct ?? '—'}% busy of ${100 * run.environment.cpus}%`;
     if (g.goal.startsWith('origin media bytes'))
       lines.push(
         `${g.setting}, origin copies: the true source fetched ${copies(mesh.originSourceMediaBytes)} copies and the viewers ${copies(mesh.originViewerMediaBytes)} ` +
-          `(${mesh.perViewer.reduce((a, v) => a + (v.extra.segmentsFromOrigin ?? 0), 0)} whole segments and ` +
-          `${mesh.perViewer.reduce((a, v) => a + (v.extra.segmentsCompletedFromOrigin ?? 0), 0)} completions from the origin; ` +
+          `(${extraSum('segmentsFromOrigin')} whole segments and ` +
+          `${extraSum('segmentsCompletedFromOrigin')} completions from the origin; ` +
           `mesh share ${pct(mesh.p2pShare)}); a ${run.durationS} s window also holds every viewer's start-up.`,
       );
     else if (g.goal.includes('p2pml'))
@@ -108,12 +182,16 @@ function whyLines(run) {
   return lines;
 }
 
-const s1 = (ms) => (ms === null || ms === undefined ? '—' : (ms / 1000).toFixed(2));
-const mib = (b) => (b === null || b === undefined ? '—' : (b / 1048576).toFixed(2));
-const pct = (x) => (x === null || x === undefined ? '—' : `${(100 * x).toFixed(1)}%`);
-const num = (x, d = 2) => (x === null || x === undefined ? '—' : x.toFixed(d));
+const s1 = (ms: number | null | undefined): string =>
+  ms === null || ms === undefined ? '—' : (ms / 1000).toFixed(2);
+const mib = (b: number | null | undefined): string =>
+  b === null || b === undefined ? '—' : (b / 1048576).toFixed(2);
+const pct = (x: number | null | undefined): string =>
+  x === null || x === undefined ? '—' : `${(100 * x).toFixed(1)}%`;
+const num = (x: number | null | undefined, d = 2): string =>
+  x === null || x === undefined ? '—' : x.toFixed(d);
 
-function formatGoalValue(value, unit) {
+function formatGoalValue(value: number | null, unit: string): string {
   if (value === null) return '—';
   if (unit === 'ms') return `${(value / 1000).toFixed(2)} s`;
   if (unit === 'B/viewer-min') return `${(value / 1048576).toFixed(2)} MiB`;
@@ -122,17 +200,16 @@ function formatGoalValue(value, unit) {
 }
 
 /** The SVG plots: per live position, origin bytes over time and the live delay CDF, one line per arm. */
-export async function plots(run) {
-  const { cdfPlot, linePlot } = await import(pathToFileURL(join(root, 'packages/sim/dist/plot.js')).href);
-  const files = {};
-  const groups = new Map();
+export function plots(run: CompareRun): Record<string, string> {
+  const files: Record<string, string> = {};
+  const groups = new Map<string, TrialSummary[]>();
   for (const r of run.results) {
     // p2pml-only settings are drawn with the default position's arms, for comparison.
     const group = r.setting === 'low' ? 'low' : 'default';
     groups.set(group, [...(groups.get(group) ?? []), r]);
   }
   for (const [group, rows] of groups) {
-    const name = (r) =>
+    const name = (r: TrialSummary): string =>
       `${r.arm}${r.setting === group ? '' : ` (${r.setting})`}, liveSync ${r.liveSyncSegments ?? 'auto'}`;
     const copy = rows.find((r) => r.arm === 'http') ?? rows[0];
     const oneCopy =
@@ -166,21 +243,25 @@ export async function plots(run) {
   return files;
 }
 
-export function reportMarkdown(run, plotFiles) {
+export function reportMarkdown(run: CompareRun, plotFiles: Readonly<Record<string, string>>): string {
   const rows = run.results.map(
     (r) =>
       `| ${r.setting} | ${r.arm} | ${r.liveSyncSegments ?? 'auto'} | ${mib(r.originMediaBytes)} | ${mib(r.originBytesPerViewerMinute)} | ${num(r.originRatioToHttp, 3)} | ${num(r.streamCopiesFromOrigin)} | ${pct(r.p2pShare)} | ${s1(r.startupMsP50)} / ${s1(r.startupMsP95)} | ${r.stalls} (${s1(r.stallMs)} s) | ${s1(r.liveDelayMsP50)} / ${s1(r.liveDelayMsP95)} | ${num(r.cpuPerViewerPct, 1)} | ${num(r.memPerViewerMB, 0)} |`,
   );
   const goalRows = run.goals.map(
     (g) =>
-      `| ${g.setting} | ${g.goal} | ${formatGoalValue(g.target, g.unit)} | ${formatGoalValue(g.measured, g.unit)} | ${g.met === null ? 'n/a' : g.met ? 'met' : '**missed**'} | ${g.met === false ? `by ${formatGoalValue(-g.margin, g.unit)}` : ''} |`,
+      `| ${g.setting} | ${g.goal} | ${formatGoalValue(g.target, g.unit)} | ${formatGoalValue(g.measured, g.unit)} | ${g.met === null ? 'n/a' : g.met ? 'met' : '**missed**'} | ${g.met === false && g.margin !== null ? `by ${formatGoalValue(-g.margin, g.unit)}` : ''} |`,
   );
   const detailRows = run.results.map(
     (r) =>
       `| ${r.setting} | ${r.arm} | ${mib(r.originSourceMediaBytes)} | ${mib(r.originViewerMediaBytes)} | ${r.originMediaRequests ?? '—'} | ${mib(r.originPlaylistBytes)} | ${r.producedSegments} (${mib(r.producedBytes)}) | ${r.playingAtEnd}/${r.viewers} | ${r.neverPlayed} | ${r.stuckIntervals} | ${num(r.rendererCpuPerViewerPct, 1)} | ${num(r.rendererMemPerViewerMB, 0)} | ${r.machineBusyPct ?? '—'}% |`,
   );
-  const p2pml = run.results.find((r) => r.arm === 'p2pml' && r.pageSettings && !r.pageSettings.error);
-  const problems = [];
+  const p2pml = run.results.find((r) => {
+    const settings = pageSettingsOf(r);
+    return r.arm === 'p2pml' && settings !== null && settings.error === undefined;
+  });
+  const p2pmlSettings = p2pml === undefined ? null : pageSettingsOf(p2pml);
+  const problems: string[] = [];
   for (const r of run.results) {
     if (r.neverPlayed > 0) problems.push(`${r.arm} @ ${r.setting}: ${r.neverPlayed} viewer(s) never played.`);
     const errs = r.perViewer.flatMap((v) => v.pageErrors);
@@ -192,6 +273,8 @@ export function reportMarkdown(run, plotFiles) {
       );
   }
   const misses = whyLines(run);
+  // String(null) is "null", as the template literal printed a missing version before.
+  const version = (name: string): string => String(run.environment.versions[name] ?? null);
   const images = Object.keys(plotFiles)
     .sort()
     .map((f) => `![${f}](${f})`)
@@ -201,9 +284,9 @@ export function reportMarkdown(run, plotFiles) {
 Command: \`${run.command}\`
 
 Machine: ${run.environment.cpus} × ${run.environment.cpuModel}, ${run.environment.memGiB} GiB, ${run.environment.kernel}.
-Software: Node ${run.environment.node}; ${run.environment.chromium}; ${run.environment.ffmpeg};
-hls.js ${run.environment.versions['hls.js']}; p2p-media-loader-core / -hlsjs ${run.environment.versions['p2p-media-loader-core']} / ${run.environment.versions['p2p-media-loader-hlsjs']};
-bittorrent-tracker ${run.environment.versions['bittorrent-tracker']}. Started ${run.environment.startedAt}; the run took ${Math.round(run.elapsedS)} s.
+Software: Node ${run.environment.node}; ${String(run.environment.chromium)}; ${String(run.environment.ffmpeg)};
+hls.js ${version('hls.js')}; p2p-media-loader-core / -hlsjs ${version('p2p-media-loader-core')} / ${version('p2p-media-loader-hlsjs')};
+bittorrent-tracker ${version('bittorrent-tracker')}. Started ${run.environment.startedAt}; the run took ${Math.round(run.elapsedS)} s.
 
 Each row is a fresh swarm of ${run.viewers} headless Chromium viewers (one browser, one page each, opened
 ${run.staggerMs} ms apart) watching the same ffmpeg live stream (2 s segments, ${run.stream.listSize}-segment playlist,
@@ -241,14 +324,14 @@ ${images}
 Given by the page (everything else is the library's default):
 
 \`\`\`json
-${JSON.stringify(p2pml?.pageSettings?.given ?? null, null, 2)}
+${JSON.stringify(p2pmlSettings?.given ?? null, null, 2)}
 \`\`\`
 
 In force in the running library (\`HlsJsP2PEngine.getConfig()\`, functions omitted) and hls.js's
 resulting settings (p2p-media-loader lowers \`maxBufferLength\` itself):
 
 \`\`\`json
-${JSON.stringify({ core: p2pml?.pageSettings?.p2pmlEffective?.core ?? null, hls: p2pml?.pageSettings?.hls ?? null }, null, 2)}
+${JSON.stringify({ core: p2pmlSettings?.p2pmlEffective?.core ?? null, hls: p2pmlSettings?.hls ?? null }, null, 2)}
 \`\`\`
 `;
 }

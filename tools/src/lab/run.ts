@@ -1,27 +1,39 @@
-// One lab run: builds the network (network.mjs), starts ffmpeg, coturn and the tracker with the
-// true source on the public segment, one Chromium per home, watches every viewer for the duration
-// and returns the figures (result.json's shape). The caller must already be in its own
-// loopback-only network namespace (scripts/lab.mjs and e2e/run.mjs make sure of it).
+/**
+ * One lab run: builds the network (network.ts), starts ffmpeg, coturn and the tracker with the
+ * true source on the public segment, one Chromium per home, watches every viewer for the duration
+ * and returns the figures (result.json's shape). The caller must already be in its own
+ * loopback-only network namespace (the lab's CLI and `npm run e2e` make sure of it).
+ */
 import { randomBytes } from 'node:crypto';
 import { chmodSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { percentile } from '../lib/stats.js';
+import { errorMessage } from '../lib/wait.js';
+import { Stack } from '../stack/cleanup.js';
+import { startStream } from '../stack/stream.js';
+import { startTracker, type OriginCounters } from '../stack/tracker.js';
 import {
-  Stack,
   chromiumPath,
   launchBrowser,
-  logLine,
   openViewer,
-  percentile,
-  sampleAll,
-  startStream,
-  startTracker,
   viewerUrl,
-} from '../harness.mjs';
-import { startCoturn } from './coturn.mjs';
-import { LAB_PUBLIC_IP, buildLab, readUplinkBytes } from './network.mjs';
-import { SCENARIOS } from './scenarios.mjs';
+  type Browser,
+  type Viewer,
+} from '../viewers/browser.js';
+import type { PlayerStatsSnapshot, ViewerSnapshot } from '../viewers/snapshot.js';
+import { sampleAll } from '../viewers/watch.js';
+import { startCoturn, type Coturn } from './coturn.js';
+import {
+  LAB_PUBLIC_IP,
+  buildLab,
+  readUplinkBytes,
+  type Home,
+  type Lab,
+  type UplinkReading,
+} from './network.js';
+import { SCENARIOS, type Scenario } from './scenarios.js';
 
 /** Uplink counters are read this often; peaks are over 1 s windows (two samples apart). */
 const UPLINK_SAMPLE_MS = 500;
@@ -33,16 +45,25 @@ const SATURATED_SHARE = 0.9;
 const STAGGER_MS = 500;
 
 /** A Chromium that runs inside `namespace`: Playwright starts this script instead of the binary. */
-function chromiumWrapper(dir, namespace) {
+function chromiumWrapper(dir: string, namespace: string): string {
   const path = join(dir, `chromium-${namespace}.sh`);
   writeFileSync(path, `#!/bin/sh\nexec ip netns exec ${namespace} ${chromiumPath()} "$@"\n`);
   chmodSync(path, 0o755);
   return path;
 }
 
+export interface LabOptions {
+  scenarioName: string;
+  durationS: number;
+  progress?: (line: string) => void;
+  showVideo?: boolean;
+  echo?: boolean;
+  exposeHostAddresses?: boolean;
+}
+
 /**
  * Runs `scenarioName` for `durationS` seconds after the last viewer opened. `progress(line)` gets a
- * line every few seconds. Returns { result, series } (series: raw samples for the report's plots).
+ * line every few seconds. Returns the figures and every page's console (for consoles.txt).
  */
 export async function runLab({
   scenarioName,
@@ -51,35 +72,42 @@ export async function runLab({
   showVideo = false,
   echo = false,
   exposeHostAddresses = false,
-}) {
+}: LabOptions): Promise<{ result: LabResult; consoles: string[] }> {
   const scenario = SCENARIOS[scenarioName];
   if (scenario === undefined)
     throw new Error(
       `unknown lab scenario ${JSON.stringify(scenarioName)} (${Object.keys(SCENARIOS).join(', ')})`,
     );
   const stack = new Stack();
-  const stopOnSignal = () => {
+  const stopOnSignal = (): void => {
     void stack.stopAll().then(() => process.exit(130));
   };
   process.once('SIGINT', stopOnSignal);
   process.once('SIGTERM', stopOnSignal);
   const scratch = mkdtempSync(join(tmpdir(), 'chunkycast-lab-'));
-  stack.add('scratch directory', async () => rmSync(scratch, { recursive: true, force: true }));
+  stack.add('scratch directory', () => {
+    rmSync(scratch, { recursive: true, force: true });
+    return Promise.resolve();
+  });
   try {
     progress(`building the network: ${scenario.homes.length} homes`);
     const lab = buildLab(scenario.homes.map((h) => ({ ...h })));
-    stack.add('lab network', async () => lab.destroy());
+    stack.add('lab network', () => {
+      lab.destroy();
+      return Promise.resolve();
+    });
 
     const stream = await startStream({ quiet: true });
     stack.add('ffmpeg', () => stream.stop());
     await stream.waitForSegments(2);
 
     const turnSecret = randomBytes(24).toString('base64url');
-    let coturn = null;
-    const trackerArgs = [];
+    let coturn: Coturn | null = null;
+    const trackerArgs: string[] = [];
     if (scenario.ice !== 'none') {
-      coturn = await startCoturn({ ip: LAB_PUBLIC_IP, secret: turnSecret, echo });
-      stack.add('coturn', () => coturn.stop());
+      const started = await startCoturn({ ip: LAB_PUBLIC_IP, secret: turnSecret, echo });
+      coturn = started;
+      stack.add('coturn', () => started.stop());
       trackerArgs.push('--stun-urls', coturn.stunUrl, '--turn-urls', coturn.turnUrls.join(','));
     }
     const tracker = await startTracker({
@@ -91,10 +119,10 @@ export async function runLab({
       echo: echo ? true : (r) => r.level === 'error',
     });
     stack.add('tracker', () => tracker.stop());
-    const health = await tracker.getJson('/healthz');
+    const health = (await tracker.getJson('/healthz')) as LabResult['trackerHealth'];
 
     progress(`starting ${lab.homes.length} Chromium, one per home`);
-    const viewers = [];
+    const homes: { home: Home; browser: Browser }[] = [];
     // The pages come from http://198.18.0.1, which is not a secure context, and the SDK needs
     // WebCrypto (secure contexts only): real deployments serve HTTPS; the lab tells Chromium to
     // treat its one origin as secure rather than run a CA. The pages do not ask for the microphone,
@@ -108,43 +136,47 @@ export async function runLab({
         askMicrophone: exposeHostAddresses,
       });
       stack.add(`chromium in ${home.namespace}`, () => browser.close());
-      viewers.push({ home, browser, page: null });
+      homes.push({ home, browser });
     }
 
     await tracker.resetOrigin();
     const windowStart = Date.now();
     const params = { ...(scenario.capacity === 'fixed' ? { uploadCapacity: 'fixed' } : {}) };
-    for (const v of viewers) {
+    const viewers: Viewer[] = [];
+    for (const h of homes) {
       const url = viewerUrl(tracker.url, params);
-      v.viewer = await openViewer(v.browser, url, { label: v.home.name });
+      const viewer = await openViewer(h.browser, url, { label: h.home.name });
+      viewers.push(viewer);
       if (!showVideo)
-        await v.viewer.page.addStyleTag({ content: 'video, mesh-player { display: none !important; }' });
+        await viewer.page.addStyleTag({ content: 'video, mesh-player { display: none !important; }' });
       await sleep(STAGGER_MS);
     }
 
     // Uplink sampling runs on its own clock beside the page sampling.
-    const uplink = { readings: [] };
-    let sampling = true;
+    const uplink: UplinkSeries = { readings: [] };
+    /** Cleared when the page sampling ends: an object, so the loop reads it afresh. */
+    const sampling = { on: true };
     const uplinkLoop = (async () => {
-      while (sampling) {
+      // Bounded by the page sampling below, which ends after `rounds` rounds.
+      while (sampling.on) {
         const t = Date.now();
         uplink.readings.push(await readUplinkBytes(lab));
         await sleep(Math.max(0, UPLINK_SAMPLE_MS - (Date.now() - t)));
       }
     })();
 
-    const pageSeries = viewers.map(() => []);
+    const pageSeries: ViewerSnapshot[][] = viewers.map(() => []);
     const rounds = Math.max(1, Math.round((durationS * 1000) / PAGE_SAMPLE_MS));
     const monitorStart = Date.now();
     for (let round = 0; round <= rounds; round++) {
-      const snaps = await sampleAll(viewers.map((v) => v.viewer));
+      const snaps = await sampleAll(viewers);
       snaps.forEach((s, i) => pageSeries[i]?.push(s));
       if (round % 5 === 0 || round === rounds)
         progress(progressLine((Date.now() - monitorStart) / 1000, snaps));
       if (round === rounds) break;
       await sleep(Math.max(0, monitorStart + (round + 1) * PAGE_SAMPLE_MS - Date.now()));
     }
-    sampling = false;
+    sampling.on = false;
     await uplinkLoop;
     const windowEnd = Date.now();
     const origin = await tracker.origin();
@@ -153,9 +185,9 @@ export async function runLab({
     try {
       metricsText = String(await tracker.getJson('/metrics'));
     } catch (error) {
-      logLine('lab', `could not read /metrics: ${String(error)}`);
+      process.stderr.write(`lab: could not read /metrics: ${errorMessage(error)}\n`);
     }
-    const consoles = viewers.map((v) => v.viewer.console.text?.() ?? '');
+    const consoles = viewers.map((v) => v.console.text());
     const result = summarise({
       scenarioName,
       scenario,
@@ -179,20 +211,25 @@ export async function runLab({
   }
 }
 
-function progressLine(elapsedS, snaps) {
-  const live = snaps.filter((s) => !s.error && s.stats);
+/** The stats of the snapshots that have them. */
+function statsOf(snaps: readonly ViewerSnapshot[]): PlayerStatsSnapshot[] {
+  return snaps.flatMap((s) => (s.error === undefined && s.stats ? [s.stats] : []));
+}
+
+function progressLine(elapsedS: number, snaps: readonly ViewerSnapshot[]): string {
+  const live = statsOf(snaps);
   let mesh = 0;
   let orig = 0;
   let stalls = 0;
   let relayed = 0;
-  for (const s of live) {
-    mesh += s.stats.bytesFromMesh ?? 0;
-    orig += s.stats.bytesFromOrigin ?? 0;
-    stalls += s.stats.stalls ?? 0;
-    relayed += s.stats.relayedBytes ?? 0;
+  for (const st of live) {
+    mesh += st.bytesFromMesh ?? 0;
+    orig += st.bytesFromOrigin ?? 0;
+    stalls += st.stalls ?? 0;
+    relayed += st.relayedBytes ?? 0;
   }
   const playing = snaps.filter((s) => s.video && !s.video.paused && s.video.currentTime > 0).length;
-  const peers = live.map((s) => s.stats.peers ?? 0);
+  const peers = live.map((st) => st.peers ?? 0);
   return (
     `t=${elapsedS.toFixed(0).padStart(4)}s  playing ${playing}/${snaps.length}  mesh ${mesh + orig > 0 ? ((100 * mesh) / (mesh + orig)).toFixed(0) : '—'}%` +
     `  peers ${peers.join(',')}  stalls ${stalls}  relayed ${(relayed / 1024).toFixed(0)} KiB`
@@ -203,10 +240,13 @@ function progressLine(elapsedS, snaps) {
  * Peak upload over 1 s windows (readings two apart) and the longest run of windows above
  * SATURATED_SHARE of the cap. `readings`: one home's `{ bytes, atMs }` (or null) per round.
  */
-export function uplinkFigures(readings, capKbps) {
+export function uplinkFigures(
+  readings: readonly (UplinkReading | null | undefined)[],
+  capKbps: number,
+): { peakKbps: number; longestSaturatedMs: number } {
   let peakKbps = 0;
   let longestSaturatedMs = 0;
-  let runStart = null;
+  let runStart: number | null = null;
   for (let i = 2; i < readings.length; i++) {
     const r0 = readings[i - 2];
     const r1 = readings[i];
@@ -224,16 +264,16 @@ export function uplinkFigures(readings, capKbps) {
 }
 
 /** Σ mesh ÷ Σ media bytes received by all viewers between the middle and the end of the window. */
-function secondHalfMeshShare(pageSeries) {
+function secondHalfMeshShare(pageSeries: readonly ViewerSnapshot[][]): number | null {
   let mesh = 0;
   let media = 0;
   for (const series of pageSeries) {
-    const withStats = series.filter((x) => x.stats);
+    const withStats = statsOf(series.filter((x) => x.stats));
     const mid = withStats[Math.floor(withStats.length / 2)];
     const end = withStats[withStats.length - 1];
     if (mid === undefined || end === undefined || mid === end) continue;
-    const m = (end.stats.bytesFromMesh ?? 0) - (mid.stats.bytesFromMesh ?? 0);
-    const o = (end.stats.bytesFromOrigin ?? 0) - (mid.stats.bytesFromOrigin ?? 0);
+    const m = (end.bytesFromMesh ?? 0) - (mid.bytesFromMesh ?? 0);
+    const o = (end.bytesFromOrigin ?? 0) - (mid.bytesFromOrigin ?? 0);
     mesh += m;
     media += m + o;
   }
@@ -241,45 +281,45 @@ function secondHalfMeshShare(pageSeries) {
 }
 
 /** One viewer's loads at one sample: TL/ML, measured capacity, slices it roots, children. */
-function loadPoint(snap, windowStart) {
-  const st = snap.stats;
+function loadPoint(snap: ViewerSnapshot, st: PlayerStatsSnapshot, windowStart: number): LoadPoint {
   const slices = st.slices ?? [];
   return {
-    atS: typeof snap.now === 'number' ? Math.round((snap.now - windowStart) / 100) / 10 : null,
+    atS: Math.round((snap.now - windowStart) / 100) / 10,
     load: st.load ?? null,
     targetLoad: st.targetLoad ?? null,
     maxLoad: st.maxLoad ?? null,
     capacityKbps: st.uploadCapacityKbps ?? null,
     slicesRooted: slices.filter((sl) => sl.parent !== null && sl.parent === st.sourceId).length,
-    children: slices.reduce((n, sl) => n + (sl.children?.length ?? 0), 0),
+    children: slices.reduce((n, sl) => n + sl.children.length, 0),
     meshShare: st.meshShare ?? null,
   };
 }
 
 const ROUTE_ORDER = ['relay', 'prflx', 'srflx', 'host'];
 
-function summarise(run) {
+function summarise(run: LabRun): LabResult {
   const { scenario, lab, pageSeries, uplink, origin, produced, windowStart } = run;
-  const last = pageSeries.map((s) => s[s.length - 1] ?? {});
-  const idToName = new Map();
-  let sourceId = null;
-  last.forEach((snap, i) => {
-    const st = snap.stats;
-    if (st?.peerId !== null && st?.peerId !== undefined) idToName.set(st.peerId, lab.homes[i]?.name);
+  const last = pageSeries.map((s): ViewerSnapshot | undefined => s[s.length - 1]);
+  const idToName = new Map<number | string, string>();
+  let sourceId: number | string | null = null;
+  for (const [i, snap] of last.entries()) {
+    const st = snap?.stats;
+    const name = lab.homes[i]?.name;
+    if (st?.peerId !== null && st?.peerId !== undefined && name !== undefined) idToName.set(st.peerId, name);
     if (st?.sourceId !== null && st?.sourceId !== undefined) sourceId = st.sourceId;
-  });
+  }
   if (sourceId !== null) idToName.set(sourceId, 'source');
-  const viewers = lab.homes.map((home, i) => {
+  const viewers = lab.homes.map((home, i): LabViewer => {
     const series = pageSeries[i] ?? [];
-    const snap = last[i] ?? {};
-    const st = snap.stats ?? {};
+    const snap = last[i];
+    const st: PlayerStatsSnapshot = snap?.stats ?? {};
     const homeReadings = uplink.readings.map((row) => row[i] ?? null);
     const up = uplinkFigures(homeReadings, home.uplinkKbps);
     const firstBytes = homeReadings.find((r) => r !== null)?.bytes ?? 0;
     const lastBytes = [...homeReadings].reverse().find((r) => r !== null)?.bytes ?? 0;
-    const secondHalf = series.slice(Math.floor(series.length / 2)).filter((s) => s.stats);
-    const peersSeen = secondHalf.map((s) => s.stats.peers ?? 0);
-    const delays = series.map((s) => s.stats?.liveDelayMs).filter((d) => typeof d === 'number');
+    const secondHalf = statsOf(series.slice(Math.floor(series.length / 2)));
+    const peersSeen = secondHalf.map((s) => s.peers ?? 0);
+    const delays = series.map((s) => s.stats?.liveDelayMs);
     const links = (st.peerLinks ?? []).map((l) => ({
       peer: l.peer,
       peerName: idToName.get(l.peer) ?? `#${l.peer}`,
@@ -298,7 +338,7 @@ function summarise(run) {
       uplinkKbps: home.uplinkKbps,
       downlinkKbps: home.downlinkKbps,
       peerId: st.peerId ?? null,
-      startupMs: typeof snap.firstPlayingMs === 'number' ? Math.round(snap.firstPlayingMs) : null,
+      startupMs: typeof snap?.firstPlayingMs === 'number' ? Math.round(snap.firstPlayingMs) : null,
       stalls: st.stalls ?? null,
       stallMs: st.stallMs ?? null,
       meshShare: st.meshShare ?? null,
@@ -326,32 +366,30 @@ function summarise(run) {
       // How the loads and the tree roles moved (every 4 s): where a viewer's upload went.
       timeline: series
         .filter((_, k) => k % 2 === 0)
-        .filter((s) => s.stats)
-        .map((s) => loadPoint(s, windowStart)),
-      errors: snap.errors ?? [],
+        .flatMap((s) => (s.stats ? [loadPoint(s, s.stats, windowStart)] : [])),
+      errors: snap?.errors ?? [],
     };
   });
   // Who connected to whom: one edge per pair, its route the less direct of the two ends' views.
-  const edges = new Map();
+  const edges = new Map<string, LabEdge>();
   for (const v of viewers)
     for (const l of v.links) {
-      const key = [v.name, l.peerName].sort().join('~');
+      const [a = v.name, b = l.peerName] = [v.name, l.peerName].sort();
+      const key = `${a}~${b}`;
       const prev = edges.get(key);
       const route =
         prev === undefined
           ? l.route
           : (ROUTE_ORDER.find((r) => r === prev.route || r === l.route) ?? l.route);
-      edges.set(key, { a: [v.name, l.peerName].sort()[0], b: [v.name, l.peerName].sort()[1], route });
+      edges.set(key, { a, b, route });
     }
-  const sum = (f) => viewers.reduce((a, v) => a + (f(v) ?? 0), 0);
+  const sum = (f: (v: LabViewer) => number | null): number => viewers.reduce((a, v) => a + (f(v) ?? 0), 0);
   const mesh = sum((v) => v.bytesFromMesh);
   const fromOrigin = sum((v) => v.bytesFromOrigin);
   // Each relayed byte is counted by both ends when both are viewers: halve for the traffic itself.
   const relayedBytes = sum((v) => v.relayedBytes) / 2;
   const startups = viewers.map((v) => v.startupMs);
-  const allDelays = pageSeries.flatMap((s) =>
-    s.map((x) => x.stats?.liveDelayMs).filter((d) => typeof d === 'number'),
-  );
+  const allDelays = pageSeries.flatMap((s) => s.map((x) => x.stats?.liveDelayMs));
   const symmetric = viewers.filter((v) => v.nat === 'symmetric');
   return {
     scenario: run.scenarioName,
@@ -372,8 +410,8 @@ function summarise(run) {
     meshShareSecondHalf: secondHalfMeshShare(pageSeries),
     bytesFromMesh: mesh,
     bytesFromOrigin: fromOrigin,
-    originMediaBytes: origin.mediaBytes ?? null,
-    originViewerMediaBytes: origin.viewerMediaBytes ?? null,
+    originMediaBytes: origin.mediaBytes,
+    originViewerMediaBytes: origin.viewerMediaBytes,
     producedBytes: produced.bytes,
     producedSegments: produced.count,
     streamCopiesFromOrigin: produced.bytes > 0 ? origin.mediaBytes / produced.bytes : null,
@@ -404,8 +442,142 @@ function summarise(run) {
 }
 
 /** The tracker's connectivity aggregates from its Prometheus text (lines about peer links). */
-function pickMetrics(text) {
-  return String(text)
-    .split('\n')
-    .filter((l) => /^chunkycast_peer_/.test(l));
+function pickMetrics(text: string): string[] {
+  return text.split('\n').filter((l) => /^chunkycast_peer_/.test(l));
+}
+
+/** Every home's uplink counter, one row per reading round. */
+interface UplinkSeries {
+  readonly readings: (UplinkReading | null)[][];
+}
+
+/** What summarise() needs of a finished run. */
+interface LabRun {
+  readonly scenarioName: string;
+  readonly scenario: Scenario;
+  readonly durationS: number;
+  readonly lab: Lab;
+  readonly pageSeries: readonly ViewerSnapshot[][];
+  readonly uplink: UplinkSeries;
+  readonly origin: OriginCounters;
+  readonly produced: { bytes: number; count: number };
+  readonly health: LabResult['trackerHealth'];
+  readonly coturn: Coturn | null;
+  readonly metricsText: string;
+  readonly windowStart: number;
+  readonly windowEnd: number;
+}
+
+/** One viewer's loads at one sample. */
+export interface LoadPoint {
+  readonly atS: number;
+  readonly load: number | null;
+  readonly targetLoad: number | null;
+  readonly maxLoad: number | null;
+  readonly capacityKbps: number | null;
+  readonly slicesRooted: number;
+  readonly children: number;
+  readonly meshShare: number | null;
+}
+
+/** One peer link of a viewer at the end of the run. */
+export interface LabLink {
+  readonly peer: number | string;
+  readonly peerName: string;
+  readonly route: string;
+  readonly localCandidateType: string | null;
+  readonly remoteCandidateType: string | null;
+  readonly rttMs: number | null;
+  readonly bytesSent: number;
+  readonly bytesReceived: number;
+}
+
+/** Who connected to whom, with the less direct of the two ends' routes. */
+export interface LabEdge {
+  readonly a: string;
+  readonly b: string;
+  readonly route: string;
+}
+
+/** One viewer's figures (result.json's `viewers[]`). */
+export interface LabViewer {
+  readonly name: string;
+  readonly nat: string;
+  readonly address: string;
+  readonly publicAddress: string;
+  readonly uplinkKbps: number;
+  readonly downlinkKbps: number;
+  readonly peerId: number | string | null;
+  readonly startupMs: number | null;
+  readonly stalls: number | null;
+  readonly stallMs: number | null;
+  readonly meshShare: number | null;
+  readonly bytesFromMesh: number;
+  readonly bytesFromOrigin: number;
+  readonly bytesFromRepair: number;
+  readonly mediaUploadBytes: number;
+  readonly uplinkBytes: number;
+  readonly peakUploadKbps1s: number;
+  readonly peakUploadShareOfCap: number | null;
+  readonly longestAbove90PctMs: number;
+  readonly peers: number;
+  readonly peersMinSecondHalf: number;
+  readonly peersByRoute: Readonly<Record<string, number>> | null;
+  readonly relayedBytes: number;
+  readonly connectFailures: number | null;
+  readonly load: number | null;
+  readonly targetLoad: number | null;
+  readonly maxLoad: number | null;
+  readonly uploadCapacityKbps: number | null;
+  readonly uploadCapacitySource: string | null;
+  readonly liveDelayMsP50: number | null;
+  readonly liveDelayMsP95: number | null;
+  readonly links: readonly LabLink[];
+  readonly timeline: readonly LoadPoint[];
+  readonly errors: readonly string[];
+}
+
+/** result.json of a lab run. */
+export interface LabResult {
+  readonly scenario: string;
+  readonly description: string;
+  readonly ice: string;
+  readonly capacity: string;
+  readonly durationS: number;
+  readonly windowMs: number;
+  readonly network: {
+    readonly publicSegment: string;
+    readonly emulatedDelay: boolean;
+    readonly note: string;
+  };
+  readonly trackerHealth: { readonly ice?: { readonly warning?: string | null } } & Record<string, unknown>;
+  readonly meshShare: number;
+  readonly meshShareSecondHalf: number | null;
+  readonly bytesFromMesh: number;
+  readonly bytesFromOrigin: number;
+  readonly originMediaBytes: number;
+  readonly originViewerMediaBytes: number;
+  readonly producedBytes: number;
+  readonly producedSegments: number;
+  readonly streamCopiesFromOrigin: number | null;
+  readonly streamCopiesFromOriginToViewers: number | null;
+  readonly stalls: number;
+  readonly stallMs: number;
+  readonly neverPlayed: number;
+  readonly startupMsP50: number | null;
+  readonly startupMsP95: number | null;
+  readonly liveDelayMsP95: number | null;
+  readonly relayedBytes: number;
+  readonly relayedShareOfMesh: number | null;
+  readonly minPeers: number;
+  readonly symmetricViewersViaRelay: number;
+  readonly symmetricViewers: number;
+  readonly viewersSaturatedOver2s: readonly string[];
+  readonly turnAllocations: number;
+  readonly edges: readonly LabEdge[];
+  readonly viewers: readonly LabViewer[];
+  readonly metrics: readonly string[];
+  /** Set by the CLI. */
+  command?: string;
+  wallS?: number;
 }

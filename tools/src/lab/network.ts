@@ -1,32 +1,34 @@
-// A small internet out of Linux network namespaces, for the lab (`npm run lab`).
-//
-// The process that builds it must already be in its own loopback-only network namespace (the lab
-// re-runs itself under `unshare -n`): that namespace becomes the lab's *public segment*, a bridge
-// with the tracker, the origin, the true source and coturn on LAB_PUBLIC_IP. Every viewer gets a
-// *home* namespace with one Chromium; a home sits behind its own *router* namespace (nftables NAT)
-// or, for the public viewer, straight on the bridge. Nothing is connected to the machine's real
-// interfaces, so no packet can leave it.
-//
-// Addresses: the public segment uses 198.18.0.0/24 (RFC 2544's benchmarking range, never routed
-// on the internet: it looks public to Chromium and coturn, which treat RFC 1918 space as private);
-// home LANs use 10.<n>.0.0/24.
-//
-// NAT kinds (RFC 4787 terms):
-// - `port-preserving`: nftables `masquerade` keeps the source port where it can, so one inside
-//   address:port maps to the same outside port for every destination (endpoint-independent mapping);
-//   conntrack admits only replies from where a packet went (address-and-port-dependent filtering):
-//   two such homes reach each other by hole punching with STUN-learned (srflx) candidates.
-// - `symmetric`: `masquerade random,fully-random` gives every new destination its own random port,
-//   so a srflx candidate is useless to any peer but the STUN server: links to other NATed homes need
-//   TURN; links to public hosts still work directly (peer-reflexive candidates).
-// - `lan`: several homes on one LAN bridge behind one port-preserving router: they reach each other
-//   by host candidates.
-// - `public`: no NAT at all.
-//
-// Shaping: `tc` tbf on the home's interface (uplink) and on the router's side of it (downlink).
-// `netem` is missing from this kernel, so there is no emulated delay or loss: every link in the lab
-// has sub-millisecond latency, and the report says so.
-import { execFileSync, spawnSync } from 'node:child_process';
+/**
+ * A small internet out of Linux network namespaces, for the lab (`npm run lab`).
+ *
+ * The process that builds it must already be in its own loopback-only network namespace (the lab
+ * re-runs itself under `unshare -n`): that namespace becomes the lab's *public segment*, a bridge
+ * with the tracker, the origin, the true source and coturn on LAB_PUBLIC_IP. Every viewer gets a
+ * *home* namespace with one Chromium; a home sits behind its own *router* namespace (nftables NAT)
+ * or, for the public viewer, straight on the bridge. Nothing is connected to the machine's real
+ * interfaces, so no packet can leave it.
+ *
+ * Addresses: the public segment uses 198.18.0.0/24 (RFC 2544's benchmarking range, never routed
+ * on the internet: it looks public to Chromium and coturn, which treat RFC 1918 space as private);
+ * home LANs use 10.<n>.0.0/24.
+ *
+ * NAT kinds (RFC 4787 terms):
+ * - `port-preserving`: nftables `masquerade` keeps the source port where it can, so one inside
+ *   address:port maps to the same outside port for every destination (endpoint-independent mapping);
+ *   conntrack admits only replies from where a packet went (address-and-port-dependent filtering):
+ *   two such homes reach each other by hole punching with STUN-learned (srflx) candidates.
+ * - `symmetric`: `masquerade random,fully-random` gives every new destination its own random port,
+ *   so a srflx candidate is useless to any peer but the STUN server: links to other NATed homes need
+ *   TURN; links to public hosts still work directly (peer-reflexive candidates).
+ * - `lan`: several homes on one LAN bridge behind one port-preserving router: they reach each other
+ *   by host candidates.
+ * - `public`: no NAT at all.
+ *
+ * Shaping: `tc` tbf on the home's interface (uplink) and on the router's side of it (downlink).
+ * `netem` is missing from this kernel, so there is no emulated delay or loss: every link in the lab
+ * has sub-millisecond latency, and the report says so.
+ */
+import { execFile, execFileSync, spawnSync } from 'node:child_process';
 import { existsSync, readdirSync } from 'node:fs';
 
 export const LAB_PUBLIC_IP = '198.18.0.1';
@@ -35,32 +37,78 @@ const PUBLIC_BRIDGE = 'labpub0';
 /** Namespaces of one lab run: `cclab<pid>-…`; a later run removes those of runs that died. */
 const NS_PREFIX = 'cclab';
 
-export const NAT_KINDS = ['port-preserving', 'symmetric', 'lan', 'public'];
+export const NAT_KINDS = ['port-preserving', 'symmetric', 'lan', 'public'] as const;
+export type NatKind = (typeof NAT_KINDS)[number];
 
-export class LabError extends Error {
-  name = 'LabError';
+/** One home of a scenario: its NAT, its capped links, and the LAN it shares with others (`lan`). */
+export interface HomeSpec {
+  readonly name: string;
+  readonly nat: NatKind;
+  readonly uplinkKbps: number;
+  readonly downlinkKbps: number;
+  readonly lanGroup?: string;
 }
 
-function run(command, args, { namespace, input } = {}) {
+/** A home as built: its namespace, its address on its LAN and the one the world sees. */
+export interface Home extends HomeSpec {
+  readonly namespace: string;
+  readonly address: string;
+  readonly publicAddress: string;
+  /** The router's namespace, null for a public home. */
+  readonly router: string | null;
+}
+
+export interface Lab {
+  readonly tag: string;
+  readonly homes: Home[];
+  readonly namespaces: string[];
+  /** veth ends made in this (the caller's) namespace: deleted first, see destroyLab. */
+  readonly localLinks: string[];
+  readonly publicIp: string;
+  destroy(): void;
+}
+
+interface Router {
+  readonly namespace: string;
+  readonly wanIp: string;
+  readonly lanPrefix: string;
+  nextHost: number;
+  ports: number;
+}
+
+export class LabError extends Error {
+  override readonly name = 'LabError';
+}
+
+function run(
+  command: string,
+  args: readonly string[],
+  { namespace, input }: { namespace?: string | undefined; input?: string } = {},
+): string {
   const argv =
     namespace === undefined ? [command, ...args] : ['ip', 'netns', 'exec', namespace, command, ...args];
+  const [file = command, ...rest] = argv;
   try {
-    return execFileSync(argv[0], argv.slice(1), {
+    return execFileSync(file, rest, {
       encoding: 'utf8',
       stdio: ['pipe', 'pipe', 'pipe'],
       input,
     });
   } catch (error) {
-    const stderr = String(error.stderr ?? '').trim();
-    throw new LabError(`lab network: \`${argv.join(' ')}\` failed: ${stderr || error.message}`);
+    const failure = error as { stderr?: string | Buffer; message?: string };
+    const stderr = (failure.stderr ?? '').toString().trim();
+    throw new LabError(
+      `lab network: \`${argv.join(' ')}\` failed: ${stderr || (failure.message ?? String(error))}`,
+    );
   }
 }
 
-const ip = (args, namespace) => run('ip', namespace === undefined ? args : ['-n', namespace, ...args]);
+const ip = (args: readonly string[], namespace?: string): string =>
+  run('ip', namespace === undefined ? args : ['-n', namespace, ...args]);
 
 /** The tools the lab needs, each with the Debian package that has it. */
-export function missingTools() {
-  const need = [
+export function missingTools(): (readonly [string, string])[] {
+  const need: (readonly [string, string])[] = [
     ['ip', 'iproute2'],
     ['tc', 'iproute2'],
     ['nft', 'nftables'],
@@ -73,11 +121,11 @@ export function missingTools() {
 }
 
 /** Removes namespaces left by lab runs whose process is gone (a run killed by SIGKILL). */
-export function removeStaleNamespaces() {
+export function removeStaleNamespaces(): string[] {
   if (!existsSync('/run/netns')) return [];
-  const removed = [];
+  const removed: string[] = [];
   for (const name of readdirSync('/run/netns')) {
-    const m = /^cclab(\d+)-/.exec(name);
+    const m = new RegExp(`^${NS_PREFIX}(\\d+)-`).exec(name);
     if (m === null) continue;
     const pid = Number(m[1]);
     let alive = false;
@@ -95,7 +143,7 @@ export function removeStaleNamespaces() {
 }
 
 /** tbf for `rateKbps` on `dev`: a burst of about 20 ms of traffic (at least two full frames), 200 ms of queue. */
-function shape(dev, rateKbps, namespace) {
+function shape(dev: string, rateKbps: number, namespace: string | undefined): void {
   const burstBytes = Math.max(3200, Math.round((rateKbps * 1000) / 8 / 50));
   run(
     'tc',
@@ -123,7 +171,7 @@ function shape(dev, rateKbps, namespace) {
  * Builds the lab for `homes` ([{ name, nat, uplinkKbps, downlinkKbps, lanGroup? }]) and returns
  * a handle: each home's namespace and address, a byte counter per home uplink, and `destroy()`.
  */
-export function buildLab(homes) {
+export function buildLab(homes: readonly HomeSpec[]): Lab {
   const missing = missingTools();
   if (missing.length > 0)
     throw new LabError(
@@ -137,11 +185,19 @@ export function buildLab(homes) {
     );
   removeStaleNamespaces();
   const tag = `${NS_PREFIX}${process.pid}`;
-  const namespaces = [];
-  /** veth ends made in this (the caller's) namespace: deleted first, see destroyLab. */
-  const localLinks = [];
-  const lab = { tag, homes: [], namespaces, localLinks, publicIp: LAB_PUBLIC_IP };
-  const addNs = (name) => {
+  const namespaces: string[] = [];
+  const localLinks: string[] = [];
+  const lab: Lab = {
+    tag,
+    homes: [],
+    namespaces,
+    localLinks,
+    publicIp: LAB_PUBLIC_IP,
+    destroy: () => {
+      destroyLab(lab);
+    },
+  };
+  const addNs = (name: string): string => {
     ip(['netns', 'add', name]);
     namespaces.push(name);
     ip(['link', 'set', 'lo', 'up'], name);
@@ -152,10 +208,10 @@ export function buildLab(homes) {
     ip(['addr', 'add', `${LAB_PUBLIC_IP}/24`, 'dev', PUBLIC_BRIDGE]);
     ip(['link', 'set', PUBLIC_BRIDGE, 'up']);
     /** Routers by LAN group (homes sharing one NAT). */
-    const groupRouters = new Map();
+    const groupRouters = new Map<string, Router>();
     let wanHost = 10;
     let routerIndex = 0;
-    const makeRouter = (nat) => {
+    const makeRouter = (nat: 'port-preserving' | 'symmetric'): Router => {
       routerIndex++;
       const router = addNs(`${tag}-r${routerIndex}`);
       const wanIp = `${PUBLIC_PREFIX}.${wanHost++}`;
@@ -185,10 +241,11 @@ export function buildLab(homes) {
     };
     homes.forEach((home, i) => {
       const ns = addNs(`${tag}-h${i + 1}`);
-      let address;
-      let gateway;
-      let downDev;
-      let downNs;
+      let address: string;
+      let gateway: string;
+      let downDev: string;
+      let downNs: string | undefined;
+      let router: Router | undefined;
       if (home.nat === 'public') {
         address = `${PUBLIC_PREFIX}.${100 + i}`;
         gateway = LAB_PUBLIC_IP;
@@ -199,7 +256,6 @@ export function buildLab(homes) {
         ip(['addr', 'add', `${address}/24`, 'dev', 'eth0'], ns);
         downNs = undefined;
       } else {
-        let router;
         if (home.nat === 'lan') {
           const group = home.lanGroup ?? 'lan';
           router = groupRouters.get(group);
@@ -207,11 +263,7 @@ export function buildLab(homes) {
             router = makeRouter('port-preserving');
             groupRouters.set(group, router);
           }
-        } else if (home.nat === 'port-preserving' || home.nat === 'symmetric') router = makeRouter(home.nat);
-        else
-          throw new LabError(
-            `lab network: unknown NAT kind ${JSON.stringify(home.nat)} (${NAT_KINDS.join(', ')})`,
-          );
+        } else router = makeRouter(home.nat);
         address = `${router.lanPrefix}.${router.nextHost++}`;
         gateway = `${router.lanPrefix}.1`;
         downDev = `p${++router.ports}`;
@@ -219,7 +271,6 @@ export function buildLab(homes) {
         ip(['link', 'add', downDev, 'type', 'veth', 'peer', 'name', 'eth0', 'netns', ns], router.namespace);
         ip(['link', 'set', downDev, 'master', 'lan', 'up'], router.namespace);
         ip(['addr', 'add', `${address}/24`, 'dev', 'eth0'], ns);
-        home.router = router;
       }
       ip(['link', 'set', 'eth0', 'up'], ns);
       ip(['route', 'add', 'default', 'via', gateway], ns);
@@ -229,21 +280,21 @@ export function buildLab(homes) {
         ...home,
         namespace: ns,
         address,
-        publicAddress: home.nat === 'public' ? address : home.router.wanIp,
-        router: home.router?.namespace ?? null,
+        publicAddress: router === undefined ? address : router.wanIp,
+        router: router?.namespace ?? null,
       });
     });
   } catch (error) {
     destroyLab(lab);
     throw error;
   }
-  lab.destroy = () => destroyLab(lab);
   return lab;
 }
 
-function ipLinks() {
-  const out = {};
-  for (const link of JSON.parse(ip(['-j', 'link', 'show']))) out[link.ifname] = link;
+/** The interfaces this namespace sees, by name. */
+function ipLinks(): Record<string, unknown> {
+  const out: Record<string, unknown> = {};
+  for (const link of JSON.parse(ip(['-j', 'link', 'show'])) as { ifname: string }[]) out[link.ifname] = link;
   return out;
 }
 
@@ -253,12 +304,17 @@ function ipLinks() {
  * kernel gets round to it, and until then they stay visible here (the e2e test after the lab's saw
  * them and refused to run outside a loopback-only namespace).
  */
-export function destroyLab(lab) {
-  for (const name of (lab.localLinks ?? []).splice(0))
-    spawnSync('ip', ['link', 'del', name], { stdio: 'ignore' });
+export function destroyLab(lab: Pick<Lab, 'localLinks' | 'namespaces'>): void {
+  for (const name of lab.localLinks.splice(0)) spawnSync('ip', ['link', 'del', name], { stdio: 'ignore' });
   for (const ns of lab.namespaces.splice(0).reverse())
     spawnSync('ip', ['netns', 'del', ns], { stdio: 'ignore' });
   spawnSync('ip', ['link', 'del', PUBLIC_BRIDGE], { stdio: 'ignore' });
+}
+
+/** One home's uplink counter: bytes sent, and when (ms) they were read. */
+export interface UplinkReading {
+  readonly bytes: number;
+  readonly atMs: number;
 }
 
 /**
@@ -269,9 +325,8 @@ export function destroyLab(lab) {
  * process took to start and report, which on this busy 2-core machine varied by hundreds of ms and
  * made 1 s rates of a 0.5 Mbit/s tbf-shaped uplink read up to 168% of its cap. Null if the read failed.
  */
-export async function readUplinkBytes(lab) {
-  const { execFile } = await import('node:child_process');
-  const readOne = (home) =>
+export async function readUplinkBytes(lab: Pick<Lab, 'homes'>): Promise<(UplinkReading | null)[]> {
+  const readOne = (home: Home): Promise<UplinkReading | null> =>
     new Promise((resolve) => {
       execFile(
         'ip',
@@ -284,9 +339,16 @@ export async function readUplinkBytes(lab) {
           'date +%s%N; cat /sys/class/net/eth0/statistics/tx_bytes',
         ],
         (error, stdout) => {
-          if (error) return resolve(null);
-          const [ns, bytes] = String(stdout).trim().split(/\s+/).map(Number);
-          resolve(Number.isFinite(ns) && Number.isFinite(bytes) ? { bytes, atMs: ns / 1e6 } : null);
+          if (error) {
+            resolve(null);
+            return;
+          }
+          const [ns, bytes] = stdout.trim().split(/\s+/).map(Number);
+          resolve(
+            ns !== undefined && bytes !== undefined && Number.isFinite(ns) && Number.isFinite(bytes)
+              ? { bytes, atMs: ns / 1e6 }
+              : null,
+          );
         },
       );
     });

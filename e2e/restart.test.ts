@@ -7,8 +7,8 @@
 // links keep carrying media while the tracker is away — the source keeps publishing and its signed
 // announcements travel over the mesh (viewers verify and pass them on), so every viewer must take
 // media bytes from the mesh before its own first rejoin — and the mesh keeps its share afterwards.
-// Run by e2e/run.mjs inside a loopback-only network namespace.
-import { spawn } from 'node:child_process';
+// Run by `npm run e2e` (tools/src/e2e/run.ts) inside a loopback-only network namespace.
+import { spawn, type ChildProcess } from 'node:child_process';
 import { generateKeyPairSync, randomBytes } from 'node:crypto';
 import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -34,7 +34,13 @@ import {
   viewerUrl,
   waitFor,
   waitForPlaying,
-} from './src/harness.mjs';
+  type Browser,
+  type LiveStream,
+  type Tracker,
+  type Viewer,
+  type ViewerSnapshot,
+} from './src/harness.js';
+import type { PlayerStatsSnapshot } from '../tools/src/viewers/snapshot.js';
 
 const VIEWERS = 4;
 /** Steady play before the restart, and watched play after it (the issue: ~20 s each). */
@@ -52,26 +58,43 @@ const SEGMENT_MS = 2000;
 const CUT_INTO_OUTAGE_MS = 500;
 const sourceCli = join(root, 'tracker', 'dist', 'source', 'cli.js');
 
-const log = (text) => process.stderr.write(`e2e restart: ${text}\n`);
+const log = (text: string): void => {
+  process.stderr.write(`e2e restart: ${text}\n`);
+};
 const stack = new Stack();
 const broadcasterKey = randomBytes(18).toString('base64url');
-/** @type {string} */
-let workDir;
-/** @type {string} */
-let keyFile;
-/** @type {Awaited<ReturnType<typeof startStream>>} */
-let stream;
-/** @type {Awaited<ReturnType<typeof startTracker>>} */
-let origin;
-/** @type {Awaited<ReturnType<typeof startTracker>>} */
-let rendezvous;
-/** @type {ReturnType<typeof startSource>} */
-let source;
-/** @type {Awaited<ReturnType<typeof launchBrowser>>} */
-let browser;
+let workDir: string;
+let keyFile: string;
+let stream: LiveStream;
+let origin: Tracker;
+let rendezvous: Tracker;
+let source: Source;
+let browser: Browser;
+
+/** A figure of a viewer's player stats by name; NaN when absent, so a comparison with it fails. */
+const num = (st: PlayerStatsSnapshot | null | undefined, key: string): number => {
+  const value = st?.[key];
+  return typeof value === 'number' ? value : NaN;
+};
+
+/** One log record of the standalone source, with when it reached us. */
+interface SourceRecord {
+  readonly msg?: string;
+  readonly level?: string;
+  readonly receivedAt: number;
+  readonly [field: string]: unknown;
+}
+
+interface Source {
+  readonly proc: ChildProcess;
+  readonly records: SourceRecord[];
+  readonly lines: string[];
+  find(msg: string): SourceRecord[];
+  stop(): Promise<void>;
+}
 
 /** Starts the rendezvous-only tracker (no origin, no in-process source) with the shared keys. */
-function startRendezvous(port = 0) {
+function startRendezvous(port = 0): Promise<Tracker> {
   return startTracker({
     port,
     sourceStream: null,
@@ -83,7 +106,7 @@ function startRendezvous(port = 0) {
  * The standalone true source: its JSON log lines are kept (bounded) so the test can read when it
  * lost and regained the tracker.
  */
-function startSource({ trackerWsUrl, playlistUrl }) {
+function startSource({ trackerWsUrl, playlistUrl }: { trackerWsUrl: string; playlistUrl: string }): Source {
   if (!existsSync(sourceCli)) throw new Error(`${sourceCli} is missing: build first (npx tsc -b)`);
   const proc = spawn(
     process.execPath,
@@ -106,16 +129,16 @@ function startSource({ trackerWsUrl, playlistUrl }) {
     },
   );
   tieToParent(proc);
-  const records = [];
-  const lines = [];
-  const keep = (line) => {
+  const records: SourceRecord[] = [];
+  const lines: string[] = [];
+  const keep = (line: string): void => {
     lines.push(line);
     if (lines.length > 300) lines.shift();
   };
   forEachLine(proc.stdout, (line) => {
     keep(line);
     try {
-      const record = JSON.parse(line);
+      const record = JSON.parse(line) as Omit<SourceRecord, 'receivedAt'>;
       if (record.level !== 'debug') {
         records.push({ ...record, receivedAt: Date.now() });
         if (records.length > 500) records.shift();
@@ -125,7 +148,7 @@ function startSource({ trackerWsUrl, playlistUrl }) {
     }
   });
   proc.stderr.setEncoding('utf8');
-  proc.stderr.on('data', (chunk) => {
+  proc.stderr.on('data', (chunk: string) => {
     for (const line of chunk.split('\n')) if (line.trim() !== '') keep(`[stderr] ${line}`);
   });
   return {
@@ -138,10 +161,14 @@ function startSource({ trackerWsUrl, playlistUrl }) {
 }
 
 /** Samples the viewers every FAST_SAMPLE_MS until stopped (bounded: at most 30 s of samples). */
-function fastSampler(viewers) {
-  const samples = [];
+function fastSampler(viewers: readonly Viewer[]): {
+  samples: { at: number; snaps: ViewerSnapshot[] }[];
+  stop(): Promise<void>;
+} {
+  const samples: { at: number; snaps: ViewerSnapshot[] }[] = [];
   let running = true;
   const done = (async () => {
+    // eslint-disable-next-line @typescript-eslint/no-unnecessary-condition -- stop() clears it meanwhile
     for (let i = 0; running && i < 30_000 / FAST_SAMPLE_MS; i++) {
       const started = Date.now();
       samples.push({ at: started, snaps: await sampleAll(viewers) });
@@ -157,11 +184,12 @@ function fastSampler(viewers) {
   };
 }
 
-async function fail(title, problems, viewers) {
+async function fail(title: string, problems: readonly string[], viewers: readonly Viewer[]): Promise<never> {
   const snaps = await sampleAll(viewers);
   const lines = [`${title}: ${problems.length} problem(s)`, ...problems.map((p) => `  - ${p}`), ''];
   snaps.forEach((s, i) => {
     const v = viewers[i];
+    if (v === undefined) return;
     lines.push(`── ${v.label} ──`, JSON.stringify(brief(v.label, s)), `full: ${JSON.stringify(s)}`);
     if (v.console.lines.length > 0) lines.push('console:', v.console.text());
   });
@@ -172,13 +200,14 @@ async function fail(title, problems, viewers) {
   throw new Error(`${title}:\n${problems.join('\n')}`);
 }
 
-const round = (viewers) => (snaps, r) => {
+const round = (viewers: readonly Viewer[]) => (snaps: ViewerSnapshot[], r: number) => {
   if (r % 5 !== 0) return;
+  const shown = (x: unknown): string => (typeof x === 'number' || typeof x === 'string' ? String(x) : '-');
   log(
     snaps
       .map((s, i) => {
-        const b = brief(viewers[i].label, s);
-        return `${b.viewer}:${b.t ?? '-'}s/${b.peers ?? '-'}p/st${b.stalls ?? '-'}/${s.stats?.trackerState ?? '-'}`;
+        const b = brief(viewers[i]?.label ?? `#${i}`, s);
+        return `${shown(b.viewer)}:${shown(b.t)}s/${shown(b.peers)}p/st${shown(b.stalls)}/${shown(s.stats?.trackerState)}`;
       })
       .join(' ') + ` mesh ${(100 * meshShareOf(snaps).share).toFixed(0)}%`,
   );
@@ -186,10 +215,13 @@ const round = (viewers) => (snaps, r) => {
 
 describe('tracker restart mid-stream', () => {
   beforeAll(async () => {
-    expect(isIsolated(), 'e2e must run in a loopback-only network namespace (use e2e/run.mjs)').toBe(true);
+    expect(isIsolated(), 'e2e must run in a loopback-only network namespace (use npm run e2e)').toBe(true);
     const t0 = Date.now();
     workDir = mkdtempSync(join(tmpdir(), 'chunkycast-restart-'));
-    stack.add('work dir', async () => rmSync(workDir, { recursive: true, force: true }));
+    stack.add('work dir', () => {
+      rmSync(workDir, { recursive: true, force: true });
+      return Promise.resolve();
+    });
     keyFile = join(workDir, 'signing-key.pem');
     const { privateKey } = generateKeyPairSync('ed25519');
     writeFileSync(keyFile, privateKey.export({ type: 'pkcs8', format: 'pem' }), { mode: 0o600 });
@@ -217,7 +249,7 @@ describe('tracker restart mid-stream', () => {
   });
 
   test('viewers and source rejoin within 5 s with their ids; no stall; the mesh carries on', async () => {
-    const viewers = [];
+    const viewers: Viewer[] = [];
     for (let i = 0; i < VIEWERS; i++)
       viewers.push(
         await openViewer(browser, viewerUrl(origin.url, { tracker: rendezvous.wsUrl }), { label: `v${i}` }),
@@ -227,13 +259,14 @@ describe('tracker restart mid-stream', () => {
     } catch (error) {
       await fail('startup', [String(error)], viewers);
     }
-    const problems = [];
+    const problems: string[] = [];
+    const label = (i: number): string => viewers[i]?.label ?? `#${i}`;
     const before = await monitor(viewers, {
       durationMs: BEFORE_S * 1000,
       intervalMs: 2000,
       onSample: round(viewers),
     });
-    before.forEach((s, i) => problems.push(...steadinessProblems(viewers[i].label, s)));
+    before.forEach((s, i) => problems.push(...steadinessProblems(label(i), s)));
     if (problems.length > 0) await fail('steady play before the restart', problems, viewers);
     const sourceRunning = source.find('true source running')[0];
 
@@ -265,7 +298,7 @@ describe('tracker restart mid-stream', () => {
         async () => {
           const snaps = await sampleAll(viewers);
           const viewersBack = snaps.every(
-            (s) => s.stats?.trackerReconnects >= 1 && s.stats?.trackerState === 'connected',
+            (s) => num(s.stats, 'trackerReconnects') >= 1 && s.stats?.trackerState === 'connected',
           );
           return viewersBack && source.find('true source: tracker reached again').length > 0;
         },
@@ -281,36 +314,35 @@ describe('tracker restart mid-stream', () => {
 
     // ── what each viewer saw ──
     const figures = viewers.map((v, i) => {
-      const k = atKill[i].stats;
-      const a = afterRejoin[i].stats;
-      const down = sampler.samples
-        .map((x) => x.snaps[i])
-        .filter((s) => s.stats?.trackerState !== 'connected');
+      const k = atKill[i]?.stats;
+      const a = afterRejoin[i]?.stats;
+      const mine = sampler.samples.map((x) => x.snaps[i]).filter((s): s is ViewerSnapshot => s !== undefined);
+      const down = mine.filter((s) => s.stats?.trackerState !== 'connected');
       // From the close until this viewer's first rejoin (its reconnect count still the one at the
       // close): it had no tracker, so every announcement it used came over the mesh.
-      const beforeRejoin = sampler.samples
-        .map((x) => x.snaps[i])
-        .filter((s) => (s.stats?.trackerReconnects ?? 0) === k.trackerReconnects);
+      const beforeRejoin = mine.filter((s) => (s.stats?.trackerReconnects ?? 0) === k?.trackerReconnects);
       const lastBeforeRejoin = beforeRejoin.at(-1)?.stats ?? k;
-      const meshWhileDown = Math.max(0, ...down.map((s) => s.stats?.bytesFromMesh ?? 0)) - k.bytesFromMesh;
+      const meshWhileDown =
+        Math.max(0, ...down.map((s) => s.stats?.bytesFromMesh ?? 0)) - num(k, 'bytesFromMesh');
+      const delta = (key: string): number => num(a, key) - num(k, key);
       return {
         viewer: v.label,
-        outageMs: a.trackerLastOutageMs,
-        peerIdKept: a.peerId === k.peerId && a.peerIdChanges === 0,
-        peerId: `${k.peerId}→${a.peerId}`,
+        outageMs: a?.trackerLastOutageMs,
+        peerIdKept: a?.peerId === k?.peerId && a?.peerIdChanges === 0,
+        peerId: `${String(k?.peerId)}→${String(a?.peerId)}`,
         samplesDown: down.length,
         minPeersWhileDown: down.length === 0 ? null : Math.min(...down.map((s) => s.stats?.peers ?? 0)),
         meshBytesWhileDown: meshWhileDown,
         samplesBeforeRejoin: beforeRejoin.length,
-        meshBytesBeforeRejoin: lastBeforeRejoin.bytesFromMesh - k.bytesFromMesh,
+        meshBytesBeforeRejoin: num(lastBeforeRejoin, 'bytesFromMesh') - num(k, 'bytesFromMesh'),
         peerAnnouncementsBeforeRejoin:
-          (lastBeforeRejoin.announcementsFromPeers ?? 0) - (k.announcementsFromPeers ?? 0),
-        meshBytesKillToRejoin1s: a.bytesFromMesh - k.bytesFromMesh,
-        originBytesKillToRejoin1s: a.bytesFromOrigin - k.bytesFromOrigin,
-        originSegmentsKillToRejoin1s: a.segmentsFromOrigin - k.segmentsFromOrigin,
-        signalsDropped: a.trackerSignalsDropped,
-        heldPacketsDropped: a.heldPacketsDropped - k.heldPacketsDropped,
-        stalls: a.stalls,
+          (num(lastBeforeRejoin, 'announcementsFromPeers') || 0) - (num(k, 'announcementsFromPeers') || 0),
+        meshBytesKillToRejoin1s: delta('bytesFromMesh'),
+        originBytesKillToRejoin1s: delta('bytesFromOrigin'),
+        originSegmentsKillToRejoin1s: delta('segmentsFromOrigin'),
+        signalsDropped: a?.trackerSignalsDropped,
+        heldPacketsDropped: delta('heldPacketsDropped'),
+        stalls: a?.stalls,
       };
     });
     const lost = source.find('true source: lost the tracker; reconnecting');
@@ -320,12 +352,12 @@ describe('tracker restart mid-stream', () => {
       outageMs: back[0]?.outageMs ?? null,
       peerIdKept: back[0]?.peerIdKept ?? null,
       resumed: back[0]?.resumed ?? null,
-      peerId: `${sourceRunning?.peerId}→${back[0]?.peerId}`,
+      peerId: `${String(sourceRunning?.peerId)}→${String(back[0]?.peerId)}`,
       closeCode: lost[0]?.code ?? null,
       segmentsHeld: source.find('true source: tracker away; segment held').length,
       segmentsFedOverMesh: source
         .find('true source: tracker away; segment announced over the mesh')
-        .map((r) => `${r.sequence}→${r.peers}p`),
+        .map((r) => `${String(r.sequence)}→${String(r.peers)}p`),
       heldPublishedAfter: source.find(
         'true source: published the segments held while the tracker was away',
       )[0]?.segments,
@@ -337,11 +369,11 @@ describe('tracker restart mid-stream', () => {
     log(`segments finished by ffmpeg around the close (ms after it): ${finished.join(' ')}`);
     for (const f of [...figures, sourceFigures]) {
       if (!(typeof f.outageMs === 'number' && f.outageMs <= MAX_OUTAGE_MS))
-        problems.push(`${f.viewer}: close → welcome took ${f.outageMs} ms (> ${MAX_OUTAGE_MS})`);
+        problems.push(`${f.viewer}: close → welcome took ${String(f.outageMs)} ms (> ${MAX_OUTAGE_MS})`);
       if (f.peerIdKept !== true) problems.push(`${f.viewer}: peer id not kept (${f.peerId})`);
     }
     for (const f of figures) {
-      if (f.stalls !== 0) problems.push(`${f.viewer}: ${f.stalls} stall(s) by the rejoin`);
+      if (f.stalls !== 0) problems.push(`${f.viewer}: ${f.stalls ?? 'unknown'} stall(s) by the rejoin`);
       if (f.minPeersWhileDown !== null && f.minPeersWhileDown < 1)
         problems.push(`${f.viewer}: lost every WebRTC link while the tracker was down`);
       // The point of announcements over the mesh: media kept flowing before this viewer had a
@@ -370,21 +402,23 @@ describe('tracker restart mid-stream', () => {
       intervalMs: 2000,
       onSample: round(viewers),
     });
-    after.forEach((s, i) => problems.push(...steadinessProblems(viewers[i].label, s)));
-    const last = after.map((s) => s[s.length - 1]);
+    after.forEach((s, i) => problems.push(...steadinessProblems(label(i), s)));
+    // monitor() takes at least one round, so every series has a first and a last sample.
+    const last = after.map((s) => s[s.length - 1] ?? { now: Date.now(), error: 'no sample' });
     const start = after.map((s) => s[0]);
     let meshAfter = 0;
     let originAfter = 0;
     last.forEach((s, i) => {
-      if (s.stats?.stalls !== 0) problems.push(`${viewers[i].label}: ${s.stats?.stalls} stall(s) in total`);
-      meshAfter += (s.stats?.bytesFromMesh ?? 0) - (start[i].stats?.bytesFromMesh ?? 0);
-      originAfter += (s.stats?.bytesFromOrigin ?? 0) - (start[i].stats?.bytesFromOrigin ?? 0);
+      if (s.stats?.stalls !== 0)
+        problems.push(`${label(i)}: ${s.stats?.stalls ?? 'unknown'} stall(s) in total`);
+      meshAfter += (s.stats?.bytesFromMesh ?? 0) - (start[i]?.stats?.bytesFromMesh ?? 0);
+      originAfter += (s.stats?.bytesFromOrigin ?? 0) - (start[i]?.stats?.bytesFromOrigin ?? 0);
     });
     const shareAfter = meshAfter + originAfter === 0 ? 0 : meshAfter / (meshAfter + originAfter);
     const shareTotal = meshShareOf(last).share;
     log(
       `after the restart (${AFTER_S} s): mesh share ${(100 * shareAfter).toFixed(1)}% (mesh ${meshAfter} B, origin ${originAfter} B); ` +
-        `whole run ${(100 * shareTotal).toFixed(1)}%; stalls ${last.map((s) => s.stats?.stalls).join(',')}`,
+        `whole run ${(100 * shareTotal).toFixed(1)}%; stalls ${last.map((s) => s.stats?.stalls ?? '?').join(',')}`,
     );
     if (!(shareAfter >= MIN_MESH_SHARE_AFTER))
       problems.push(

@@ -1,27 +1,24 @@
-#!/usr/bin/env node
-// `npm start`: a live stream shared by a browser mesh, on this machine. Starts an ffmpeg test
-// stream packaged as HLS into a temp origin directory, the tracker (rendezvous server, origin at
-// /live/, the demo at /, the true source in process) on 127.0.0.1, and prints the viewer and
-// broadcaster URLs. `--viewers N` also opens N headless Chromium viewers and prints a swarm summary
-// every 5 s. Ctrl-C stops everything. The simulator that `npm start` used to run is `npm run sim`.
-import { createServer } from 'node:net';
+/**
+ * `npm start`: a live stream shared by a browser mesh, on this machine. Starts an ffmpeg test
+ * stream packaged as HLS into a temp origin directory, the tracker (rendezvous server, origin at
+ * /live/, the demo at /, the true source in process) on 127.0.0.1, and prints the viewer and
+ * broadcaster URLs. `--viewers N` also opens N headless Chromium viewers and prints a swarm summary
+ * every 5 s. Ctrl-C stops everything. The simulator that `npm start` used to run is `npm run sim`.
+ *
+ * The product demo: it uses the stack (stream, tracker, cleanup) and the viewer helpers, never the
+ * e2e test harness.
+ */
 import { existsSync } from 'node:fs';
+import { createServer } from 'node:net';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
-import {
-  numberOption as num,
-  parseCliOrExit,
-  Stack,
-  demoDist,
-  launchBrowser,
-  openViewer,
-  sampleAll,
-  startStream,
-  startTracker,
-  summaryLine,
-  swarmSummary,
-  viewerUrl,
-} from '../e2e/src/harness.mjs';
+import { choiceOption, noPositionals, numberOption, parseCommandLine, stringValue } from '../lib/args.js';
+import { errorStack } from '../lib/wait.js';
+import { Stack } from '../stack/cleanup.js';
+import { startStream } from '../stack/stream.js';
+import { demoDist, startTracker } from '../stack/tracker.js';
+import { launchBrowser, openViewer, viewerUrl, type Viewer } from '../viewers/browser.js';
+import { sampleAll, summaryLine, swarmSummary } from '../viewers/watch.js';
 
 const USAGE = `usage: npm start -- [options]
 
@@ -39,55 +36,67 @@ options:
 
 The simulator is \`npm run sim\`; the browser swarm benchmark is \`npm run swarm\`.`;
 
-function parseArgs(argv) {
-  const o = {
-    port: 8080,
-    portGiven: false,
-    viewers: 0,
-    duration: null,
-    targetLoad: undefined,
-    maxLoad: undefined,
-    logLevel: 'warn',
-  };
-  for (let i = 0; i < argv.length; i++) {
-    const a = argv[i];
-    if (a === '--help' || a === '-h') o.help = true;
-    else if (a === '--port') {
-      o.port = num(a, argv[++i], 0);
-      o.portGiven = true;
-    } else if (a === '--viewers') o.viewers = Math.floor(num(a, argv[++i], 0));
-    else if (a === '--duration') o.duration = num(a, argv[++i], 1);
-    else if (a === '--target-load') o.targetLoad = num(a, argv[++i], 0);
-    else if (a === '--max-load') o.maxLoad = num(a, argv[++i], 0);
-    else if (a === '--log-level') {
-      o.logLevel = argv[++i];
-      if (!['debug', 'info', 'warn', 'error'].includes(o.logLevel))
-        throw new Error('--log-level: debug|info|warn|error');
-    } else throw new Error(`unknown option ${a}`);
-  }
-  return o;
-}
+const LOG_LEVELS = ['debug', 'info', 'warn', 'error'] as const;
+/** How often the headless viewers' swarm summary is printed. */
+const SUMMARY_INTERVAL_MS = 5000;
+/** Between opening two headless viewers. */
+const VIEWER_STAGGER_MS = 200;
 
-const opts = parseCliOrExit('start', parseArgs, USAGE);
+const opts = parseCommandLine(
+  'start',
+  USAGE,
+  {
+    port: { type: 'string' },
+    viewers: { type: 'string' },
+    duration: { type: 'string' },
+    'target-load': { type: 'string' },
+    'max-load': { type: 'string' },
+    'log-level': { type: 'string' },
+  },
+  (parsed) => {
+    noPositionals(parsed);
+    const optional = (flag: string, min: number): number | undefined => {
+      const value = stringValue(parsed, flag);
+      return value === undefined ? undefined : numberOption(flag, value, 0, { min });
+    };
+    return {
+      port: numberOption('port', stringValue(parsed, 'port'), 8080, { min: 0, max: 65535, integer: true }),
+      viewers: Math.floor(numberOption('viewers', stringValue(parsed, 'viewers'), 0, { min: 0 })),
+      durationS: optional('duration', 1) ?? null,
+      targetLoad: optional('target-load', 0),
+      maxLoad: optional('max-load', 0),
+      logLevel: choiceOption('log-level', stringValue(parsed, 'log-level'), LOG_LEVELS, 'warn'),
+    };
+  },
+);
 
-const portFree = (port) =>
+const portFree = (port: number): Promise<boolean> =>
   new Promise((resolve) => {
     const server = createServer();
-    server.once('error', () => resolve(false));
-    server.listen(port, '127.0.0.1', () => server.close(() => resolve(true)));
+    server.once('error', () => {
+      resolve(false);
+    });
+    server.listen(port, '127.0.0.1', () =>
+      server.close(() => {
+        resolve(true);
+      }),
+    );
   });
 
 const stack = new Stack();
-let stopping = false;
-async function shutdown(code) {
-  if (stopping) return;
-  stopping = true;
-  process.stderr.write('\nstart: stopping…\n');
-  await stack.stopAll();
+/** Set by the signal handlers: an object, so the loops below read it afresh. */
+const state = { stopping: false };
+const stopping = (): boolean => state.stopping;
+async function shutdown(code: number): Promise<never> {
+  if (!state.stopping) {
+    state.stopping = true;
+    process.stderr.write('\nstart: stopping…\n');
+    await stack.stopAll();
+  }
   process.exit(code);
 }
 process.on('SIGINT', () => {
-  if (stopping) process.exit(130); // a second Ctrl-C: do not wait
+  if (state.stopping) process.exit(130); // a second Ctrl-C: do not wait
   void shutdown(0);
 });
 process.on('SIGTERM', () => void shutdown(0));
@@ -104,13 +113,13 @@ try {
   stack.add('ffmpeg', () => stream.stop());
   // The true source retries until the playlist exists; waiting for it spares a warning.
   await stream.waitForSegments(1);
-  const levels = ['debug', 'info', 'warn', 'error'];
+  const shownFrom = LOG_LEVELS.indexOf(opts.logLevel);
   const tracker = await startTracker({
     originDir: stream.dir,
     port,
     // "listening" is an info line: the tracker logs at info at least, we show from --log-level up.
     logLevel: opts.logLevel === 'debug' ? 'debug' : 'info',
-    echo: (r) => levels.indexOf(r.level) >= levels.indexOf(opts.logLevel),
+    echo: (r) => LOG_LEVELS.indexOf(r.level as (typeof LOG_LEVELS)[number]) >= shownFrom,
   });
   stack.add('tracker', () => tracker.stop());
   const viewer = viewerUrl(tracker.url);
@@ -134,8 +143,7 @@ try {
       '',
     ].join('\n'),
   );
-  const started = Date.now();
-  const deadline = opts.duration === null ? Infinity : started + opts.duration * 1000;
+  const deadline = opts.durationS === null ? Infinity : Date.now() + opts.durationS * 1000;
   if (opts.viewers > 0) {
     await stream.waitForSegments(3);
     const browser = await launchBrowser();
@@ -143,28 +151,28 @@ try {
     await tracker.resetOrigin();
     const windowStart = Date.now();
     const url = viewerUrl(tracker.url, { targetLoad: opts.targetLoad, maxLoad: opts.maxLoad });
-    const viewers = [];
-    for (let i = 0; i < opts.viewers && !stopping; i++) {
+    const viewers: Viewer[] = [];
+    for (let i = 0; i < opts.viewers && !stopping(); i++) {
       viewers.push(await openViewer(browser, url, { label: `v${i}` }));
-      await sleep(200);
+      await sleep(VIEWER_STAGGER_MS);
     }
     process.stdout.write(`  ${viewers.length} headless viewer(s) open (${url})\n\n`);
     // One summary every 5 s until Ctrl-C or --duration.
-    for (let round = 0; !stopping && Date.now() < deadline; round++) {
-      await sleep(Math.min(5000, Math.max(0, deadline - Date.now())));
-      if (stopping) break;
+    while (!stopping() && Date.now() < deadline) {
+      await sleep(Math.min(SUMMARY_INTERVAL_MS, Math.max(0, deadline - Date.now())));
+      if (stopping()) break;
       const snaps = await sampleAll(viewers);
       const origin = await tracker.origin().catch(() => null);
       const sum = swarmSummary(snaps, origin, stream.bytesProduced(windowStart));
       process.stdout.write(`${summaryLine((Date.now() - windowStart) / 1000, sum)}\n`);
     }
-  } else if (opts.duration !== null) {
+  } else if (opts.durationS !== null) {
     await sleep(Math.max(0, deadline - Date.now()));
   } else {
     await new Promise(() => undefined); // until Ctrl-C
   }
   await shutdown(0);
 } catch (error) {
-  process.stderr.write(`start: ${error?.stack ?? error}\n`);
+  process.stderr.write(`start: ${errorStack(error)}\n`);
   await shutdown(1);
 }

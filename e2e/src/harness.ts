@@ -1,0 +1,64 @@
+/**
+ * The e2e tests' harness: one import for everything a test drives. The stream, the tracker, the
+ * cleanup stack, Chromium and the viewer helpers live in tools/src (shared with `npm start`, the
+ * swarm, the comparison benchmark and the lab); what only the tests need is here.
+ * Everything binds to 127.0.0.1; the tests run inside a loopback-only network namespace
+ * (`npm run e2e`, tools/src/e2e/run.ts).
+ */
+import { waitFor } from '../../tools/src/lib/wait.js';
+import type { Viewer } from '../../tools/src/viewers/browser.js';
+import type { ViewerSnapshot } from '../../tools/src/viewers/snapshot.js';
+import { sampleAll } from '../../tools/src/viewers/watch.js';
+
+export { isIsolated, runIsolated } from '../../tools/src/lib/netns.js';
+export { root } from '../../tools/src/lib/paths.js';
+export { forEachLine, stopProcess, tieToParent } from '../../tools/src/lib/process.js';
+export { percentile } from '../../tools/src/lib/stats.js';
+export { Ring, waitFor } from '../../tools/src/lib/wait.js';
+export { Stack } from '../../tools/src/stack/cleanup.js';
+export { parsePlaylist, startStream, type LiveStream } from '../../tools/src/stack/stream.js';
+export { demoDist, startTracker, trackerCli, type Tracker } from '../../tools/src/stack/tracker.js';
+export {
+  chromiumArgs,
+  chromiumPath,
+  launchBrowser,
+  openViewer,
+  readViewer,
+  viewerUrl,
+  type Browser,
+  type Viewer,
+} from '../../tools/src/viewers/browser.js';
+export type { ViewerSnapshot } from '../../tools/src/viewers/snapshot.js';
+export {
+  brief,
+  meshShareOf,
+  monitor,
+  sampleAll,
+  steadinessProblems,
+  swarmSummary,
+} from '../../tools/src/viewers/watch.js';
+
+/** Whether a snapshot's page has played: a 'playing' event and currentTime > 0. */
+export function hasPlayed(s: ViewerSnapshot): boolean {
+  return s.firstPlayingMs !== null && s.firstPlayingMs !== undefined && (s.video?.currentTime ?? 0) > 0;
+}
+
+/** Waits until every viewer has played; returns the snapshots that showed it. */
+export async function waitForPlaying(
+  viewers: readonly Viewer[],
+  { timeoutMs = 30_000 }: { timeoutMs?: number } = {},
+): Promise<ViewerSnapshot[]> {
+  return waitFor(
+    `${viewers.length} viewer(s) to start playing`,
+    async () => {
+      const snaps = await sampleAll(viewers);
+      return snaps.every(hasPlayed) ? snaps : false;
+    },
+    { timeoutMs, intervalMs: 250 },
+  );
+}
+
+/** A progress line of a test on stderr (vitest shows it beside the test's output). */
+export function log(text: string): void {
+  process.stderr.write(`e2e: ${text}\n`);
+}

@@ -1,0 +1,119 @@
+/**
+ * CPU and memory of the Chromium the benchmark drives, read through the tools' one /proc reader
+ * (lib/proc.ts): every process below this Node process whose executable is Chromium (the browser,
+ * its zygotes, the GPU and utility processes such as the network service, and the renderers, one
+ * per viewer page).
+ * CPU: utime + stime of each process (/proc/PID/stat), differenced between two samples.
+ * Memory: proportional set size (Pss in /proc/PID/smaps_rollup), so memory shared between the
+ * processes (the Chromium binary, shared libraries) is divided among them instead of counted N times.
+ */
+import { allProcesses, descendantsOf, machineTimes, processCommand, pssKb } from '../lib/proc.js';
+
+export interface ChromiumProcess {
+  readonly pid: number;
+  /** Chromium's process type (`renderer`, `gpu-process`, `utility:NetworkService`…) or `browser`. */
+  readonly type: string;
+  /** CPU time so far, s. */
+  readonly cpuS: number;
+  /** Proportional set size, kB, in samples taken with memory (null if it could not be read). */
+  readonly pssKb?: number | null;
+}
+
+export interface ChromiumSample {
+  readonly atMs: number;
+  readonly processes: readonly ChromiumProcess[];
+}
+
+/** The process type Chromium gives a child (`--type=renderer`…), or "browser" for the main one. */
+function chromiumType(pid: number): string | null {
+  const command = processCommand(pid);
+  if (command === null || !/chrom/i.test(command.executable)) return null;
+  const cmdline = command.argv.join('\0');
+  const type = /--type=([a-z-]+)/.exec(cmdline)?.[1];
+  if (type === undefined) return 'browser';
+  if (type === 'utility') {
+    const sub = /--utility-sub-type=([A-Za-z.]+)/.exec(cmdline)?.[1];
+    return sub === undefined ? 'utility' : `utility:${sub.split('.').pop() ?? sub}`;
+  }
+  return type;
+}
+
+/**
+ * One reading of every Chromium process under `rootPid`. `withMemory` adds Pss (a costlier read,
+ * so the benchmark takes it less often).
+ */
+export function sampleChromium({
+  rootPid = process.pid,
+  withMemory = false,
+}: { rootPid?: number; withMemory?: boolean } = {}): ChromiumSample {
+  const processes = allProcesses();
+  const out: ChromiumProcess[] = [];
+  for (const pid of descendantsOf(rootPid, processes)) {
+    const type = chromiumType(pid);
+    if (type === null) continue;
+    const cpuS = processes.get(pid)?.cpuSeconds ?? 0;
+    out.push(withMemory ? { pid, type, cpuS, pssKb: pssKb(pid) } : { pid, type, cpuS });
+  }
+  return { atMs: Date.now(), processes: out };
+}
+
+/** Busy and total jiffies of the whole machine, for "was the machine saturated". */
+export function machineCpu(): { atMs: number; busy: number; total: number } {
+  return { atMs: Date.now(), ...machineTimes() };
+}
+
+export interface CpuUse {
+  readonly wallS: number;
+  /** % of one core, all Chromium processes. */
+  readonly allPct: number | null;
+  /** % of one core, renderers only. */
+  readonly renderersPct: number | null;
+  readonly renderers: number;
+  readonly processes: number;
+}
+
+/**
+ * CPU used between two samples, % of one core: all Chromium processes, and renderers only. A
+ * process present in `b` but not in `a` started in between and counts from zero; one gone by `b`
+ * is missed for its last interval (at most one sampling interval of one process).
+ */
+export function cpuBetween(a: ChromiumSample, b: ChromiumSample): CpuUse {
+  const before = new Map(a.processes.map((p) => [p.pid, p.cpuS]));
+  const wallS = (b.atMs - a.atMs) / 1000;
+  let all = 0;
+  let renderers = 0;
+  for (const p of b.processes) {
+    const used = Math.max(0, p.cpuS - (before.get(p.pid) ?? 0));
+    all += used;
+    if (p.type === 'renderer') renderers += used;
+  }
+  return {
+    wallS,
+    allPct: wallS > 0 ? (100 * all) / wallS : null,
+    renderersPct: wallS > 0 ? (100 * renderers) / wallS : null,
+    renderers: b.processes.filter((p) => p.type === 'renderer').length,
+    processes: b.processes.length,
+  };
+}
+
+/** Pss totals of one sample taken with memory, MiB: all Chromium processes and renderers only. */
+export function memoryOf(sample: ChromiumSample): { allMiB: number; renderersMiB: number } {
+  let all = 0;
+  let renderers = 0;
+  for (const p of sample.processes) {
+    if (typeof p.pssKb !== 'number') continue;
+    all += p.pssKb;
+    if (p.type === 'renderer') renderers += p.pssKb;
+  }
+  return { allMiB: all / 1024, renderersMiB: renderers / 1024 };
+}
+
+/** Machine CPU busy % (all cores = 100 × cores) between two machineCpu() readings. */
+export function machineBusyPct(
+  a: { busy: number; total: number },
+  b: { busy: number; total: number },
+  cores: number,
+): number | null {
+  const total = b.total - a.total;
+  return total > 0 ? (100 * cores * (b.busy - a.busy)) / total : null;
+}

@@ -1,0 +1,469 @@
+/**
+ * The comparison benchmark's trials (`npm run bench:compare`): one arm (plain hls.js, hls.js +
+ * p2p-media-loader, <mesh-player>) at one live position, on a fresh swarm of N Chromium viewers
+ * watching the shared ffmpeg stream through a fresh tracker whose /live/ origin counts the bytes.
+ * The viewers are opened, sampled and judged by the same code as `npm run swarm` (openViewer,
+ * monitor, readViewer, steadinessProblems, percentile); the pages are demo/bench/*.html, which
+ * expose the same measurement hooks (demo/src/bench/measure.ts).
+ */
+import { cpus } from 'node:os';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { mean, percentile, round } from '../lib/stats.js';
+import { errorMessage, waitFor } from '../lib/wait.js';
+import { Stack } from '../stack/cleanup.js';
+import type { FinishedSegment, LiveStream } from '../stack/stream.js';
+import { startTracker, type OriginCounters } from '../stack/tracker.js';
+import { launchBrowser, openViewer, type Viewer } from '../viewers/browser.js';
+import type { ViewerSnapshot } from '../viewers/snapshot.js';
+import { monitor, steadinessProblems } from '../viewers/watch.js';
+import {
+  cpuBetween,
+  machineBusyPct,
+  machineCpu,
+  memoryOf,
+  sampleChromium,
+  type ChromiumSample,
+  type CpuUse,
+} from './chromium-stats.js';
+import { startWebTorrentTracker, type WebTorrentTracker } from './wt-tracker.js';
+
+export const ARMS = ['http', 'p2pml', 'mesh'] as const;
+export type Arm = (typeof ARMS)[number];
+
+export const ARM_LABELS: Readonly<Record<Arm, string>> = {
+  http: 'http (plain hls.js)',
+  p2pml: 'p2pml (hls.js + p2p-media-loader)',
+  mesh: 'mesh (<mesh-player>)',
+};
+
+/** The swarm every p2p-media-loader viewer joins (its `swarmId`). */
+export const P2PML_SWARM_ID = 'chunkycast-bench-live';
+export const SAMPLE_INTERVAL_MS = 2000;
+/** Memory (Pss) is read every this many samples: reading smaps of every process costs CPU. */
+const MEMORY_EVERY_ROUNDS = 5;
+/** A progress line every this many samples. */
+const PROGRESS_EVERY_ROUNDS = 10;
+
+/** The page URL of one arm's viewer, served by the tracker from demo/dist/bench/. */
+export function benchPageUrl(
+  arm: Arm,
+  trackerUrl: string,
+  { liveSync, wtTrackerUrl }: { liveSync: number | null; wtTrackerUrl?: string | undefined },
+): string {
+  const u = new URL(`/bench/${arm}.html`, trackerUrl);
+  if (liveSync !== null) u.searchParams.set('liveSync', String(liveSync));
+  if (arm === 'p2pml') {
+    u.searchParams.set('tracker', wtTrackerUrl ?? '');
+    u.searchParams.set('swarm', P2PML_SWARM_ID);
+  }
+  if (arm === 'mesh') u.searchParams.set('stream', 'live');
+  return u.toString();
+}
+
+/**
+ * Live delay of one sample, ms: the moment the packager finished the segment at the playhead (its
+ * file renamed into place, as the stream watcher records it) to now, plus the part of that segment
+ * still ahead of the playhead (its media was captured that much earlier). The same definition as
+ * <mesh-player>'s own liveDelayMs, computed here for every arm from the fragment hls.js reports
+ * playing (FRAG_CHANGED), so no arm's own clock or announcement enters it.
+ */
+export function liveDelayMs(
+  snap: ViewerSnapshot,
+  segments: ReadonlyMap<number, FinishedSegment>,
+): number | null {
+  const st = snap.stats;
+  if (!st || typeof st.playingSn !== 'number' || snap.firstPlayingMs === null) return null;
+  const segment = segments.get(st.playingSn);
+  if (segment === undefined) return null;
+  const remainingS = Math.min(
+    Math.max((st.playingFragEndS ?? 0) - (st.currentTime ?? 0), 0),
+    st.playingFragDurationS ?? 0,
+  );
+  return snap.now - segment.readyAt + remainingS * 1000;
+}
+
+/** One point of the origin's counters during a trial, s after the window opened. */
+export interface OriginPoint {
+  readonly tS: number;
+  readonly mediaBytes: number;
+  readonly playlistBytes: number;
+}
+
+export interface TrialPlan {
+  readonly arm: Arm;
+  readonly setting: string;
+  /** Segments behind the live edge; null: the library's own choice. */
+  readonly liveSync: number | null;
+}
+
+/** One trial's raw measurements. */
+export interface TrialRaw extends TrialPlan {
+  readonly url: string;
+  readonly windowStart: number;
+  readonly monitorStart: number;
+  readonly windowEnd: number;
+  readonly labels: readonly string[];
+  readonly series: readonly ViewerSnapshot[][];
+  readonly origin: OriginCounters;
+  readonly originSeries: readonly OriginPoint[];
+  readonly produced: { bytes: number; count: number };
+  readonly cpu: {
+    readonly window: CpuUse;
+    readonly steady: CpuUse;
+    readonly machineBusyPct: number | null;
+    readonly memory: readonly { allMiB: number; renderersMiB: number }[];
+  };
+  readonly settings: unknown;
+  readonly consoleTails: readonly string[][];
+  readonly wtTrackerStderr: string | null;
+}
+
+export interface TrialOptions extends TrialPlan {
+  readonly stream: LiveStream;
+  readonly viewers: number;
+  readonly durationS: number;
+  readonly staggerMs: number;
+  readonly hideVideo: boolean;
+  readonly progress: (line: string) => void;
+}
+
+function cpuCount(): number {
+  return Math.max(1, cpus().length);
+}
+
+/**
+ * Runs one arm at one live position and returns its raw measurements. Everything it starts
+ * (tracker, WebTorrent tracker, Chromium) is stopped before it returns, also on failure.
+ */
+export async function runTrial({
+  arm,
+  setting,
+  liveSync,
+  stream,
+  viewers: count,
+  durationS,
+  staggerMs,
+  hideVideo,
+  progress,
+}: TrialOptions): Promise<TrialRaw> {
+  const stack = new Stack();
+  try {
+    const tracker = await startTracker({
+      originDir: stream.dir,
+      sourceStream: arm === 'mesh' ? 'live' : null,
+    });
+    stack.add('tracker', () => tracker.stop());
+    let wt: WebTorrentTracker | null = null;
+    if (arm === 'p2pml') {
+      const started = await startWebTorrentTracker();
+      wt = started;
+      stack.add('bittorrent-tracker', () => started.stop());
+    }
+    const browser = await launchBrowser();
+    stack.add('chromium', () => browser.close());
+    if (arm === 'mesh') {
+      // The true source must be in the swarm before viewers come, as it would be in production.
+      await waitFor(
+        'the true source to join the tracker',
+        async () => (await tracker.swarm('live')).sourceConnected,
+        { timeoutMs: 20_000, intervalMs: 250 },
+      );
+    }
+    const url = benchPageUrl(arm, tracker.url, { liveSync, wtTrackerUrl: wt?.wsUrl });
+    progress(
+      `${arm} @ ${setting} (liveSync ${liveSync ?? 'library default'}): opening ${count} viewer(s) at ${url}`,
+    );
+
+    await tracker.resetOrigin();
+    const windowStart = Date.now();
+    // The counters just after the reset (bytes of requests already under way may land here).
+    const originAtStart = await tracker.origin();
+    const cpuAtStart = sampleChromium();
+    const pages: Viewer[] = [];
+    for (let i = 0; i < count; i++) {
+      const viewer = await openViewer(browser, url, { label: `v${i}` });
+      pages.push(viewer);
+      if (hideVideo)
+        await viewer.page.addStyleTag({ content: 'video, mesh-player { display: none !important; }' });
+      if (staggerMs > 0) await sleep(staggerMs);
+    }
+    const monitorStart = Date.now();
+    const chromiumSamples: ChromiumSample[] = [sampleChromium({ withMemory: true })];
+    const machineSamples = [machineCpu()];
+    const originPending: Promise<OriginPoint | null>[] = [
+      Promise.resolve({
+        tS: 0,
+        mediaBytes: originAtStart.mediaBytes,
+        playlistBytes: originAtStart.playlistBytes,
+      }),
+    ];
+    const series = await monitor(pages, {
+      durationMs: durationS * 1000,
+      intervalMs: SAMPLE_INTERVAL_MS,
+      onSample: (snaps, round) => {
+        const atMs = Date.now();
+        originPending.push(
+          tracker.origin().then(
+            (o) => ({
+              tS: (atMs - windowStart) / 1000,
+              mediaBytes: o.mediaBytes,
+              playlistBytes: o.playlistBytes,
+            }),
+            () => null,
+          ),
+        );
+        if (round > 0) {
+          chromiumSamples.push(sampleChromium({ withMemory: round % MEMORY_EVERY_ROUNDS === 0 }));
+          machineSamples.push(machineCpu());
+        }
+        if (round % PROGRESS_EVERY_ROUNDS === 0) {
+          const playing = snaps.filter((s) => s.stats?.playing === true).length;
+          const stalls = snaps.reduce((a, s) => a + (s.stats?.stalls ?? 0), 0);
+          const share = snaps.reduce((a, s) => a + (s.stats?.p2pBytes ?? 0), 0);
+          const total = share + snaps.reduce((a, s) => a + (s.stats?.httpBytes ?? 0), 0);
+          progress(
+            `${arm} @ ${setting} t=${((atMs - windowStart) / 1000).toFixed(0)}s playing ${playing}/${count}` +
+              ` p2p ${total === 0 ? '—' : `${((100 * share) / total).toFixed(0)}%`} stalls ${stalls}`,
+          );
+        }
+      },
+    });
+    const windowEnd = Date.now();
+    const origin = await tracker.origin();
+    const originSeries = (await Promise.all(originPending)).filter((x): x is OriginPoint => x !== null);
+    originSeries.push({
+      tS: (windowEnd - windowStart) / 1000,
+      mediaBytes: origin.mediaBytes,
+      playlistBytes: origin.playlistBytes,
+    });
+    const firstPage = pages[0]?.page;
+    const settings: unknown =
+      firstPage === undefined
+        ? null
+        : await firstPage
+            .evaluate(() => {
+              const globals = globalThis as unknown as { chunkycast?: { settings?: () => unknown } };
+              return globals.chunkycast?.settings?.() ?? null;
+            })
+            .catch((error: unknown) => ({ error: errorMessage(error) }));
+    const consoleTails = pages.map((p) => p.console.text().split('\n').filter(Boolean).slice(-5));
+    // At least the one sample taken before monitoring started.
+    const firstChromium = chromiumSamples[0] ?? cpuAtStart;
+    const lastChromium = chromiumSamples[chromiumSamples.length - 1] ?? cpuAtStart;
+    const firstMachine = machineSamples[0] ?? machineCpu();
+    const lastMachine = machineSamples[machineSamples.length - 1] ?? firstMachine;
+    return {
+      arm,
+      setting,
+      liveSync,
+      url,
+      windowStart,
+      monitorStart,
+      windowEnd,
+      labels: pages.map((p) => p.label),
+      series,
+      origin,
+      originSeries,
+      produced: stream.bytesProduced(windowStart, windowEnd),
+      cpu: {
+        // The whole window incl. opening the pages, and the steady part after the last one opened.
+        window: cpuBetween(cpuAtStart, lastChromium),
+        steady: cpuBetween(firstChromium, lastChromium),
+        machineBusyPct: machineBusyPct(firstMachine, lastMachine, cpuCount()),
+        memory: chromiumSamples.filter((s) => s.processes.some((p) => 'pssKb' in p)).map(memoryOf),
+      },
+      settings,
+      consoleTails,
+      wtTrackerStderr: wt?.stderr() ?? null,
+    };
+  } finally {
+    await stack.stopAll();
+  }
+}
+
+function producedSeries(
+  segments: ReadonlyMap<number, FinishedSegment>,
+  fromMs: number,
+  toMs: number,
+): { tS: number; bytes: number }[] {
+  const finished = [...segments.values()]
+    .filter((s) => s.readyAt >= fromMs && s.readyAt <= toMs)
+    .sort((a, b) => a.readyAt - b.readyAt);
+  let bytes = 0;
+  const points = [{ tS: 0, bytes: 0 }];
+  for (const s of finished) {
+    bytes += s.bytes;
+    points.push({ tS: (s.readyAt - fromMs) / 1000, bytes });
+  }
+  return points;
+}
+
+/** One viewer's figures in a trial. */
+export interface TrialViewer {
+  readonly viewer: string;
+  readonly startupMs: number | null;
+  readonly stalls: number | null;
+  readonly stallMs: number | null;
+  readonly p2pBytes: number | null;
+  readonly httpBytes: number | null;
+  readonly p2pShare: number | null;
+  readonly peers: number | null;
+  readonly liveDelayMsP50: number | null;
+  readonly liveDelayMsP95: number | null;
+  readonly stuckIntervals: number;
+  readonly fatalErrors: number | null;
+  readonly extra: Readonly<Record<string, number | string | boolean | null>>;
+  readonly pageErrors: readonly string[];
+  readonly sampleError: string | null;
+  readonly console: readonly string[];
+}
+
+/** The figures of one trial (result.json's `results[]`). */
+export interface TrialSummary {
+  readonly arm: Arm;
+  readonly setting: string;
+  readonly liveSyncSegments: number | null;
+  readonly viewers: number;
+  readonly windowS: number | null;
+  readonly originMediaBytes: number;
+  readonly originBytesPerViewerMinute: number | null;
+  /** Filled by addRatios. */
+  originRatioToHttp: number | null;
+  controlSetting?: string | null;
+  readonly streamCopiesFromOrigin: number | null;
+  readonly originSourceMediaBytes: number | null;
+  readonly originViewerMediaBytes: number | null;
+  readonly originMediaRequests: number | null;
+  readonly originPlaylistBytes: number | null;
+  readonly originPlaylistRequests: number | null;
+  readonly producedBytes: number;
+  readonly producedSegments: number;
+  readonly producedSeries: readonly { tS: number; bytes: number }[];
+  readonly p2pShare: number | null;
+  readonly startupMsP50: number | null;
+  readonly startupMsP95: number | null;
+  readonly neverPlayed: number;
+  readonly stalls: number;
+  readonly stallMs: number | null;
+  readonly stuckIntervals: number;
+  readonly liveDelayMsP50: number | null;
+  readonly liveDelayMsP95: number | null;
+  readonly armOwnLiveDelayMsP50: number | null;
+  readonly armOwnLiveDelayMsP95: number | null;
+  readonly cpuPerViewerPct: number | null;
+  readonly rendererCpuPerViewerPct: number | null;
+  readonly memPerViewerMB: number | null;
+  readonly rendererMemPerViewerMB: number | null;
+  readonly chromiumProcesses: number;
+  readonly chromiumRenderers: number;
+  readonly machineBusyPct: number | null;
+  readonly playingAtEnd: number;
+  readonly url: string;
+  readonly pageSettings: unknown;
+  readonly originSeries: readonly OriginPoint[];
+  readonly liveDelaySamplesMs: readonly number[];
+  readonly perViewer: readonly TrialViewer[];
+}
+
+/**
+ * The figures of one trial (everything but the ratio to the control, which needs the http trial).
+ * `segments`: the stream watcher's map (sequence → readyAt) for the live delay.
+ */
+export function summarizeTrial(
+  trial: TrialRaw,
+  segments: ReadonlyMap<number, FinishedSegment>,
+): TrialSummary {
+  const n = trial.series.length;
+  const last = trial.series.map((s) => s[s.length - 1] ?? { now: trial.windowEnd, error: 'no sample' });
+  const windowS = (trial.windowEnd - trial.windowStart) / 1000;
+  const delaysOf = (samples: readonly ViewerSnapshot[]): number[] =>
+    samples.map((x) => liveDelayMs(x, segments)).filter((d): d is number => d !== null);
+  const perViewer = trial.series.map((samples, i): TrialViewer => {
+    const s = last[i] ?? { now: trial.windowEnd };
+    const st = s.stats ?? {};
+    const label = trial.labels[i] ?? `v${i}`;
+    const delays = delaysOf(samples);
+    const playingFrom = samples.findIndex((x) => (x.video?.currentTime ?? 0) > 0);
+    const stuck = playingFrom < 0 ? [] : steadinessProblems(label, samples.slice(playingFrom));
+    return {
+      viewer: label,
+      startupMs: typeof s.firstPlayingMs === 'number' ? Math.round(s.firstPlayingMs) : null,
+      stalls: st.stalls ?? null,
+      stallMs: round(st.stallMs ?? null, 0),
+      p2pBytes: st.p2pBytes ?? null,
+      httpBytes: st.httpBytes ?? null,
+      p2pShare: round(st.p2pShare ?? null, 4),
+      peers: st.peers ?? null,
+      liveDelayMsP50: round(percentile(delays, 50), 0),
+      liveDelayMsP95: round(percentile(delays, 95), 0),
+      stuckIntervals: stuck.length,
+      fatalErrors: st.fatalErrors ?? null,
+      extra: st.extra ?? {},
+      pageErrors: s.errors ?? [],
+      sampleError: s.error ?? null,
+      console: trial.consoleTails[i] ?? [],
+    };
+  });
+  const delays = trial.series.flatMap(delaysOf);
+  // Cross-check: the arm's own live delay figure where it has one (<mesh-player>'s liveDelayMs).
+  const ownDelays = trial.series.flatMap((samples) =>
+    samples
+      .filter((x) => x.firstPlayingMs !== null && x.firstPlayingMs !== undefined)
+      .map((x) => x.stats?.extra?.playerLiveDelayMs)
+      .filter((d): d is number => typeof d === 'number'),
+  );
+  const startups = perViewer.map((v) => v.startupMs);
+  const p2p = perViewer.reduce((a, v) => a + (v.p2pBytes ?? 0), 0);
+  const http = perViewer.reduce((a, v) => a + (v.httpBytes ?? 0), 0);
+  const memory = trial.cpu.memory;
+  const produced = trial.produced;
+  const perViewerOf = (total: number | null): number | null => (total === null ? null : total / n);
+  return {
+    arm: trial.arm,
+    setting: trial.setting,
+    liveSyncSegments: trial.liveSync,
+    viewers: n,
+    windowS: round(windowS, 1),
+    originMediaBytes: trial.origin.mediaBytes,
+    originBytesPerViewerMinute: round(trial.origin.mediaBytes / (n * (windowS / 60)), 0),
+    originRatioToHttp: null,
+    /** Origin media bytes ÷ bytes of the segments ffmpeg finished in the window. */
+    streamCopiesFromOrigin: produced.bytes > 0 ? round(trial.origin.mediaBytes / produced.bytes, 3) : null,
+    originSourceMediaBytes: trial.origin.sourceMediaBytes,
+    originViewerMediaBytes: trial.origin.viewerMediaBytes,
+    originMediaRequests: trial.origin.mediaRequests,
+    originPlaylistBytes: trial.origin.playlistBytes,
+    originPlaylistRequests: trial.origin.playlistRequests,
+    producedBytes: produced.bytes,
+    producedSegments: produced.count,
+    /** Cumulative bytes of the segments finished since the window opened: one stream copy. */
+    producedSeries: producedSeries(segments, trial.windowStart, trial.windowEnd),
+    p2pShare: trial.arm === 'http' ? null : p2p + http === 0 ? 0 : round(p2p / (p2p + http), 4),
+    startupMsP50: percentile(startups, 50),
+    startupMsP95: percentile(startups, 95),
+    neverPlayed: startups.filter((s) => s === null).length,
+    stalls: perViewer.reduce((a, v) => a + (v.stalls ?? 0), 0),
+    stallMs: round(
+      perViewer.reduce((a, v) => a + (v.stallMs ?? 0), 0),
+      0,
+    ),
+    stuckIntervals: perViewer.reduce((a, v) => a + v.stuckIntervals, 0),
+    liveDelayMsP50: round(percentile(delays, 50), 0),
+    liveDelayMsP95: round(percentile(delays, 95), 0),
+    armOwnLiveDelayMsP50: round(percentile(ownDelays, 50), 0),
+    armOwnLiveDelayMsP95: round(percentile(ownDelays, 95), 0),
+    cpuPerViewerPct: round(perViewerOf(trial.cpu.steady.allPct), 1),
+    rendererCpuPerViewerPct: round(perViewerOf(trial.cpu.steady.renderersPct), 1),
+    memPerViewerMB: round(perViewerOf(mean(memory.map((m) => m.allMiB))), 1),
+    rendererMemPerViewerMB: round(perViewerOf(mean(memory.map((m) => m.renderersMiB))), 1),
+    chromiumProcesses: trial.cpu.steady.processes,
+    chromiumRenderers: trial.cpu.steady.renderers,
+    machineBusyPct: round(trial.cpu.machineBusyPct, 0),
+    playingAtEnd: last.filter((s) => s.stats?.playing === true).length,
+    url: trial.url,
+    pageSettings: trial.settings,
+    originSeries: trial.originSeries,
+    liveDelaySamplesMs: delays.map((d) => Math.round(d)),
+    perViewer,
+  };
+}

@@ -1,0 +1,301 @@
+/**
+ * Debian Chromium driven by playwright-core, and viewer pages of the demo in it: launching with the
+ * flags loopback WebRTC needs, opening a viewer, and reading one snapshot of a page.
+ */
+import { spawnSync } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import type { BrowserContext, Page } from 'playwright-core';
+import { Ring } from '../lib/wait.js';
+import type { PlayerStatsSnapshot, ViewerSnapshot } from './snapshot.js';
+
+/** How long a viewer page may take to load its document. */
+const NAVIGATION_TIMEOUT_MS = 20_000;
+/** Page errors each page records (the first ones: later ones are usually the same). */
+const PAGE_ERRORS_KEPT = 20;
+
+/** The Chromium binary: CHROMIUM_PATH, or Debian's `chromium` (or `chromium-browser`) on PATH. */
+export function chromiumPath(): string {
+  const fromEnvironment = process.env.CHROMIUM_PATH;
+  if (fromEnvironment !== undefined && fromEnvironment !== '') return fromEnvironment;
+  for (const name of ['chromium', 'chromium-browser']) {
+    const r = spawnSync('which', [name], { encoding: 'utf8' });
+    if (r.status === 0 && r.stdout.trim() !== '') return r.stdout.trim();
+  }
+  throw new Error('Chromium not found: install the Debian package `chromium` (npm run setup does it)');
+}
+
+export const chromiumArgs: readonly string[] = [
+  '--no-sandbox',
+  '--disable-gpu',
+  '--disable-quic',
+  '--no-first-run',
+  '--disable-background-networking',
+  '--disable-component-update',
+  '--disable-sync',
+  '--disable-dev-shm-usage',
+  // Loopback WebRTC: host candidates on 127.0.0.1, which Chromium only gathers once the page holds
+  // a media permission (hence the fake capture device and the getUserMedia call in pageInit).
+  '--allow-loopback-in-peer-connection',
+  '--use-fake-ui-for-media-stream',
+  '--use-fake-device-for-media-stream',
+  // Viewers in background tabs must keep playing and running timers at full rate.
+  '--autoplay-policy=no-user-gesture-required',
+  '--disable-background-timer-throttling',
+  '--disable-backgrounding-occluded-windows',
+  '--disable-renderer-backgrounding',
+];
+
+/** The flags of chromiumArgs that give pages a (fake) media permission and loopback candidates. */
+const MEDIA_ARGS: readonly string[] = [
+  '--allow-loopback-in-peer-connection',
+  '--use-fake-ui-for-media-stream',
+  '--use-fake-device-for-media-stream',
+];
+
+/** What pageInit records in every page (`window.__e2e`). */
+interface PageRecord {
+  firstPlayingMs: number | null;
+  waitingAfterStart: number;
+  gum: string;
+  errors: string[];
+  gumReady?: Promise<unknown>;
+  gumStream?: MediaStream;
+}
+
+/**
+ * Runs in every page before its own scripts: asks for the (fake) microphone once, which lets
+ * Chromium gather loopback ICE candidates, and records playback events independently of the SDK.
+ * Serialised by Playwright: it may use only what it declares itself.
+ */
+function pageInit({ askMicrophone }: { askMicrophone: boolean }): void {
+  const rec: PageRecord = { firstPlayingMs: null, waitingAfterStart: 0, gum: 'pending', errors: [] };
+  Object.defineProperty(window, '__e2e', { value: rec });
+  // Media events do not bubble or cross shadow roots (<mesh-player> keeps its <video> in one), so
+  // listen in the capture phase on the document and on every shadow root the page creates.
+  const listen = (target: Document | ShadowRoot): void => {
+    target.addEventListener(
+      'playing',
+      () => {
+        rec.firstPlayingMs ??= performance.now();
+      },
+      true,
+    );
+    target.addEventListener(
+      'waiting',
+      () => {
+        if (rec.firstPlayingMs !== null) rec.waitingAfterStart++;
+      },
+      true,
+    );
+  };
+  listen(document);
+  const attachShadow = Element.prototype.attachShadow; // eslint-disable-line @typescript-eslint/unbound-method -- called with its element below
+  Element.prototype.attachShadow = function (this: Element, init: ShadowRootInit): ShadowRoot {
+    const shadow = attachShadow.call(this, init);
+    listen(shadow);
+    return shadow;
+  };
+  window.addEventListener('error', (e) => {
+    if (rec.errors.length < 20) rec.errors.push(e.message);
+  });
+  window.addEventListener('unhandledrejection', (e: PromiseRejectionEvent) => {
+    const reason: unknown = e.reason;
+    if (rec.errors.length < 20)
+      rec.errors.push(`unhandled rejection: ${reason instanceof Error ? reason.message : String(reason)}`);
+  });
+  const md = navigator.mediaDevices as MediaDevices | undefined;
+  if (!askMicrophone) {
+    rec.gum = 'not asked';
+    rec.gumReady = Promise.resolve(rec.gum);
+  } else if (md === undefined) {
+    rec.gum = 'unavailable';
+    rec.gumReady = Promise.resolve(rec.gum);
+  } else
+    rec.gumReady = md.getUserMedia({ audio: true }).then(
+      (s) => {
+        rec.gum = 'granted';
+        rec.gumStream = s; // kept open: the page keeps its capture permission
+      },
+      (e: unknown) => {
+        rec.gum = `error: ${e instanceof Error ? e.name : String(e)}`;
+      },
+    );
+}
+
+export interface Browser {
+  readonly context: BrowserContext;
+  /** The viewers open in it. */
+  readonly pages: Set<Viewer>;
+  readonly askMicrophone: boolean;
+  close(): Promise<void>;
+}
+
+export interface LaunchOptions {
+  headless?: boolean;
+  /** The lab passes a wrapper that runs Chromium inside a viewer's network namespace. */
+  executablePath?: string;
+  extraArgs?: readonly string[];
+  /**
+   * Ask for the (fake) microphone in every page: Chromium then puts real addresses in its host
+   * candidates (loopback WebRTC needs that). Without it, host candidates are mDNS names, as for a
+   * viewer on the internet (the lab's default).
+   */
+  askMicrophone?: boolean;
+}
+
+/**
+ * Launches Debian Chromium headless with a persistent context in a temp profile.
+ * Pages opened by openViewer share this one context (≈15 MB per page).
+ */
+export async function launchBrowser({
+  headless = true,
+  executablePath,
+  extraArgs = [],
+  askMicrophone = true,
+}: LaunchOptions = {}): Promise<Browser> {
+  const { chromium } = await import('playwright-core');
+  const userDataDir = mkdtempSync(join(tmpdir(), 'chunkycast-chromium-'));
+  const context = await chromium.launchPersistentContext(userDataDir, {
+    executablePath: executablePath ?? chromiumPath(),
+    headless,
+    // Without the microphone, no fake capture device and no loopback candidates either: with the
+    // fake device's auto-granted permission Chromium would show real host addresses all the same.
+    args: [
+      ...(askMicrophone ? chromiumArgs : chromiumArgs.filter((a) => !MEDIA_ARGS.includes(a))),
+      ...extraArgs,
+    ],
+    viewport: { width: 640, height: 480 },
+    ignoreDefaultArgs: ['--mute-audio'],
+    // The caller's Stack closes the browser on signals, after the pages and before the tracker.
+    handleSIGINT: false,
+    handleSIGTERM: false,
+    handleSIGHUP: false,
+  });
+  await context.addInitScript(pageInit, { askMicrophone });
+  return {
+    context,
+    pages: new Set(),
+    askMicrophone,
+    async close() {
+      await context.close().catch(() => undefined);
+      rmSync(userDataDir, { recursive: true, force: true });
+    },
+  };
+}
+
+/** Builds a viewer page URL of the demo: `/?stream=live` plus the given query parameters. */
+export function viewerUrl(
+  baseUrl: string,
+  params: Readonly<Record<string, string | number | boolean | undefined>> = {},
+): string {
+  const u = new URL('/', baseUrl);
+  u.searchParams.set('stream', 'live');
+  for (const [k, v] of Object.entries(params)) if (v !== undefined) u.searchParams.set(k, String(v));
+  return u.toString();
+}
+
+export interface Viewer {
+  readonly page: Page;
+  readonly label: string;
+  readonly url: string;
+  /** Wall time just before navigation. */
+  readonly openedAt: number;
+  /** The page's console errors and warnings, and uncaught page errors. */
+  readonly console: Ring;
+  closed: boolean;
+  stats(): Promise<ViewerSnapshot>;
+  close(): Promise<void>;
+}
+
+/**
+ * Opens one viewer page and returns a handle. `openedAt` is the wall time just before navigation;
+ * `stats()` reads the player's stats plus the video element and our own event record.
+ */
+export async function openViewer(
+  browser: Browser,
+  url: string,
+  { label }: { label?: string } = {},
+): Promise<Viewer> {
+  const { context } = browser;
+  // A granted media permission alone makes Chromium put real addresses in host candidates: only
+  // for browsers that ask for the microphone (not the lab's, whose viewers use mDNS names).
+  if (browser.askMicrophone)
+    await context.grantPermissions(['microphone', 'camera'], { origin: new URL(url).origin }).catch(() => {
+      // older Chromium without the permission: getUserMedia in pageInit still asks for it
+    });
+  const page = await context.newPage();
+  const console = new Ring(60);
+  page.on('console', (m) => {
+    if (m.type() === 'error' || m.type() === 'warning') console.push(`[${m.type()}] ${m.text()}`);
+  });
+  page.on('pageerror', (e) => {
+    console.push(`[pageerror] ${e.message}`);
+  });
+  const openedAt = Date.now();
+  await page.goto(url, { waitUntil: 'domcontentloaded', timeout: NAVIGATION_TIMEOUT_MS });
+  const viewer: Viewer = {
+    page,
+    label: label ?? url,
+    url,
+    openedAt,
+    console,
+    closed: false,
+    stats: () => readViewer(page),
+    async close() {
+      viewer.closed = true;
+      browser.pages.delete(viewer);
+      await page.close({ runBeforeUnload: false }).catch(() => undefined);
+    },
+  };
+  browser.pages.add(viewer);
+  return viewer;
+}
+
+/** What a page exposes to the harness: the demo's and the benchmark pages' `window.chunkycast`. */
+interface PageGlobals {
+  __e2e?: PageRecord;
+  chunkycast?: { player?: { video?: HTMLVideoElement; stats?: unknown } | null };
+}
+
+/** One snapshot of a viewer page (null fields when the player is not there yet). */
+export async function readViewer(page: Page): Promise<ViewerSnapshot> {
+  return page.evaluate((errorsKept): ViewerSnapshot => {
+    const globals = window as unknown as PageGlobals;
+    const rec = globals.__e2e ?? null;
+    const player = globals.chunkycast?.player ?? null;
+    const video = player?.video ?? document.querySelector('video');
+    let stats: PlayerStatsSnapshot | null = null;
+    try {
+      stats =
+        player?.stats === undefined || player.stats === null
+          ? null
+          : (JSON.parse(JSON.stringify(player.stats)) as PlayerStatsSnapshot);
+    } catch (error) {
+      stats = { error: String(error) };
+    }
+    return {
+      now: Date.now(),
+      pageMs: performance.now(),
+      stats,
+      video:
+        video === null
+          ? null
+          : {
+              currentTime: video.currentTime,
+              paused: video.paused,
+              readyState: video.readyState,
+              buffered:
+                video.buffered.length > 0
+                  ? video.buffered.end(video.buffered.length - 1) - video.currentTime
+                  : 0,
+              error: video.error ? video.error.message || String(video.error.code) : null,
+            },
+      firstPlayingMs: rec?.firstPlayingMs ?? null,
+      waitingAfterStart: rec?.waitingAfterStart ?? 0,
+      gum: rec?.gum ?? null,
+      errors: (rec?.errors ?? []).slice(0, errorsKept),
+    };
+  }, PAGE_ERRORS_KEPT);
+}

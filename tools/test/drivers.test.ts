@@ -1,0 +1,126 @@
+import { describe, expect, it } from 'vitest';
+import { withoutOut } from '../src/lib/out-dir.js';
+import { parsePlaylist } from '../src/stack/stream.js';
+import type { ViewerSnapshot } from '../src/viewers/snapshot.js';
+import { meshShareOf, steadinessProblems, swarmSummary } from '../src/viewers/watch.js';
+import { cpuBetween, machineBusyPct, memoryOf } from '../src/bench-compare/chromium-stats.js';
+import { liveDelayMs } from '../src/bench-compare/trial.js';
+import { uplinkFigures } from '../src/lab/run.js';
+import { emptyOriginStats } from '@chunkycast/tracker';
+
+const playing = (now: number, currentTime: number, stats: ViewerSnapshot['stats'] = {}): ViewerSnapshot => ({
+  now,
+  stats,
+  video: { currentTime, paused: false, readyState: 4, buffered: 4, error: null },
+  firstPlayingMs: 500,
+});
+
+describe('stream', () => {
+  it('parsePlaylist numbers segments from the media sequence', () => {
+    const text = '#EXTM3U\n#EXT-X-MEDIA-SEQUENCE:7\n#EXTINF:2.0,\nlive7.ts\n#EXTINF:1.5,\nlive8.ts\n';
+    expect(parsePlaylist(text)).toEqual({
+      sequence: 7,
+      segments: [
+        { sequence: 7, uri: 'live7.ts', duration: 2 },
+        { sequence: 8, uri: 'live8.ts', duration: 1.5 },
+      ],
+    });
+  });
+});
+
+describe('viewers', () => {
+  it('steadinessProblems flags a sample that advanced less than half the wall time', () => {
+    const steady = [playing(0, 1), playing(2000, 3), playing(4000, 5)];
+    expect(steadinessProblems('v0', steady)).toEqual([]);
+    const stuck = [playing(0, 1), playing(2000, 1.5)];
+    expect(steadinessProblems('v0', stuck)).toHaveLength(1);
+    expect(steadinessProblems('v0', [playing(0, 1), { now: 2000, error: 'gone' }])[0]).toMatch(
+      /did not answer: gone/,
+    );
+  });
+
+  it('swarmSummary sums the viewers and counts stream copies against what was produced', () => {
+    const snaps = [
+      playing(0, 10, {
+        bytesFromMesh: 300,
+        bytesFromOrigin: 100,
+        peers: 3,
+        stalls: 1,
+        stallMs: 400,
+        liveDelayMs: 5000,
+      }),
+      playing(0, 10, { bytesFromMesh: 100, bytesFromOrigin: 0, peers: 1, liveDelayMs: 7000 }),
+      { now: 0, error: 'no answer' },
+    ];
+    expect(meshShareOf(snaps).share).toBe(0.8);
+    const sum = swarmSummary(
+      snaps,
+      { ...emptyOriginStats(), mediaBytes: 1500, viewerMediaBytes: 500 },
+      { bytes: 1000 },
+    );
+    expect(sum).toMatchObject({
+      viewers: 3,
+      playing: 2,
+      meshShare: 0.8,
+      peersAvg: 2,
+      stalls: 1,
+      stallMs: 400,
+      liveDelayMsP50: 5000,
+      streamCopiesFromOrigin: 1.5,
+    });
+    expect(swarmSummary(snaps, null, null).streamCopiesFromOrigin).toBeNull();
+  });
+
+  it('withoutOut drops --out and its value, in both spellings', () => {
+    expect(withoutOut(['--viewers', '4', '--out', 'x', '--hide-video'])).toEqual([
+      '--viewers',
+      '4',
+      '--hide-video',
+    ]);
+    expect(withoutOut(['--out=x', '--viewers', '4'])).toEqual(['--viewers', '4']);
+  });
+});
+
+describe('bench:compare figures', () => {
+  it('liveDelayMs: segment finished → now, plus what of the segment is still ahead', () => {
+    const segments = new Map([[5, { sequence: 5, uri: 's5.ts', duration: 2, bytes: 1, readyAt: 1000 }]]);
+    const snap = playing(4000, 10, {
+      playingSn: 5,
+      playingFragEndS: 11,
+      playingFragDurationS: 2,
+      currentTime: 10,
+    });
+    expect(liveDelayMs(snap, segments)).toBe(3000 + 1000);
+    expect(liveDelayMs({ ...snap, firstPlayingMs: null }, segments)).toBeNull();
+    expect(liveDelayMs(playing(4000, 10, { playingSn: 6 }), segments)).toBeNull();
+  });
+
+  it('cpuBetween counts a new process from zero and splits out renderers; memoryOf sums Pss', () => {
+    const a = { atMs: 0, processes: [{ pid: 1, type: 'browser', cpuS: 1 }] };
+    const b = {
+      atMs: 2000,
+      processes: [
+        { pid: 1, type: 'browser', cpuS: 1.5, pssKb: 1024 },
+        { pid: 2, type: 'renderer', cpuS: 0.5, pssKb: 2048 },
+      ],
+    };
+    expect(cpuBetween(a, b)).toEqual({ wallS: 2, allPct: 50, renderersPct: 25, renderers: 1, processes: 2 });
+    expect(memoryOf(b)).toEqual({ allMiB: 3, renderersMiB: 2 });
+    expect(machineBusyPct({ busy: 0, total: 0 }, { busy: 50, total: 100 }, 2)).toBe(100);
+    expect(machineBusyPct({ busy: 0, total: 0 }, { busy: 0, total: 0 }, 2)).toBeNull();
+  });
+});
+
+describe('lab figures', () => {
+  it('uplinkFigures: peak over 1 s windows and the longest run above 90% of the cap', () => {
+    // 1000 kbit/s cap; readings every 500 ms; 125,000 B per second = 1000 kbit/s.
+    const readings = [0, 62_500, 125_000, 187_500, 250_000, 260_000, 270_000].map((bytes, i) => ({
+      bytes,
+      atMs: i * 500,
+    }));
+    const figures = uplinkFigures(readings, 1000);
+    expect(figures.peakKbps).toBe(1000);
+    expect(figures.longestSaturatedMs).toBe(2000);
+    expect(uplinkFigures([null, null, null], 1000)).toEqual({ peakKbps: 0, longestSaturatedMs: 0 });
+  });
+});
