@@ -79,7 +79,7 @@ const MAX_STORED_REPORTS = 64;
 const OFFSET_SETTLE_BLOCKS = 8;
 /**
  * The sequence window (not in the thesis, whose members are honest). The true source deals packets
- * to the slices in turn (L3245–3256), so every slice's sequence advances in step; a data packet's
+ * to the slices in turn (thesis §4.2, slice sources), so every slice's sequence advances in step; a data packet's
  * sequence may run ahead of the most advanced slice we hold by what the time since that slice last
  * advanced allows, at twice its measured rate, plus this slack (packets in flight on faster trees).
  * Beyond it the packet is forged (a parent replaying a genuine packet under sequence 10⁶ or 2³²−1
@@ -196,7 +196,7 @@ export interface EngineCounters {
   switchesLatency: number;
   switchesForced: number;
   switchRejections: number;
-  /** Time of the last completed load or latency switch (the thesis's convergence time, L4860–4890). */
+  /** Time of the last completed load or latency switch (the thesis's convergence time, thesis §4.4, time to convergence (Fig. 4.5)). */
   lastOptimisingSwitchAt: number;
 }
 
@@ -266,7 +266,7 @@ export class Engine {
   private readonly biasThisRound = new Map<PeerId, number>();
   /** Earliest pending flood decision (cached: checked on every input). */
   private floodDeadline = Infinity;
-  // Relative arrival offsets (L3387–3413): arrival times per block, one row of M slices per block.
+  // Relative arrival offsets (thesis §4.2, fine-tuning latency): arrival times per block, one row of M slices per block.
   private readonly blockSeq = new Float64Array(OFFSET_BLOCKS).fill(-1);
   private readonly blockArrivals: Float64Array;
   private readonly blockCounts = new Uint8Array(OFFSET_BLOCKS);
@@ -924,7 +924,7 @@ export class Engine {
       return;
     }
     if (from !== this.config.sourceId && bloomContains(msg.bloom, this.mask)) {
-      // Our own mask came back: the packet went round a loop (L3311–3317), or a false positive, or a
+      // Our own mask came back: the packet went round a loop (thesis §4.2, loop avoidance and detection), or a false positive, or a
       // parent lying about the path (a Bloom filter with our mask in it costs us a parent change).
       this.counters.loopsDetected++;
       this.emit({ type: 'loopDetected', slice: s, by: 'data' });
@@ -1235,7 +1235,7 @@ export class Engine {
     }
   }
 
-  /** Relative arrival time of each slice within its block, smoothed (the no-clock-sync trick, L3387–3413). */
+  /** Relative arrival time of each slice within its block, smoothed (the no-clock-sync trick, thesis §4.2, fine-tuning latency). */
   private recordArrival(s: number, seq: number): void {
     const row = seq % OFFSET_BLOCKS;
     const slices = this.config.protocol.slices;
@@ -1426,7 +1426,7 @@ export class Engine {
     if (p !== undefined) p.hasAdvert = false;
     if (this.failingPeer === peerId) return; // peerFailed reports it and repairs the trees itself
     this.emit({ type: 'neighbourDown', peer: peerId, reason: 'unlinked' });
-    // A Swaplinks change took away a parent: a forced switch with a normal hand-off (L3481–3491).
+    // A Swaplinks change took away a parent: a forced switch with a normal hand-off (thesis §4.2, initial tree construction and forced parent selection).
     const reason = p?.quitting === true ? ForcedReason.ParentQuit : ForcedReason.NeighbourChange;
     for (let s = 0; s < this.sliceStates.length; s++) {
       const st = this.slice(s);
@@ -1526,7 +1526,7 @@ export class Engine {
       // A quitting child stays ours: it keeps forwarding to its own children while they move, and
       // says TreeLeave when its linger ends.
       if (st.parent === from && st.pending?.kind !== 'forced' && st.oldParent === null && !st.isSliceSource) {
-        // The leaver keeps forwarding for a while: hand off like a normal switch (L2866–2869).
+        // The leaver keeps forwarding for a while: hand off like a normal switch (thesis §4.2, overview).
         st.pending = null;
         this.requestParent(s, ForcedReason.ParentQuit, [from]);
       }
@@ -1569,7 +1569,7 @@ export class Engine {
 
   // ───────────────────────────── parent acquisition (forced) ─────────────────────────────
 
-  /** Periodic requests for every slice without a parent, until each has one (L3453–3460). */
+  /** Periodic requests for every slice without a parent, until each has one (thesis §4.2, initial tree construction and forced parent selection). */
   private acquireMissingParents(): void {
     for (let s = 0; s < this.sliceStates.length; s++) {
       const st = this.slice(s);
@@ -1594,7 +1594,7 @@ export class Engine {
     return Math.min(SEQ_NONE - 1, st.highestSeq + lead);
   }
 
-  /** A peer's Bloom mask (L3300–3304), cached: the loop rule asks for our children's on every round. */
+  /** A peer's Bloom mask (thesis §4.2, loop avoidance and detection), cached: the loop rule asks for our children's on every round. */
   private maskOf(peer: PeerId): Bloom128 {
     let mask = this.masks.get(peer);
     if (mask === undefined) {
@@ -1605,7 +1605,7 @@ export class Engine {
     return mask;
   }
 
-  /** Can `q` be our parent on slice `s` at all? Loop rule: not if our mask is in its filter (L3296–3309). */
+  /** Can `q` be our parent on slice `s` at all? Loop rule: not if our mask is in its filter (thesis §4.2, loop avoidance and detection). */
   private eligibleParent(q: PeerState, qId: PeerId, s: number, st: SliceState): boolean {
     if (!q.hasAdvert || q.quitting || !q.receiving(s) || this.trust.isSuspect(qId, this.now)) return false;
     if (st.children.has(qId) || q.filterContains(s, this.mask)) return false;
@@ -1619,9 +1619,9 @@ export class Engine {
   }
 
   /**
-   * Ask a neighbour to be our parent; it may refuse only above ML or on a loop (L3481–3491).
+   * Ask a neighbour to be our parent; it may refuse only above ML or on a loop (thesis §4.2, initial tree construction and forced parent selection).
    * Prefers neighbours with room under ULT and short paths, at random among the best few so
-   * simultaneous orphans do not all ask the same node (L3430–3438). Neighbours over relayed links
+   * simultaneous orphans do not all ask the same node (thesis §4.2, fine-tuning latency). Neighbours over relayed links
    * are asked only when no direct one qualifies (relayedLinkPenaltyMs).
    */
   private requestParent(s: number, reason: ForcedReason, exclude: readonly PeerId[]): void {
@@ -1668,7 +1668,7 @@ export class Engine {
       this.reject(from, s, msg.fromSeq, RejectReason.NotNeighbour);
       return;
     }
-    // Refused only above ML or on a loop (L3481–3491), even while we wait for a parent ourselves:
+    // Refused only above ML or on a loop (thesis §4.2, initial tree construction and forced parent selection), even while we wait for a parent ourselves:
     // during a flood that is what lets a tree grow faster than one request round trip per level.
     const existing = st.children.get(from);
     if (existing === undefined || existing.untilSeq !== Infinity) {
@@ -1762,7 +1762,7 @@ export class Engine {
       return;
     }
     if (msg.reason === SwitchReason.Load) {
-      // A load switch must raise an underloaded node (L3369–3383); re-checked here, where it is
+      // A load switch must raise an underloaded node (thesis §4.2, fine-tuning load); re-checked here, where it is
       // current. "Underloaded" is below TL, not only below LLT as the thesis states it: with Lat2,
       // few nodes sit below LLT, and a parent above ULT whose children had no such neighbour stayed
       // overloaded for good (46% maximum excess at 5000 nodes). Below TL keeps the convergence
@@ -1839,7 +1839,7 @@ export class Engine {
     const st = this.slice(s);
     const previous = st.parent;
     if (previous !== null && previous !== parent) {
-      // Tell the old parent where to stop; it keeps sending until then (L3355–3359).
+      // Tell the old parent where to stop; it keeps sending until then (thesis §4.2, fine-tuning load).
       this.send(previous, { type: MessageType.SwitchComplete, slice: s, handoffSeq, newParent: parent });
       st.oldParent = previous;
       st.oldParentUntilSeq = handoffSeq;
@@ -1874,7 +1874,7 @@ export class Engine {
     const q = this.peers.get(parent);
     if (q?.hasAdvert === true) this.takeInParentPath(st, q.filter(s), parent);
     // Meanwhile a loop we closed ourselves, reading stale filters, is silent: the old parent stops at
-    // the hand-off, so no packet ever goes round it to expose it (L3311–3317). A probe does, within
+    // the hand-off, so no packet ever goes round it to expose it (thesis §4.2, loop avoidance and detection). A probe does, within
     // a few hops' latency, and comes back to us (not to another node of the loop, which would cut
     // off the slice below it): we then return to the old parent (leaveLoop).
     if (st.activeChildren > 0) this.sendProbe(s);
@@ -1921,13 +1921,13 @@ export class Engine {
     // A parent above its ML may send us to a neighbour at or above its TL but below its ULT, which a
     // load switch would refuse (it must raise an underloaded node): the parent cannot carry us, so
     // we leave it as a quitting parent's child does — a forced request for a hand-off one lead
-    // ahead, refused only above ML or on a loop (L3481–3491) — to a target that stays in range.
+    // ahead, refused only above ML or on a loop (thesis §4.2, initial tree construction and forced parent selection) — to a target that stays in range.
     const parent = this.peers.get(from);
     if (parent?.hasAdvert === true && parent.load > parent.maxLoad && q.load + 1 <= q.upperLatencyThreshold)
       this.sendForced(s, msg.target, ForcedReason.ParentQuit);
   }
 
-  /** Ask `target` to take over `slice` at a hand-off point one lead ahead (L3343–3367). */
+  /** Ask `target` to take over `slice` at a hand-off point one lead ahead (thesis §4.2, fine-tuning load). */
   private sendSwitchRequest(
     s: number,
     target: PeerId,
@@ -2016,7 +2016,7 @@ export class Engine {
     if (msg.epoch > st.floodEpoch) {
       st.floodEpoch = msg.epoch;
       st.floodSenders = [];
-      // Controlled flooding (Chainsaw-like, L3440–3452): forward the first copy of each epoch once.
+      // Controlled flooding (Chainsaw-like, thesis §4.2, initial tree construction and forced parent selection): forward the first copy of each epoch once.
       const out: FloodMessage = {
         type: MessageType.Flood,
         slice: s,
@@ -2069,7 +2069,7 @@ export class Engine {
     return q !== undefined && this.avoidLink(q) ? 1 : 0;
   }
 
-  /** Pick a parent among the neighbours the flood came from (L3446–3449). */
+  /** Pick a parent among the neighbours the flood came from (thesis §4.2, initial tree construction and forced parent selection). */
   private floodDecide(s: number): void {
     const st = this.slice(s);
     st.floodDecideAt = Infinity;
@@ -2086,7 +2086,7 @@ export class Engine {
     // Only senders one level closer to the slice source than we are (the fewest flood hops): then
     // every choice points strictly towards the root and the new tree cannot close a cycle even
     // before any data flows. Among them, room under ML by the latest adverts, and at random among
-    // the best few so the slice source's neighbours are not all asked at once (L3430–3438).
+    // the best few so the slice source's neighbours are not all asked at once (thesis §4.2, fine-tuning latency).
     let minHops = Infinity;
     for (const sender of st.floodSenders) minHops = Math.min(minHops, sender.hops);
     let scored = st.floodSenders
@@ -2182,7 +2182,7 @@ export class Engine {
     const now = this.now;
     this.biasThisRound.clear();
     const p = this.config.protocol;
-    // Failure detection: heartbeat 1 s, timeout 4 s (L3651–3655).
+    // Failure detection: heartbeat 1 s, timeout 4 s (thesis §4.4, experimental setup).
     for (const [peerId, peer] of this.peers) {
       if (now - peer.lastHeardAt > p.failureTimeoutMs)
         this.peerFailed(peerId, peer.quitting ? 'quit' : 'failed');
@@ -2316,7 +2316,7 @@ export class Engine {
     }
   }
 
-  /** Overloaded parent: pick one reported child among a set of good candidates (L3333–3341). */
+  /** Overloaded parent: pick one reported child among a set of good candidates (thesis §4.2, fine-tuning load). */
   private parentLoadDecision(): void {
     const reports = this.reports;
     this.reports = [];
@@ -2349,7 +2349,7 @@ export class Engine {
         a.candidate.lowerLatencyThreshold -
         (b.candidate.load - b.candidate.lowerLatencyThreshold),
     );
-    // One child per round, as in the thesis (L3333–3341). Above ML — only after `setLoad` lowered
+    // One child per round, as in the thesis (thesis §4.2, fine-tuning load). Above ML — only after `setLoad` lowered
     // it, since admission never passes ML — our uplink cannot carry what we forward and every round
     // costs all our children late packets: move up to load − ML children at once, each to its own
     // target, so one target is not asked twice (the anti-implosion rule still picks among the best).
@@ -2386,7 +2386,7 @@ export class Engine {
    * other member receives that slice through it, so no child of it can move out of its subtree (a
    * sibling receives through the root too). Its load therefore never falls below the number of such
    * slices, and the load phase cannot move that part. The thesis never meets this (its TL and ML
-   * are fixed at join, and the true source picks roots load-proportionally, L3245–3256); with
+   * are fixed at join, and the true source picks roots load-proportionally, thesis §4.2, slice sources); with
    * `setLoad` it does: the first member of a small swarm roots all 16 slices, and when its uplink is
    * measured at TL 7 / ML 8 it stays at 16, starving its children. Above ML (the uplink cannot carry
    * what we forward), we hand back the roots above ULT — the fewest-children ones first — as a
@@ -2419,7 +2419,7 @@ export class Engine {
     for (const s of rooted.slice(0, excess)) this.handBackRoot(s);
   }
 
-  /** Child side of the load phase (L3323–3333): tell an overloaded parent who could take us. */
+  /** Child side of the load phase (thesis §4.2, fine-tuning load): tell an overloaded parent who could take us. */
   private childLoadReports(): void {
     const reported = new Set<PeerId>();
     const neighbours = this.swaplinks.neighbours();
@@ -2429,7 +2429,7 @@ export class Engine {
       if (parentId === null || st.isSliceSource || st.pending !== null || st.oldParent !== null) continue;
       const parent = this.peers.get(parentId);
       if (parent?.hasAdvert !== true || parent.load <= parent.targetLoad) continue;
-      // One report per parent per round (L3325–3333), but one per slice to a parent above ML, which
+      // One report per parent per round (thesis §4.2, fine-tuning load), but one per slice to a parent above ML, which
       // moves up to load − ML children a round (parentLoadDecision): one report per child and round
       // let a root left with two or three children shed one slice per child every few seconds.
       if (reported.has(parentId) && parent.load <= parent.maxLoad) continue;
@@ -2478,7 +2478,7 @@ export class Engine {
         candidates = candidates.filter((c) => !c.relayed);
       if (candidates.length === 0) continue;
       // Offer the underloaded (below TL) neighbours through which the slice would arrive earliest:
-      // the parent then picks the least loaded of them (L3333–3341), and load switches stop
+      // the parent then picks the least loaded of them (thesis §4.2, fine-tuning load), and load switches stop
       // deepening trees.
       // (Above ML, those below their TL first.)
       const full = (c: LoadCandidate): number => (c.load >= c.targetLoad ? 1 : 0);
@@ -2527,7 +2527,7 @@ export class Engine {
 
   /**
    * When `slice` would reach us through `q`, relative to our other slices: q's advertised relative
-   * offset plus half the round trip to q (no clock sync, L3387–3413). Infinity while unknown.
+   * offset plus half the round trip to q (no clock sync, thesis §4.2, fine-tuning latency). Infinity while unknown.
    */
   private arrivalVia(q: PeerState, slice: number): number {
     const offset = q.sliceOffsets[slice] ?? Number.NaN;
@@ -2541,7 +2541,7 @@ export class Engine {
   }
 
   /**
-   * Latency phase (L3387–3413): for a slice whose parent is inside its LLT–ULT range, move it to a
+   * Latency phase (thesis §4.2, fine-tuning latency): for a slice whose parent is inside its LLT–ULT range, move it to a
    * neighbour that receives it relatively earlier, by more than the margin, if both loads stay in range.
    * Expected arrival via X = X's advertised relative offset for the slice + half our RTT to X.
    */
@@ -2560,7 +2560,7 @@ export class Engine {
       if (st.offsetBlocks < OFFSET_SETTLE_BLOCKS || Number.isNaN(st.offsetMs)) continue;
       if (this.now < st.latencyFrozenUntil) continue;
       const parent = this.peers.get(st.parent);
-      // The parent must be inside its range and stay there without us (L3387–3392). We gate per
+      // The parent must be inside its range and stay there without us (thesis §4.2, fine-tuning latency). We gate per
       // slice: requiring all 16 parents in range at once would, with 10% of nodes outside, leave
       // (0.9)^16 ≈ 18% of nodes eligible and the latency phase would barely run.
       if (parent?.hasAdvert !== true || parent.load > parent.upperLatencyThreshold) continue;
@@ -2610,7 +2610,7 @@ export class Engine {
     });
   }
 
-  /** No data from a parent for a while: send a probe down our subtree; if it comes back to us, there is a loop (L3313–3317). */
+  /** No data from a parent for a while: send a probe down our subtree; if it comes back to us, there is a loop (thesis §4.2, loop avoidance and detection). */
   private probeSilentSlices(): void {
     const after = this.config.protocol.probeAfterSilenceMs;
     for (let s = 0; s < this.sliceStates.length; s++) {
@@ -2639,7 +2639,7 @@ export class Engine {
     }
   }
 
-  /** A probe down our subtree on slice `s`: it comes back to us only round a loop (L3313–3317). */
+  /** A probe down our subtree on slice `s`: it comes back to us only round a loop (thesis §4.2, loop avoidance and detection). */
   private sendProbe(s: number): void {
     const st = this.slice(s);
     st.lastProbeSentAt = this.now;
@@ -2724,7 +2724,7 @@ export class Engine {
     this.lastPublished[s] = payload;
     const target = this.sliceSources[s];
     if (target === null || target === undefined) return;
-    // Each packet of each slice is sent exactly once, to that slice's source (L2842–2853).
+    // Each packet of each slice is sent exactly once, to that slice's source (thesis §4.2, overview).
     this.send(target, { type: MessageType.Data, slice: s, seq, bloom: EMPTY_BLOOM, hops: 0, payload });
   }
 
@@ -2835,7 +2835,7 @@ export class Engine {
     this.sliceUnrootedAt[s] = this.now;
   }
 
-  /** The true source keeps exactly M neighbours, each rooting one slice's tree (L3245–3256). */
+  /** The true source keeps exactly M neighbours, each rooting one slice's tree (thesis §4.2, slice sources). */
   private assignSliceSources(): void {
     for (let s = 0; s < this.sliceSources.length; s++) {
       if (this.sliceSources[s] !== null) continue;
@@ -2946,7 +2946,7 @@ export class Engine {
       const unconfirmed =
         this.sliceConfirmed[s] !== true && now - (this.sliceAssignedAt[s] ?? now) > ASSIGN_CONFIRM_MS;
       if (now - heard > p.failureTimeoutMs || unconfirmed) {
-        // Slice source failed: a new random node roots the tree and re-floods it (L3253–3256).
+        // Slice source failed: a new random node roots the tree and re-floods it (thesis §4.2, slice sources).
         this.unroot(s);
         this.emit({ type: 'sliceSource', slice: s, epoch: this.sliceEpochs[s] ?? 0, assigned: false });
         continue;

@@ -12,7 +12,7 @@ import {
 import type { Random } from './random.js';
 
 /**
- * Swaplinks: the random graph under the trees (thesis L2982–2998; the algorithm itself is ref. [66],
+ * Swaplinks: the random graph under the trees (thesis §4.2, the Swaplinks graph; the algorithm itself is ref. [66],
  * summarised in shared/briefs/chunkyspread.md §5). Every node keeps multisets of out-links and
  * in-links with |out| = |in| = L, where L follows its capacity. Because in-degree equals out-degree
  * everywhere, a random walk's stationary distribution is proportional to L: walks sample nodes in
@@ -133,7 +133,7 @@ export class Swaplinks {
   }
 
   /**
-   * Keep the degree: start walks for missing links (thesis L2982–2998). A join walk brings one out-
+   * Keep the degree: start walks for missing links (thesis §4.2, the Swaplinks graph). A join walk brings one out-
    * and one in-link; lone deficits (after a neighbour failed) get repair walks. Lost walks expire
    * and are retried.
    */

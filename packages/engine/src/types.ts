@@ -29,7 +29,7 @@ export type Input =
   | { readonly kind: 'peerUnreachable'; readonly peer: PeerId }
   /**
    * Simulator only: start with these Swaplinks links already in place (a pre-built random graph, as
-   * the thesis's static scenario does with its offline Swaplinks trace, L3587–3596). Repeats are
+   * the thesis's static scenario does with its offline Swaplinks trace, thesis §4.4, experimental setup). Repeats are
    * multi-links.
    */
   | { readonly kind: 'installLinks'; readonly out: readonly PeerId[]; readonly in: readonly PeerId[] }
