@@ -38,9 +38,10 @@ import {
   type ResolvedConfig,
 } from './config.js';
 import { bloomMaskFor } from './mask.js';
-import { shuffleInPlace, type Random } from './random.js';
-import { ParityError, ParitySwitch, encodeParity, recoverFromParity } from './parity.js';
+import type { Random } from './random.js';
+import { ParityError, recoverFromParity } from './parity.js';
 import { Repairer, type FilledPacket } from './repair.js';
+import { TrueSource } from './source.js';
 import { PeerState, SliceState, type PendingKind } from './state.js';
 import { Swaplinks } from './swaplinks.js';
 import {
@@ -53,11 +54,7 @@ import {
   FAILED_AUDIT_SHARE,
   REPLAY_GRACE_MS,
   REPLAY_SHARE,
-  ROOT_COMPLAINTS,
-  ROOT_COMPLAINT_GRACE_MS,
-  ROOT_COMPLAINT_WINDOW_MS,
   STARVED_SLICE_MS,
-  SUSPECT_MS,
   SILENT_PARENT_SHARE,
   Trust,
   type RequestKind,
@@ -95,27 +92,6 @@ const SEQ_WINDOW_SLACK = 4;
 const MIN_SEQ_INTERVAL_MS = 10;
 /** Violations remembered for peers we hold no state for, beyond which the oldest are forgotten. */
 const MAX_STRANGER_VIOLATION_ENTRIES = 256;
-/** A slice source that has not acknowledged its assignment within this time is replaced. */
-const ASSIGN_CONFIRM_MS = 2000;
-/** A sampled spare slice source older than this may have left; it is no longer used. */
-const SPARE_SHELF_LIFE_MS = 30_000;
-/**
- * A member that declined or handed back a root is not asked to root again for this long. Not in
- * the thesis (its loads never change); here loads do (setLoad: a re-measured uplink), so
- * a member that could not feed a tree then may well now, and a receive-only one asked again only
- * declines again (one message). As long as a spare's shelf life: walks find it again by then.
- */
-const ROOT_DECLINE_HOLD_MS = 30_000;
-/**
- * ...unless nobody else can root a slice: when a slice has waited this long for a spare (walks
- * find fresh ones meanwhile), the member that declined longest ago (at least this long ago) is asked
- * again rather than leaving the slice without a tree for the whole hold. Seen in a trial of a slow
- * start of the loads in a four-viewer swarm: all three forwarders handed back roots in their first
- * seconds at ML 12, and the slices they gave back reached nobody for 30 s. 5 s lets a re-measured
- * uplink (or the hand-back's load phase) settle first; a receive-only member asked again only
- * declines again (one message per 5 s while no other member can take the slice).
- */
-const ROOT_RETRY_MS = 5_000;
 /**
  * A load switch may make a slice arrive later, but not by more than this (estimated like the latency
  * phase's gains; their noise is ±200 ms). Not in the thesis, which balances load regardless.
@@ -125,8 +101,8 @@ const LOAD_SWITCH_MAX_PENALTY_MS = 600;
 const MASK_CACHE_SIZE = 1024;
 /** Candidates in one load report: enough choice for the parent, small on the wire. */
 const REPORT_CANDIDATES = 4;
-/** The payload of a parity packet while parity is off: keeps the parity tree alive for a header. */
-const EMPTY_PAYLOAD: Uint8Array = new Uint8Array(0);
+/** What a member reports as the parity it sent: nothing. */
+const NO_PARITY_SENT: Readonly<{ active: number; idle: number }> = Object.freeze({ active: 0, idle: 0 });
 /** Flood senders remembered per slice, in arrival order. */
 const MAX_FLOOD_SENDERS = 16;
 
@@ -270,31 +246,10 @@ export class Engine {
   private readonly blockSeq = new Float64Array(OFFSET_BLOCKS).fill(-1);
   private readonly blockArrivals: Float64Array;
   private readonly blockCounts = new Uint8Array(OFFSET_BLOCKS);
-  // True source only.
-  private readonly sliceSources: (PeerId | null)[] = [];
-  private readonly sliceEpochs: number[] = [];
-  private readonly nextSeq: number[] = [];
-  private publishedPackets = 0;
-  private readonly lastPublished: (Uint8Array | undefined)[] = [];
-  private spares: { peer: PeerId; at: number }[] = [];
-  private readonly sourceLastHeard = new Map<PeerId, number>();
-  private readonly sliceAssignedAt: number[] = [];
-  /** When each slice last lost its root (for ROOT_RETRY_MS). */
-  private readonly sliceUnrootedAt: number[] = [];
-  private lastSourceBootstrapAt = -Infinity;
-  private readonly sliceConfirmed: boolean[] = [];
-  /** Per slice, members that said it starves, and when (onStarvedSlice). */
-  private readonly rootComplaints = new Map<number, Map<PeerId, number>>();
-  /** Roots replaced because their slice starved, and when: not made roots again for SUSPECT_MS. */
-  private readonly suspectRoots = new Map<PeerId, number>();
-  /** Members that declined or handed back a root, and when: not asked again for ROOT_DECLINE_HOLD_MS. */
-  private readonly declinedRoots = new Map<PeerId, number>();
   /** Deadline-aware repair from neighbours and the origin (members only, once a playout clock is set). */
   readonly repair: Repairer;
-  /** True source with a parity slice: whether parity is real (by measured loss) or empty. */
-  private readonly paritySwitch: ParitySwitch;
-  /** True source: parity packets sent with a real payload, and empty ones (parity off). */
-  readonly parityCounters = { active: 0, idle: 0 };
+  /** The true source's part (source.ts); null for members, which never deal packets or pick roots. */
+  private readonly source: TrueSource | null = null;
 
   constructor(init: EngineInit, random: Random) {
     this.resolved = resolveConfig(init);
@@ -305,11 +260,6 @@ export class Engine {
     this.sliceStates = Array.from({ length: slices }, () => new SliceState(ringSize));
     this.blockArrivals = new Float64Array(OFFSET_BLOCKS * slices).fill(Number.NaN);
     this.windowScratch = new Float64Array(slices);
-    for (let s = 0; s < slices; s++) {
-      this.sliceSources.push(null);
-      this.sliceEpochs.push(0);
-      this.nextSeq.push(0);
-    }
     const links = this.config.role === 'source' ? 0 : this.config.linksPerDirection;
     this.swaplinks = new Swaplinks(
       {
@@ -325,7 +275,7 @@ export class Engine {
           this.onNeighbourRemoved(peer);
         },
         sampled: (_walkId, peer) => {
-          this.onSampled(peer);
+          this.source?.onSampled(peer);
         },
         needBootstrap: () => {
           this.actions.push({ kind: 'requestBootstrap', count: this.config.protocol.bootstrapPeers });
@@ -335,13 +285,25 @@ export class Engine {
       this.config.protocol.walkLength,
       this.config.protocol.walkTimeoutMs,
     );
-    const pc = this.config.protocol;
-    this.paritySwitch = new ParitySwitch(
-      pc.parityOnLossFraction,
-      pc.parityOffLossFraction,
-      pc.parityOffHoldMs,
-    );
-    if (pc.parityOnLossFraction === 0) this.paritySwitch.active = true;
+    if (this.config.role === 'source')
+      this.source = new TrueSource({
+        id: this.config.id,
+        protocol: this.config.protocol,
+        dataSlices: this.config.dataSlices,
+        random: this.random,
+        counters: this.counters,
+        now: () => this.now,
+        send: (to, message) => {
+          this.send(to, message);
+        },
+        emit: (event) => {
+          this.emit(event);
+        },
+        requestBootstrap: (count) => {
+          this.actions.push({ kind: 'requestBootstrap', count });
+        },
+        swaplinks: this.swaplinks,
+      });
     const loads = (): ResolvedConfig => this.resolved;
     this.repair = new Repairer({
       protocol: this.config.protocol,
@@ -439,17 +401,19 @@ export class Engine {
       case 'bootstrap':
         this.swaplinks.setBootstrap(input.peers);
         if (this.config.role === 'member') this.swaplinks.maintain(now);
-        else this.sourceBootstrap(input.peers);
+        else this.source?.onBootstrap(input.peers);
         break;
       case 'message':
         this.onMessage(input.from, input.message);
         break;
       case 'timer':
         break;
-      case 'publish':
-        if (input.packet !== undefined) this.skipTo(input.packet);
-        this.publish(input.payload);
+      case 'publish': {
+        if (this.source === null) throw new Error('only the true source publishes');
+        if (input.packet !== undefined) this.source.skipTo(input.packet);
+        this.source.publish(input.payload);
         break;
+      }
       case 'quit':
         this.quit(input.graceful);
         break;
@@ -458,7 +422,7 @@ export class Engine {
         break;
       case 'peerUnreachable':
         this.relayedLinks.delete(input.peer);
-        if (this.config.role === 'source') this.sourcePeerUnreachable(input.peer);
+        if (this.source !== null) this.source.peerUnreachable(input.peer);
         else if (this.peers.has(input.peer)) this.peerFailed(input.peer, 'failed');
         break;
       case 'playout':
@@ -488,12 +452,7 @@ export class Engine {
         this.setLoad(input.targetLoadSlices, input.maxLoadSlices);
         break;
       case 'measuredLoss':
-        if (
-          this.config.role === 'source' &&
-          this.config.protocol.paritySlices > 0 &&
-          this.paritySwitch.measure(now, input.fraction)
-        )
-          this.emit({ type: 'parity', active: this.paritySwitch.active });
+        this.source?.measureLoss(input.fraction);
         break;
     }
     this.runTimers();
@@ -544,9 +503,29 @@ export class Engine {
     return out;
   }
 
-  /** True source only: the slice source of each slice. */
+  /** True source only: the slice source of each slice (all null for a member). */
   currentSliceSources(): (PeerId | null)[] {
-    return [...this.sliceSources];
+    return this.source?.currentSliceSources() ?? this.sliceStates.map(() => null);
+  }
+
+  /** Stream-wide number of the next packet `publish` deals (the true source's; 0 for members). */
+  get packetsPublished(): number {
+    return this.source?.packetsPublished ?? 0;
+  }
+
+  /** True source: whether the parity slice carries real parity now (false for members). */
+  get parityActive(): boolean {
+    return this.source?.parityActive ?? false;
+  }
+
+  /** True source: parity packets sent with a real payload, and empty ones (parity off); zeros for members. */
+  get parityCounters(): Readonly<{ active: number; idle: number }> {
+    return this.source?.parityCounters ?? NO_PARITY_SENT;
+  }
+
+  /** Sequence number the next published packet of `slice` will carry (the true source's; 0 for members). */
+  nextSequence(slice: number): number {
+    return this.source?.nextSequence(slice) ?? 0;
   }
 
   /** Whether a packet arrived on `slice` within the receiving timeout. */
@@ -708,7 +687,7 @@ export class Engine {
       const interval = this.config.protocol.decisionIntervalMs;
       this.nextTickAt += interval;
       if (this.nextTickAt <= this.now) this.nextTickAt = this.now + interval;
-      if (this.config.role === 'source') this.sourceTick();
+      if (this.source !== null) this.source.tick();
       else this.tick();
     }
   }
@@ -777,8 +756,8 @@ export class Engine {
     }
     const known = this.peers.get(from);
     if (known !== undefined) known.lastHeardAt = this.now;
-    if (this.config.role === 'source') {
-      this.sourceOnMessage(from, message);
+    if (this.source !== null) {
+      this.source.onMessage(from, message);
       return;
     }
     if (this.quittingUntil !== Infinity) {
@@ -800,8 +779,7 @@ export class Engine {
         this.onAdvert(from, message);
         return;
       case MessageType.Heartbeat:
-        if (from === this.config.sourceId) this.sourceLastHeard.set(from, this.now);
-        return;
+        return; // liveness: lastHeardAt is set above for every message
       case MessageType.Probe:
         this.onProbe(from, message);
         return;
@@ -2133,7 +2111,6 @@ export class Engine {
     const s = msg.slice;
     const st = this.slice(s);
     this.peer(from).lastHeardAt = this.now;
-    this.sourceLastHeard.set(from, this.now);
     if (msg.epoch < st.epoch) return;
     st.epoch = msg.epoch;
     if (msg.assigned && this.config.maxLoad === 0) {
@@ -2670,292 +2647,5 @@ export class Engine {
       told.add(peerId);
       this.send(peerId, { type: MessageType.Quit, lingerMs: linger });
     }
-  }
-
-  // ───────────────────────────── true source ─────────────────────────────
-
-  private publish(payload: Uint8Array): void {
-    if (this.config.role !== 'source') throw new Error('only the true source publishes');
-    const dataSlices = this.config.dataSlices;
-    const s = this.publishedPackets % dataSlices;
-    this.publishedPackets++;
-    this.publishOn(s, payload);
-    if (s === dataSlices - 1 && dataSlices < this.config.protocol.slices) {
-      // The stripe is complete: its parity goes out on the last slice (empty while parity is off).
-      let parity: Uint8Array = EMPTY_PAYLOAD;
-      if (this.paritySwitch.active) {
-        parity = encodeParity(this.lastPublished.slice(0, dataSlices).map((p) => p ?? EMPTY_PAYLOAD));
-        this.parityCounters.active++;
-      } else this.parityCounters.idle++;
-      this.publishOn(dataSlices, parity);
-    }
-  }
-
-  /** Stream-wide number of the next packet `publish` deals (the true source's; 0 for members). */
-  get packetsPublished(): number {
-    return this.publishedPackets;
-  }
-
-  /**
-   * The host numbers its packets (`publish` with `packet`): numbers it skipped are never dealt, and
-   * every slice's next sequence is where round-robin dealing of packet `packet` puts it.
-   */
-  private skipTo(packet: number): void {
-    if (this.config.role !== 'source') throw new Error('only the true source publishes');
-    if (!Number.isSafeInteger(packet) || packet < this.publishedPackets)
-      throw new Error(`publish: packet ${packet} is not a whole number ≥ ${this.publishedPackets}`);
-    if (packet === this.publishedPackets) return;
-    const dataSlices = this.config.dataSlices;
-    // A parity stripe must hold the packets it protects: a skip may only start a new stripe.
-    if (
-      dataSlices < this.config.protocol.slices &&
-      (packet % dataSlices !== 0 || this.publishedPackets % dataSlices !== 0)
-    )
-      throw new Error(`publish: with parity on, packet ${packet} must start a stripe of ${dataSlices}`);
-    this.publishedPackets = packet;
-    const row = Math.floor(packet / dataSlices);
-    for (let s = 0; s < dataSlices; s++) this.nextSeq[s] = row + (s < packet % dataSlices ? 1 : 0);
-    if (dataSlices < this.config.protocol.slices) this.nextSeq[dataSlices] = row;
-  }
-
-  private publishOn(s: number, payload: Uint8Array): void {
-    const seq = this.nextSeq[s] ?? 0;
-    this.nextSeq[s] = seq + 1;
-    this.lastPublished[s] = payload;
-    const target = this.sliceSources[s];
-    if (target === null || target === undefined) return;
-    // Each packet of each slice is sent exactly once, to that slice's source (thesis §4.2, overview).
-    this.send(target, { type: MessageType.Data, slice: s, seq, bloom: EMPTY_BLOOM, hops: 0, payload });
-  }
-
-  /** True source: whether the parity slice carries real parity now. */
-  get parityActive(): boolean {
-    return this.paritySwitch.active && this.config.dataSlices < this.config.protocol.slices;
-  }
-
-  /** Sequence number the next published packet of `slice` will carry. */
-  nextSequence(slice: number): number {
-    return this.nextSeq[slice] ?? 0;
-  }
-
-  private sourceOnMessage(from: PeerId, message: Message): void {
-    if (message.type === MessageType.SampleResult) {
-      this.swaplinks.onSampleResult(from, message.walkId);
-      return;
-    }
-    if (message.type === MessageType.SliceSourceAssign && !message.assigned) {
-      // A member declined to root a slice (receive-only) or handed one back (it cannot feed it):
-      // not asked again for a while; reassign now.
-      const s = message.slice;
-      this.declinedRoots.set(from, this.now);
-      this.spares = this.spares.filter((sp) => sp.peer !== from);
-      if (this.sliceSources[s] === from && this.sliceEpochs[s] === message.epoch) {
-        this.unroot(s);
-        this.emit({ type: 'sliceSource', slice: s, epoch: message.epoch, assigned: false });
-        this.assignSliceSources();
-      }
-      return;
-    }
-    if (message.type === MessageType.ForcedParentRequest && message.slice < this.sliceSources.length) {
-      this.onStarvedSlice(from, message.slice);
-      return;
-    }
-    if (this.sourceLastHeard.has(from)) {
-      this.sourceLastHeard.set(from, this.now);
-      for (let s = 0; s < this.sliceSources.length; s++)
-        if (this.sliceSources[s] === from) this.sliceConfirmed[s] = true;
-    }
-  }
-
-  private onSampled(peer: PeerId): void {
-    if (this.config.role !== 'source' || this.declinedRecently(peer)) return;
-    this.spares.push({ peer, at: this.now });
-    this.assignSliceSources();
-  }
-
-  /**
-   * For a slice without a spare for ROOT_RETRY_MS: the member that declined or handed back a root
-   * longest ago, if that was at least ROOT_RETRY_MS ago, as a spare (and no longer held back: later
-   * bootstrap answers may give it more slices if it takes this one). Undefined if there is none.
-   */
-  private retryDecliner(): { peer: PeerId; at: number } | undefined {
-    let oldest: PeerId | null = null;
-    let oldestAt = Infinity;
-    for (const [peer, at] of this.declinedRoots)
-      if (this.now - at >= ROOT_RETRY_MS && at < oldestAt) {
-        oldest = peer;
-        oldestAt = at;
-      }
-    if (oldest === null) return undefined;
-    this.declinedRoots.delete(oldest);
-    return { peer: oldest, at: this.now };
-  }
-
-  /** Whether `peer` declined or handed back a root within ROOT_DECLINE_HOLD_MS, or was replaced for starving its slice. */
-  private declinedRecently(peer: PeerId): boolean {
-    const suspectAt = this.suspectRoots.get(peer);
-    if (suspectAt !== undefined) {
-      if (this.now - suspectAt < SUSPECT_MS) return true;
-      this.suspectRoots.delete(peer);
-    }
-    const at = this.declinedRoots.get(peer);
-    if (at === undefined) return false;
-    if (this.now - at < ROOT_DECLINE_HOLD_MS) return true;
-    this.declinedRoots.delete(peer);
-    return false;
-  }
-
-  /**
-   * A member says slice `s` starves (reportStarvedSlices). Once ROOT_COMPLAINTS distinct members
-   * said so within ROOT_COMPLAINT_WINDOW_MS, the root is replaced and not made a root again for a
-   * while: it feeds nobody, whatever it tells us.
-   */
-  private onStarvedSlice(from: PeerId, s: number): void {
-    const root = this.sliceSources[s] ?? null;
-    if (root === null || from === root) return;
-    if (this.now - (this.sliceAssignedAt[s] ?? -Infinity) < ROOT_COMPLAINT_GRACE_MS) return;
-    let complaints = this.rootComplaints.get(s);
-    if (complaints === undefined) this.rootComplaints.set(s, (complaints = new Map<PeerId, number>()));
-    for (const [peer, at] of complaints)
-      if (this.now - at > ROOT_COMPLAINT_WINDOW_MS) complaints.delete(peer);
-    complaints.set(from, this.now);
-    if (complaints.size < ROOT_COMPLAINTS) return;
-    complaints.clear();
-    this.counters.rootsReplacedForStarving++;
-    this.suspectRoots.set(root, this.now);
-    this.spares = this.spares.filter((sp) => sp.peer !== root);
-    this.unroot(s);
-    this.emit({ type: 'sliceSource', slice: s, epoch: this.sliceEpochs[s] ?? 0, assigned: false });
-    this.assignSliceSources();
-    this.sourceSample();
-  }
-
-  private unroot(s: number): void {
-    this.sliceSources[s] = null;
-    this.sliceUnrootedAt[s] = this.now;
-  }
-
-  /** The true source keeps exactly M neighbours, each rooting one slice's tree (thesis §4.2, slice sources). */
-  private assignSliceSources(): void {
-    for (let s = 0; s < this.sliceSources.length; s++) {
-      if (this.sliceSources[s] !== null) continue;
-      // The freshest spare; else, once the slice has waited ROOT_RETRY_MS for one, a decliner again.
-      const waitedMs = this.now - (this.sliceUnrootedAt[s] ?? -Infinity);
-      const spare = this.spares.pop() ?? (waitedMs >= ROOT_RETRY_MS ? this.retryDecliner() : undefined);
-      if (spare === undefined) continue;
-      const epoch = (this.sliceEpochs[s] ?? 0) + 1;
-      this.sliceEpochs[s] = epoch;
-      this.sliceSources[s] = spare.peer;
-      this.sliceAssignedAt[s] = this.now;
-      this.sliceConfirmed[s] = false;
-      if (!this.sourceLastHeard.has(spare.peer)) this.sourceLastHeard.set(spare.peer, this.now);
-      this.send(spare.peer, { type: MessageType.SliceSourceAssign, slice: s, epoch, assigned: true });
-      // A new root gets the newest packet at once rather than at the next publish, so its re-flooded
-      // tree has data to carry as soon as it stands (up to one packet interval sooner).
-      const latest = this.lastPublished[s];
-      const latestSeq = (this.nextSeq[s] ?? 0) - 1;
-      if (latest !== undefined && latestSeq >= 0) {
-        this.send(spare.peer, {
-          type: MessageType.Data,
-          slice: s,
-          seq: latestSeq,
-          bloom: EMPTY_BLOOM,
-          hops: 0,
-          payload: latest,
-        });
-      }
-      this.emit({ type: 'sliceSource', slice: s, epoch, assigned: true });
-    }
-  }
-
-  /**
-   * The rendezvous server's random members root the first trees at once (a sampling walk would add
-   * ~6 one-way latencies, ~2.5 s, to every viewer's startup); walks then keep load-proportional
-   * spares for replacements.
-   */
-  private sourceBootstrap(peers: readonly PeerId[]): void {
-    const fresh = shuffleInPlace(
-      peers.filter(
-        (p) => p !== this.id && !this.declinedRecently(p) && !this.spares.some((sp) => sp.peer === p),
-      ),
-      this.random,
-    );
-    for (const peer of fresh) this.spares.push({ peer, at: this.now });
-    this.assignSliceSources();
-    this.sourceSample();
-  }
-
-  private sourceSample(): void {
-    const missing = this.sliceSources.filter((p) => p === null).length;
-    // Keep two fresh spares sampled ahead, so a failed slice source is replaced without waiting for
-    // a walk; a spare is refreshed at half its shelf life, before it goes stale.
-    const fresh = this.spares.filter((sp) => this.now - sp.at < SPARE_SHELF_LIFE_MS / 2).length;
-    const wanted = missing + 2 - fresh - this.swaplinks.pendingSamples();
-    if (
-      missing > this.spares.length &&
-      this.now - this.lastSourceBootstrapAt >= this.config.protocol.decisionIntervalMs
-    ) {
-      // More trees lost their roots than we hold spares (a large failure burst): ask the rendezvous
-      // server, which knows who is connected now, instead of waiting for walks through a graph
-      // that is itself half broken (seen: a root replaced 30 s late after 50% failed).
-      this.lastSourceBootstrapAt = this.now;
-      this.actions.push({ kind: 'requestBootstrap', count: missing + 2 });
-    }
-    for (let i = 0; i < wanted; i++) {
-      if (this.swaplinks.sample(this.now) === undefined) {
-        this.actions.push({ kind: 'requestBootstrap', count: this.config.protocol.bootstrapPeers });
-        return;
-      }
-    }
-  }
-
-  /**
-   * The host lost its transport to a peer. If it rooted slices, what we sent it may be lost with the
-   * connection (an assignment included): give its slices new roots now rather than after the
-   * failure timeout.
-   */
-  private sourcePeerUnreachable(peer: PeerId): void {
-    this.spares = this.spares.filter((sp) => sp.peer !== peer);
-    this.declinedRoots.delete(peer); // gone: never to be asked again
-    this.sourceLastHeard.delete(peer);
-    let lost = false;
-    for (let s = 0; s < this.sliceSources.length; s++) {
-      if (this.sliceSources[s] !== peer) continue;
-      this.unroot(s);
-      lost = true;
-      this.emit({ type: 'sliceSource', slice: s, epoch: this.sliceEpochs[s] ?? 0, assigned: false });
-    }
-    if (!lost) return;
-    this.assignSliceSources();
-    this.sourceSample();
-  }
-
-  private sourceTick(): void {
-    const now = this.now;
-    const p = this.config.protocol;
-    this.swaplinks.maintain(now); // the source has no links: this only expires lost sampling walks
-    // Spares go stale: a node sampled long ago may have left.
-    this.spares = this.spares.filter((sp) => now - sp.at < SPARE_SHELF_LIFE_MS);
-    const sources = new Set<PeerId>();
-    for (let s = 0; s < this.sliceSources.length; s++) {
-      const src = this.sliceSources[s];
-      if (src === null || src === undefined) continue;
-      const heard = this.sourceLastHeard.get(src) ?? -Infinity;
-      // A new slice source acknowledges at once; a spare that died since it was sampled (say, in
-      // the same failure burst) is given up after ASSIGN_CONFIRM_MS instead of the full timeout.
-      const unconfirmed =
-        this.sliceConfirmed[s] !== true && now - (this.sliceAssignedAt[s] ?? now) > ASSIGN_CONFIRM_MS;
-      if (now - heard > p.failureTimeoutMs || unconfirmed) {
-        // Slice source failed: a new random node roots the tree and re-floods it (thesis §4.2, slice sources).
-        this.unroot(s);
-        this.emit({ type: 'sliceSource', slice: s, epoch: this.sliceEpochs[s] ?? 0, assigned: false });
-        continue;
-      }
-      sources.add(src);
-    }
-    for (const src of this.sourceLastHeard.keys()) if (!sources.has(src)) this.sourceLastHeard.delete(src);
-    this.assignSliceSources();
-    for (const src of sources) this.send(src, { type: MessageType.Heartbeat });
-    this.sourceSample();
   }
 }
