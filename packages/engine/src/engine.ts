@@ -41,6 +41,8 @@ import { bloomMaskFor } from './mask.js';
 import type { Random } from './random.js';
 import { ParityError, recoverFromParity } from './parity.js';
 import { Repairer, type FilledPacket } from './repair.js';
+import { DeadlineTable, type Deadline } from './deadlines.js';
+import { ArrivalOffsets, arrivalVia } from './offsets.js';
 import { TrueSource } from './source.js';
 import { PeerState, SliceState, type PendingKind } from './state.js';
 import { Swaplinks } from './swaplinks.js';
@@ -61,19 +63,11 @@ import {
 } from './trust.js';
 import type { Action, EngineEvent, Input, SwitchKind } from './types.js';
 
-/** Blocks of arrival times kept for the relative-offset measurement. */
-const OFFSET_BLOCKS = 8;
 /** Ring size floor: dedupe must remember at least this many packets per slice. */
 const MIN_RING_PACKETS = 64;
 const U32 = 4294967296;
 /** Load reports kept per decision round; more would only repeat the same candidates. */
 const MAX_STORED_REPORTS = 64;
-/**
- * Blocks measured since a slice's parent changed before its moving-average offset is trusted
- * (1 − 0.2)^8 ≈ 17% of the old path's weight remains; fewer made latency switches chase their own
- * transients.
- */
-const OFFSET_SETTLE_BLOCKS = 8;
 /**
  * The sequence window (not in the thesis, whose members are honest). The true source deals packets
  * to the slices in turn (thesis §4.2, slice sources), so every slice's sequence advances in step; a data packet's
@@ -229,8 +223,8 @@ export class Engine {
   private started = false;
   private startedAt = -Infinity;
   private stopped = false;
-  private quittingUntil = Infinity;
-  private nextTickAt = Infinity;
+  /** When each kind of timer is next due (deadlines.ts). */
+  private readonly deadlines = new DeadlineTable();
   private load = 0;
   private reports: StoredReport[] = [];
   private latencyGrantsThisRound = 0;
@@ -238,14 +232,8 @@ export class Engine {
   private instructedUntil = new Map<PeerId, Map<number, number>>();
   private linksInstalled = false;
   private failingPeer: PeerId | null = null;
-  /** neighbourBias per peer, valid for the current decision round only. */
-  private readonly biasThisRound = new Map<PeerId, number>();
-  /** Earliest pending flood decision (cached: checked on every input). */
-  private floodDeadline = Infinity;
-  // Relative arrival offsets (thesis §4.2, fine-tuning latency): arrival times per block, one row of M slices per block.
-  private readonly blockSeq = new Float64Array(OFFSET_BLOCKS).fill(-1);
-  private readonly blockArrivals: Float64Array;
-  private readonly blockCounts = new Uint8Array(OFFSET_BLOCKS);
+  /** Relative arrival offsets of the slices (offsets.ts), the latency phase's measure. */
+  private readonly offsets: ArrivalOffsets;
   /** Deadline-aware repair from neighbours and the origin (members only, once a playout clock is set). */
   readonly repair: Repairer;
   /** The true source's part (source.ts); null for members, which never deal packets or pick roots. */
@@ -258,7 +246,7 @@ export class Engine {
     const slices = this.config.protocol.slices;
     const ringSize = Math.max(MIN_RING_PACKETS, this.config.protocol.resendWindowPackets);
     this.sliceStates = Array.from({ length: slices }, () => new SliceState(ringSize));
-    this.blockArrivals = new Float64Array(OFFSET_BLOCKS * slices).fill(Number.NaN);
+    this.offsets = new ArrivalOffsets(this.sliceStates, this.config.protocol.offsetSmoothing);
     this.windowScratch = new Float64Array(slices);
     const links = this.config.role === 'source' ? 0 : this.config.linksPerDirection;
     this.swaplinks = new Swaplinks(
@@ -368,12 +356,20 @@ export class Engine {
   /** The earliest time this engine wants a `timer` input; Infinity when it needs none. */
   nextDeadline(): number {
     if (this.stopped) return Infinity;
-    let deadline = this.nextTickAt;
-    if (this.quittingUntil < deadline) deadline = this.quittingUntil;
-    if (this.floodDeadline < deadline) deadline = this.floodDeadline;
-    const repairAt = this.repair.nextDeadline();
-    if (repairAt < deadline) deadline = repairAt;
-    return deadline;
+    this.deadlines.at.repair = this.repair.nextDeadline();
+    return this.deadlines.soonestMs();
+  }
+
+  /** `nextDeadline` and why it is due (which timer of deadlines.ts); for traces and debugging. */
+  nextDeadlineWithReason(): Deadline {
+    if (this.stopped) return { atMs: Infinity, reason: null };
+    this.deadlines.at.repair = this.repair.nextDeadline();
+    return this.deadlines.soonest();
+  }
+
+  /** Whether a graceful quit is under way (its linger has not ended). */
+  private get quitting(): boolean {
+    return this.deadlines.at.quitLingerEnd !== Infinity;
   }
 
   handle(now: number, input: Input): Action[] {
@@ -565,7 +561,7 @@ export class Engine {
     )
       return;
     this.resolved = { ...old, ...loads };
-    if (!this.started || this.quittingUntil !== Infinity) return;
+    if (!this.started || this.quitting) return;
     if (loads.maxLoad === 0) {
       // Receive-only: a root with no upload would starve its whole tree. Hand each slice back to the
       // true source, which roots it elsewhere at once (the declinedRoots path); our subtree stays
@@ -648,7 +644,7 @@ export class Engine {
     this.started = true;
     this.startedAt = this.now;
     // Random phase so thousands of nodes do not all decide in the same millisecond.
-    this.nextTickAt = this.now + this.random.int(this.config.protocol.decisionIntervalMs);
+    this.deadlines.at.decisionRound = this.now + this.random.int(this.config.protocol.decisionIntervalMs);
     if (this.config.role === 'source') {
       this.actions.push({ kind: 'requestBootstrap', count: this.config.protocol.slices + 2 });
       return;
@@ -659,7 +655,7 @@ export class Engine {
 
   private runTimers(): void {
     if (this.stopped) return;
-    if (this.now >= this.quittingUntil) {
+    if (this.now >= this.deadlines.at.quitLingerEnd) {
       // End of a graceful quit: release the tree edges explicitly, so nobody waits for a timeout.
       for (let s = 0; s < this.sliceStates.length; s++) {
         const st = this.slice(s);
@@ -674,19 +670,20 @@ export class Engine {
       this.emit({ type: 'stopped' });
       return;
     }
-    if (this.floodDeadline <= this.now) {
-      this.floodDeadline = Infinity;
+    if (this.deadlines.at.floodDecision <= this.now) {
+      this.deadlines.at.floodDecision = Infinity;
       for (let s = 0; s < this.sliceStates.length; s++) {
         const st = this.slice(s);
         if (st.floodDecideAt <= this.now) this.floodDecide(s);
-        else if (st.floodDecideAt < this.floodDeadline) this.floodDeadline = st.floodDecideAt;
+        else if (st.floodDecideAt < this.deadlines.at.floodDecision)
+          this.deadlines.at.floodDecision = st.floodDecideAt;
       }
     }
-    if (this.config.role === 'member' && this.quittingUntil === Infinity) this.repair.tick(this.now);
-    if (this.now >= this.nextTickAt) {
+    if (this.config.role === 'member' && !this.quitting) this.repair.tick(this.now);
+    if (this.now >= this.deadlines.at.decisionRound) {
       const interval = this.config.protocol.decisionIntervalMs;
-      this.nextTickAt += interval;
-      if (this.nextTickAt <= this.now) this.nextTickAt = this.now + interval;
+      this.deadlines.at.decisionRound += interval;
+      if (this.deadlines.at.decisionRound <= this.now) this.deadlines.at.decisionRound = this.now + interval;
       if (this.source !== null) this.source.tick();
       else this.tick();
     }
@@ -760,7 +757,7 @@ export class Engine {
       this.source.onMessage(from, message);
       return;
     }
-    if (this.quittingUntil !== Infinity) {
+    if (this.quitting) {
       this.onMessageWhileQuitting(from, message);
       return;
     }
@@ -975,7 +972,7 @@ export class Engine {
       // The old parent's last packet before the hand-off (one link keeps its order): its share is done.
       st.oldParent = null;
     }
-    this.recordArrival(s, msg.seq);
+    this.offsets.record(s, msg.seq, this.now);
     if (s < this.config.dataSlices) {
       this.counters.packetsDelivered++;
       this.actions.push({
@@ -1210,50 +1207,6 @@ export class Engine {
       const payload = st.payloadOf(seq);
       if (payload !== undefined && st.arrivedAt(seq) >= oldest)
         this.send(child, { type: MessageType.Data, slice: s, seq, bloom, hops, payload });
-    }
-  }
-
-  /** Relative arrival time of each slice within its block, smoothed (the no-clock-sync trick, thesis §4.2, fine-tuning latency). */
-  private recordArrival(s: number, seq: number): void {
-    const row = seq % OFFSET_BLOCKS;
-    const slices = this.config.protocol.slices;
-    if (this.blockSeq[row] !== seq) {
-      if ((this.blockSeq[row] ?? -1) >= 0) this.finishBlock(row);
-      this.blockSeq[row] = seq;
-      this.blockCounts[row] = 0;
-      this.blockArrivals.fill(Number.NaN, row * slices, (row + 1) * slices);
-    }
-    const cell = row * slices + s;
-    if (Number.isNaN(this.blockArrivals[cell] ?? 0)) {
-      this.blockArrivals[cell] = this.now;
-      const count = (this.blockCounts[row] ?? 0) + 1;
-      this.blockCounts[row] = count;
-      if (count === slices) {
-        this.finishBlock(row);
-        this.blockSeq[row] = -1;
-      }
-    }
-  }
-
-  private finishBlock(row: number): void {
-    const slices = this.config.protocol.slices;
-    const count = this.blockCounts[row] ?? 0;
-    // With fewer than half the slices the block mean would be biased by which slices are missing.
-    if (count < Math.max(2, slices / 2)) return;
-    let sum = 0;
-    for (let s = 0; s < slices; s++) {
-      const a = this.blockArrivals[row * slices + s] ?? Number.NaN;
-      if (!Number.isNaN(a)) sum += a;
-    }
-    const mean = sum / count;
-    const alpha = this.config.protocol.offsetSmoothing;
-    for (let s = 0; s < slices; s++) {
-      const a = this.blockArrivals[row * slices + s] ?? Number.NaN;
-      if (Number.isNaN(a)) continue;
-      const st = this.slice(s);
-      const offset = a - mean;
-      st.offsetMs = Number.isNaN(st.offsetMs) ? offset : st.offsetMs + alpha * (offset - st.offsetMs);
-      st.offsetBlocks++;
     }
   }
 
@@ -1828,7 +1781,7 @@ export class Engine {
     // What the new parent owes us: every packet past our live edge (older ones it may not hold:
     // after a failure it resends only the last hand-off lead), and none before the hand-off.
     st.startAudit(parent, Math.max(handoffSeq, this.liveEdgeSeq() + 1));
-    st.offsetBlocks = 0;
+    st.resetOffset();
     st.lostReason = null;
     st.everHadParent = true;
     st.floodSenders = [];
@@ -2005,7 +1958,8 @@ export class Engine {
       for (const n of this.swaplinks.neighbours()) if (n !== from) this.send(n, out);
       if (!st.isSliceSource && !this.fedByTree(s, st))
         st.floodDecideAt = this.now + this.config.protocol.floodCollectMs;
-      if (st.floodDecideAt < this.floodDeadline) this.floodDeadline = st.floodDecideAt;
+      if (st.floodDecideAt < this.deadlines.at.floodDecision)
+        this.deadlines.at.floodDecision = st.floodDecideAt;
     }
     if (
       msg.epoch === st.floodEpoch &&
@@ -2157,7 +2111,7 @@ export class Engine {
 
   private tick(): void {
     const now = this.now;
-    this.biasThisRound.clear();
+    this.offsets.newRound();
     const p = this.config.protocol;
     // Failure detection: heartbeat 1 s, timeout 4 s (thesis §4.4, experimental setup).
     for (const [peerId, peer] of this.peers) {
@@ -2374,7 +2328,7 @@ export class Engine {
    * slices, fed 6 of them, and the other 10 reached nobody for the rest of the run).
    */
   private shedRoots(): void {
-    if (this.quittingUntil !== Infinity) return;
+    if (this.quitting) return;
     const maxLoad = this.config.maxLoad;
     if (maxLoad > 0 && this.load >= maxLoad)
       for (let s = 0; s < this.sliceStates.length; s++) {
@@ -2418,7 +2372,7 @@ export class Engine {
       // loop-free place for a child of a member at load 11, ML 8, which then stayed there for good.
       const overMax = parent.load > parent.maxLoad;
       let candidates: { candidate: LoadCandidate; arrival: number; relayed: boolean }[] = [];
-      const settled = st.offsetBlocks >= OFFSET_SETTLE_BLOCKS && !Number.isNaN(st.offsetMs);
+      const settled = st.offsetSettled();
       for (const qId of neighbours) {
         if (qId === parentId) continue;
         const q = this.peers.get(qId);
@@ -2434,8 +2388,11 @@ export class Engine {
           // subtree several levels down stalls it for seconds (seen: 3 s) before the latency phase
           // can bring it back up. Arrival alone, without the relayed-link penalty: this guards
           // against delay, not cost.
-          const via = this.arrivalVia(q, s);
-          if (via !== Infinity && via + this.neighbourBias(qId, q) - st.offsetMs > LOAD_SWITCH_MAX_PENALTY_MS)
+          const via = arrivalVia(q, s);
+          if (
+            via !== Infinity &&
+            via + this.offsets.neighbourBias(qId, q) - st.offsetMs > LOAD_SWITCH_MAX_PENALTY_MS
+          )
             continue;
         }
         candidates.push({
@@ -2474,47 +2431,9 @@ export class Engine {
     }
   }
 
-  /**
-   * Mean arrival at `q` minus mean arrival here (both relative measures), from the slices `q`
-   * supplies us: for such a slice t, our offset = q's offset + half the RTT + (mean_q − mean_us).
-   * Where q supplies no settled slice we take it as zero, as the thesis's trick does. Computed once
-   * per peer per decision round (both the load reports and the latency phase ask).
-   */
-  private neighbourBias(qId: PeerId, q: PeerState): number {
-    const cached = this.biasThisRound.get(qId);
-    if (cached !== undefined) return cached;
-    const bias = this.measureBias(qId, q);
-    this.biasThisRound.set(qId, bias);
-    return bias;
-  }
-
-  private measureBias(qId: PeerId, q: PeerState): number {
-    let sum = 0;
-    let count = 0;
-    for (let t = 0; t < this.sliceStates.length; t++) {
-      const st = this.slice(t);
-      if (st.parent !== qId || st.offsetBlocks < OFFSET_SETTLE_BLOCKS || Number.isNaN(st.offsetMs)) continue;
-      const theirs = q.sliceOffsets[t] ?? Number.NaN;
-      if (Number.isNaN(theirs) || Number.isNaN(q.rttMs)) continue;
-      sum += st.offsetMs - theirs - q.rttMs / 2;
-      count++;
-    }
-    return count === 0 ? 0 : sum / count;
-  }
-
-  /**
-   * When `slice` would reach us through `q`, relative to our other slices: q's advertised relative
-   * offset plus half the round trip to q (no clock sync, thesis §4.2, fine-tuning latency). Infinity while unknown.
-   */
-  private arrivalVia(q: PeerState, slice: number): number {
-    const offset = q.sliceOffsets[slice] ?? Number.NaN;
-    const value = offset + q.rttMs / 2;
-    return Number.isNaN(value) ? Infinity : value;
-  }
-
   /** `arrivalVia` as parents are compared: plus `relayedLinkPenaltyMs` when q's link is relayed. */
   private expectedArrivalVia(q: PeerState, slice: number): number {
-    return this.arrivalVia(q, slice) + this.linkPenalty(q);
+    return arrivalVia(q, slice) + this.linkPenalty(q);
   }
 
   /**
@@ -2534,7 +2453,7 @@ export class Engine {
       const st = this.slice(s);
       if (st.isSliceSource || st.parent === null || st.pending !== null || st.oldParent !== null) continue;
       // Our own measurement must have caught up with the current parent first.
-      if (st.offsetBlocks < OFFSET_SETTLE_BLOCKS || Number.isNaN(st.offsetMs)) continue;
+      if (!st.offsetSettled()) continue;
       if (this.now < st.latencyFrozenUntil) continue;
       const parent = this.peers.get(st.parent);
       // The parent must be inside its range and stay there without us (thesis §4.2, fine-tuning latency). We gate per
@@ -2561,7 +2480,7 @@ export class Engine {
         // neighbour's is off by the difference of the two means (±hundreds of ms, above the margin).
         // Where the neighbour already feeds us some slice we measure that difference; elsewhere we
         // take it as zero, as the thesis's trick does.
-        const gain = current - (viaQ + this.neighbourBias(qId, q));
+        const gain = current - (viaQ + this.offsets.neighbourBias(qId, q));
         if (gain > margin) options.push({ slice: s, target: qId, gain });
       }
     }
@@ -2638,9 +2557,9 @@ export class Engine {
       this.emit({ type: 'stopped' });
       return;
     }
-    if (this.quittingUntil !== Infinity) return;
+    if (this.quitting) return;
     const linger = this.config.protocol.quitLingerMs;
-    this.quittingUntil = this.now + linger;
+    this.deadlines.at.quitLingerEnd = this.now + linger;
     const told = new Set<PeerId>();
     for (const peerId of [...this.swaplinks.neighbours(), ...this.peers.keys()]) {
       if (told.has(peerId)) continue;

@@ -6,3 +6,6 @@ export { Engine, type EngineCounters } from './engine.js';
 export { Swaplinks, type SwaplinksHost } from './swaplinks.js';
 export { Repairer, type FilledPacket, type RepairCounters, type RepairHost } from './repair.js';
 export { ParityError, ParitySwitch, encodeParity, recoverFromParity } from './parity.js';
+export { DeadlineTable, type Deadline, type DeadlineReason } from './deadlines.js';
+export { TrueSource, type TrueSourceHost } from './source.js';
+export { ArrivalOffsets, arrivalVia } from './offsets.js';

@@ -1,6 +1,13 @@
 import { EMPTY_BLOOM, bitCount32, type Bloom128, type ForcedReason, type PeerId } from '@chunkycast/wire';
 import type { SwitchKind } from './types.js';
 
+/**
+ * Blocks measured since a slice's parent changed before its moving-average offset is trusted
+ * (1 − 0.2)^8 ≈ 17% of the old path's weight remains; fewer made latency switches chase their own
+ * transients.
+ */
+const OFFSET_SETTLE_BLOCKS = 8;
+
 /** What we know of one peer: liveness, and the latest advertisement if it is a neighbour. */
 export class PeerState {
   lastHeardAt: number;
@@ -171,12 +178,13 @@ export class SliceState {
   auditHistory = 0;
   /** The tree sender of the packet that set highestSeq, −1 when none did (repair, origin). */
   highestSeqFrom = -1;
+  /** Smoothed arrival offset relative to the other slices (offsets.ts), NaN until measured. */
   offsetMs = Number.NaN;
   /** Latency switches of this slice so far, and until when the next one must wait. */
   latencySwitches = 0;
   latencyFrozenUntil = -Infinity;
   /** Blocks folded into offsetMs since the parent last changed. */
-  offsetBlocks = 0;
+  private offsetBlocks = 0;
   pending: PendingSwitch | null = null;
   isSliceSource = false;
   epoch = 0;
@@ -201,6 +209,24 @@ export class SliceState {
     this.ringArrivedAt = new Float64Array(ringSize).fill(-Infinity);
     this.ringSender = new Float64Array(ringSize).fill(-1);
     this.ringFromParent = new Uint8Array(ringSize);
+  }
+
+  /** Fold one block's offset into the moving average with weight `alpha`. */
+  foldOffset(offsetMs: number, alpha: number): void {
+    this.offsetMs = Number.isNaN(this.offsetMs)
+      ? offsetMs
+      : this.offsetMs + alpha * (offsetMs - this.offsetMs);
+    this.offsetBlocks++;
+  }
+
+  /** Whether offsetMs measures the current parent's path (OFFSET_SETTLE_BLOCKS since it changed). */
+  offsetSettled(): boolean {
+    return this.offsetBlocks >= OFFSET_SETTLE_BLOCKS && !Number.isNaN(this.offsetMs);
+  }
+
+  /** A new parent: the offset keeps its value but must settle again before it is trusted. */
+  resetOffset(): void {
+    this.offsetBlocks = 0;
   }
 
   get ringSize(): number {
