@@ -16,11 +16,6 @@ import {
   type DataMessage,
   type FloodMessage,
   type ForcedParentRequestMessage,
-  type InstructionMessage,
-  type LatencyPermissionReplyMessage,
-  type LatencyPermissionRequestMessage,
-  type LoadCandidate,
-  type LoadReportMessage,
   type Message,
   type PeerId,
   type ProbeMessage,
@@ -42,7 +37,10 @@ import type { Random } from './random.js';
 import { ParityError, recoverFromParity } from './parity.js';
 import { Repairer, type FilledPacket } from './repair.js';
 import { DeadlineTable, type Deadline } from './deadlines.js';
-import { ArrivalOffsets, arrivalVia } from './offsets.js';
+import { ArrivalOffsets } from './offsets.js';
+import { LatencyPhase } from './latency-phase.js';
+import { LoadPhase } from './load-phase.js';
+import type { PhaseHost } from './phase-host.js';
 import { TrueSource } from './source.js';
 import { PeerState, SliceState, type PendingKind } from './state.js';
 import { Swaplinks } from './swaplinks.js';
@@ -66,8 +64,6 @@ import type { Action, EngineEvent, Input, SwitchKind } from './types.js';
 /** Ring size floor: dedupe must remember at least this many packets per slice. */
 const MIN_RING_PACKETS = 64;
 const U32 = 4294967296;
-/** Load reports kept per decision round; more would only repeat the same candidates. */
-const MAX_STORED_REPORTS = 64;
 /**
  * The sequence window (not in the thesis, whose members are honest). The true source deals packets
  * to the slices in turn (thesis §4.2, slice sources), so every slice's sequence advances in step; a data packet's
@@ -86,15 +82,8 @@ const SEQ_WINDOW_SLACK = 4;
 const MIN_SEQ_INTERVAL_MS = 10;
 /** Violations remembered for peers we hold no state for, beyond which the oldest are forgotten. */
 const MAX_STRANGER_VIOLATION_ENTRIES = 256;
-/**
- * A load switch may make a slice arrive later, but not by more than this (estimated like the latency
- * phase's gains; their noise is ±200 ms). Not in the thesis, which balances load regardless.
- */
-const LOAD_SWITCH_MAX_PENALTY_MS = 600;
 /** Peers' Bloom masks kept at most (children come and go; recomputing one is cheap). */
 const MASK_CACHE_SIZE = 1024;
-/** Candidates in one load report: enough choice for the parent, small on the wire. */
-const REPORT_CANDIDATES = 4;
 /** What a member reports as the parity it sent: nothing. */
 const NO_PARITY_SENT: Readonly<{ active: number; idle: number }> = Object.freeze({ active: 0, idle: 0 });
 /** Flood senders remembered per slice, in arrival order. */
@@ -135,12 +124,6 @@ const CARRIES_SLICE: readonly boolean[] = (() => {
     table[type] = true;
   return table;
 })();
-
-interface StoredReport {
-  readonly child: PeerId;
-  readonly slice: number;
-  readonly candidates: readonly LoadCandidate[];
-}
 
 /** Counters a host can read for stats; never reset. */
 export interface EngineCounters {
@@ -226,14 +209,13 @@ export class Engine {
   /** When each kind of timer is next due (deadlines.ts). */
   private readonly deadlines = new DeadlineTable();
   private load = 0;
-  private reports: StoredReport[] = [];
-  private latencyGrantsThisRound = 0;
-  /** Children we told to move, by slice, and until when we wait for that switch (parentLoadDecision). */
-  private instructedUntil = new Map<PeerId, Map<number, number>>();
   private linksInstalled = false;
   private failingPeer: PeerId | null = null;
   /** Relative arrival offsets of the slices (offsets.ts), the latency phase's measure. */
   private readonly offsets: ArrivalOffsets;
+  /** The load phase (load-phase.ts) and the latency phase (latency-phase.ts), members only. */
+  private readonly loadPhase: LoadPhase;
+  private readonly latencyPhase: LatencyPhase;
   /** Deadline-aware repair from neighbours and the origin (members only, once a playout clock is set). */
   readonly repair: Repairer;
   /** The true source's part (source.ts); null for members, which never deal packets or pick roots. */
@@ -273,6 +255,42 @@ export class Engine {
       this.config.protocol.walkLength,
       this.config.protocol.walkTimeoutMs,
     );
+    // eslint-disable-next-line @typescript-eslint/no-this-alias -- the phases read live engine state through getters
+    const engine = this;
+    const phaseHost: PhaseHost = {
+      get id() {
+        return engine.id;
+      },
+      get config() {
+        return engine.resolved;
+      },
+      random: this.random,
+      get now() {
+        return engine.now;
+      },
+      get load() {
+        return engine.load;
+      },
+      slices: this.sliceStates,
+      peers: this.peers,
+      offsets: this.offsets,
+      neighbours: () => this.swaplinks.neighbours(),
+      isNeighbour: (peer) => this.swaplinks.isNeighbour(peer),
+      send: (to, message) => {
+        this.send(to, message);
+      },
+      eligibleParent: (q, qId, s, st) => this.eligibleParent(q, qId, s, st),
+      avoidLink: (q) => this.avoidLink(q),
+      linkPenalty: (q) => this.linkPenalty(q),
+      sendForced: (s, target, reason) => {
+        this.sendForced(s, target, reason);
+      },
+      sendSwitchRequest: (s, target, q, parent, kind) => {
+        this.sendSwitchRequest(s, target, q, parent, kind);
+      },
+    };
+    this.loadPhase = new LoadPhase(phaseHost);
+    this.latencyPhase = new LatencyPhase(phaseHost);
     if (this.config.role === 'source')
       this.source = new TrueSource({
         id: this.config.id,
@@ -781,10 +799,10 @@ export class Engine {
         this.onProbe(from, message);
         return;
       case MessageType.LoadReport:
-        this.onLoadReport(from, message);
+        this.loadPhase.onLoadReport(from, message);
         return;
       case MessageType.Instruction:
-        this.onInstruction(from, message);
+        this.loadPhase.onInstruction(from, message);
         return;
       case MessageType.SwitchRequest:
         this.onSwitchRequest(from, message);
@@ -796,10 +814,10 @@ export class Engine {
         this.onSwitchComplete(from, message);
         return;
       case MessageType.LatencyPermissionRequest:
-        this.onLatencyPermissionRequest(from, message);
+        this.latencyPhase.onPermissionRequest(from, message);
         return;
       case MessageType.LatencyPermissionReply:
-        this.onLatencyPermissionReply(from, message);
+        this.latencyPhase.onPermissionReply(from, message);
         return;
       case MessageType.Flood:
         this.onFlood(from, message);
@@ -1381,8 +1399,7 @@ export class Engine {
 
   /** A peer is gone (silent past the timeout, unreachable, or cut off): repair links and trees. */
   private peerFailed(peerId: PeerId, reason: 'failed' | 'quit' | 'cutOff'): void {
-    this.instructedUntil.delete(peerId);
-    this.reports = this.reports.filter((r) => r.child !== peerId);
+    this.loadPhase.forgetPeer(peerId);
     this.repair.forgetPeer(peerId);
     this.emit({ type: 'neighbourDown', peer: peerId, reason });
     // Trees first (so no hand-off is attempted with a dead parent), then links.
@@ -1829,35 +1846,6 @@ export class Engine {
     // back to us (leaveLoop) and we take it back (onForcedParentRequest).
   }
 
-  private onLoadReport(from: PeerId, msg: LoadReportMessage): void {
-    const entry = this.slice(msg.slice).children.get(from);
-    if (entry?.untilSeq !== Infinity) return;
-    this.reports = this.reports.filter((r) => !(r.child === from && r.slice === msg.slice));
-    if (this.reports.length >= MAX_STORED_REPORTS) this.reports.shift();
-    this.reports.push({ child: from, slice: msg.slice, candidates: msg.candidates });
-  }
-
-  private onInstruction(from: PeerId, msg: InstructionMessage): void {
-    const s = msg.slice;
-    const st = this.slice(s);
-    // One hand-off at a time per slice: a second would cut short the first one's old parent.
-    if (st.parent !== from || st.pending !== null || st.oldParent !== null) return;
-    const q = this.peers.get(msg.target);
-    if (q === undefined || msg.target === this.id || !this.swaplinks.isNeighbour(msg.target)) return;
-    if (!this.eligibleParent(q, msg.target, s, st)) return;
-    if (q.load < q.targetLoad) {
-      this.sendSwitchRequest(s, msg.target, q, from, 'load');
-      return;
-    }
-    // A parent above its ML may send us to a neighbour at or above its TL but below its ULT, which a
-    // load switch would refuse (it must raise an underloaded node): the parent cannot carry us, so
-    // we leave it as a quitting parent's child does — a forced request for a hand-off one lead
-    // ahead, refused only above ML or on a loop (thesis §4.2, initial tree construction and forced parent selection) — to a target that stays in range.
-    const parent = this.peers.get(from);
-    if (parent?.hasAdvert === true && parent.load > parent.maxLoad && q.load + 1 <= q.upperLatencyThreshold)
-      this.sendForced(s, msg.target, ForcedReason.ParentQuit);
-  }
-
   /** Ask `target` to take over `slice` at a hand-off point one lead ahead (thesis §4.2, fine-tuning load). */
   private sendSwitchRequest(
     s: number,
@@ -1878,43 +1866,6 @@ export class Engine {
       targetLoadSeen: Math.min(0xffff, q.load),
       parentLoadSeen: Math.min(0xffff, this.peers.get(parent)?.load ?? 0),
     });
-  }
-
-  private onLatencyPermissionRequest(from: PeerId, msg: LatencyPermissionRequestMessage): void {
-    const entry = this.slice(msg.slice).children.get(from);
-    const active = entry?.untilSeq === Infinity;
-    // Grant only if losing this child keeps us inside LLT–ULT, counting grants already given; a
-    // child over a relayed link may go in any case (latencyPhase: it leaves for a direct parent).
-    const child = this.peers.get(from);
-    const granted =
-      active &&
-      ((child !== undefined && this.avoidLink(child)) ||
-        this.load - 1 - this.latencyGrantsThisRound >= this.config.lowerLatencyThreshold);
-    if (granted) this.latencyGrantsThisRound++;
-    this.send(from, {
-      type: MessageType.LatencyPermissionReply,
-      slice: msg.slice,
-      target: msg.target,
-      granted,
-    });
-  }
-
-  private onLatencyPermissionReply(from: PeerId, msg: LatencyPermissionReplyMessage): void {
-    const s = msg.slice;
-    const st = this.slice(s);
-    const pending = st.pending;
-    if (pending?.kind !== 'permission' || st.parent !== from || pending.target !== msg.target) return;
-    st.pending = null;
-    if (!msg.granted) return;
-    const q = this.peers.get(msg.target);
-    if (
-      q === undefined ||
-      !this.swaplinks.isNeighbour(msg.target) ||
-      !this.eligibleParent(q, msg.target, s, st)
-    )
-      return;
-    if (q.load + 1 > q.upperLatencyThreshold) return;
-    this.sendSwitchRequest(s, msg.target, q, from, 'latency');
   }
 
   // ───────────────────────────── loops, probes, floods ─────────────────────────────
@@ -2142,11 +2093,11 @@ export class Engine {
     }
     this.expireStale();
     this.replaceDepartingParents();
-    this.parentLoadDecision();
-    this.latencyGrantsThisRound = 0;
+    this.loadPhase.parentDecision();
+    this.latencyPhase.newRound();
     this.acquireMissingParents();
-    this.childLoadReports();
-    this.latencyPhase();
+    this.loadPhase.childReports();
+    this.latencyPhase.run();
     this.probeSilentSlices();
     this.auditParents();
     this.reportStarvedSlices();
@@ -2225,10 +2176,7 @@ export class Engine {
         st.oldParent = null;
       for (const [peer, until] of st.rejectedUntil) if (until <= this.now) st.rejectedUntil.delete(peer);
     }
-    for (const [peer, slices] of this.instructedUntil) {
-      for (const [s, until] of slices) if (until <= this.now) slices.delete(s);
-      if (slices.size === 0) this.instructedUntil.delete(peer);
-    }
+    this.loadPhase.expireInstructions();
   }
 
   /**
@@ -2244,71 +2192,6 @@ export class Engine {
       if (quitting) this.requestParent(s, ForcedReason.ParentQuit, [parent]);
       else if (!this.swaplinks.isNeighbour(parent))
         this.requestParent(s, ForcedReason.NeighbourChange, [parent]);
-    }
-  }
-
-  /** Overloaded parent: pick one reported child among a set of good candidates (thesis §4.2, fine-tuning load). */
-  private parentLoadDecision(): void {
-    const reports = this.reports;
-    this.reports = [];
-    if (this.load <= this.config.targetLoad || reports.length === 0) return;
-    const overloaded = this.load > this.config.upperLatencyThreshold;
-    // Above ML our children report neighbours below their ULT as well (childLoadReports).
-    const overMax = this.load > this.config.maxLoad;
-    const options: { child: PeerId; slice: number; candidate: LoadCandidate }[] = [];
-    for (const r of reports) {
-      if (this.slice(r.slice).children.get(r.child)?.untilSeq !== Infinity) continue;
-      // A child we told to move is left alone until that switch is done or abandoned; above ML only
-      // on that slice (its reports then name every slice, see childLoadReports).
-      const instructed = this.instructedUntil.get(r.child);
-      if (instructed !== undefined && (!overMax || instructed.has(r.slice))) continue;
-      for (const c of r.candidates) {
-        if (
-          c.peer !== r.child &&
-          c.peer !== this.id &&
-          (overMax || c.load < (overloaded ? c.targetLoad : c.lowerLatencyThreshold))
-        )
-          options.push({ child: r.child, slice: r.slice, candidate: c });
-      }
-    }
-    if (options.length === 0) return;
-    // Most underloaded first (below LLT before merely below TL); then a random one of the best few,
-    // so not every parent picks the same target.
-    options.sort(
-      (a, b) =>
-        a.candidate.load -
-        a.candidate.lowerLatencyThreshold -
-        (b.candidate.load - b.candidate.lowerLatencyThreshold),
-    );
-    // One child per round, as in the thesis (thesis §4.2, fine-tuning load). Above ML — only after `setLoad` lowered
-    // it, since admission never passes ML — our uplink cannot carry what we forward and every round
-    // costs all our children late packets: move up to load − ML children at once, each to its own
-    // target, so one target is not asked twice (the anti-implosion rule still picks among the best).
-    let moves = Math.max(1, this.load - this.config.maxLoad);
-    let remaining = options;
-    while (moves > 0 && remaining.length > 0) {
-      const pick =
-        remaining[this.random.int(Math.min(this.config.protocol.candidateSetSize, remaining.length))];
-      if (pick === undefined) return;
-      let instructed = this.instructedUntil.get(pick.child);
-      if (instructed === undefined) {
-        instructed = new Map();
-        this.instructedUntil.set(pick.child, instructed);
-      }
-      instructed.set(pick.slice, this.now + this.config.protocol.requestTimeoutMs);
-      this.send(pick.child, {
-        type: MessageType.Instruction,
-        slice: pick.slice,
-        target: pick.candidate.peer,
-        targetLoadSeen: Math.min(0xffff, pick.candidate.load),
-      });
-      moves--;
-      // And one move per slice: two children of one slice, each told to move into the other's
-      // subtree (each loop-free as it saw it), made a loop and left the slice to nobody.
-      if (moves > 0)
-        remaining = remaining.filter(
-          (o) => o.slice !== pick.slice && o.candidate.peer !== pick.candidate.peer,
-        );
     }
   }
 
@@ -2348,162 +2231,6 @@ export class Engine {
     if (excess <= 0) return;
     rooted.sort((a, b) => this.slice(a).activeChildren - this.slice(b).activeChildren || a - b);
     for (const s of rooted.slice(0, excess)) this.handBackRoot(s);
-  }
-
-  /** Child side of the load phase (thesis §4.2, fine-tuning load): tell an overloaded parent who could take us. */
-  private childLoadReports(): void {
-    const reported = new Set<PeerId>();
-    const neighbours = this.swaplinks.neighbours();
-    for (let s = 0; s < this.sliceStates.length; s++) {
-      const st = this.slice(s);
-      const parentId = st.parent;
-      if (parentId === null || st.isSliceSource || st.pending !== null || st.oldParent !== null) continue;
-      const parent = this.peers.get(parentId);
-      if (parent?.hasAdvert !== true || parent.load <= parent.targetLoad) continue;
-      // One report per parent per round (thesis §4.2, fine-tuning load), but one per slice to a parent above ML, which
-      // moves up to load − ML children a round (parentLoadDecision): one report per child and round
-      // let a root left with two or three children shed one slice per child every few seconds.
-      if (reported.has(parentId) && parent.load <= parent.maxLoad) continue;
-      // Above ULT, any neighbour below its TL may take us; between TL and ULT, only one below its LLT
-      // (pulling it into its range while the parent stays in its own).
-      const overloaded = parent.load > parent.upperLatencyThreshold;
-      // Above ML (after `setLoad`: its uplink cannot carry what it forwards), also a neighbour at or
-      // above its TL but below its ULT: it stays in its range. Seen: a member at TL 16 was the only
-      // loop-free place for a child of a member at load 11, ML 8, which then stayed there for good.
-      const overMax = parent.load > parent.maxLoad;
-      let candidates: { candidate: LoadCandidate; arrival: number; relayed: boolean }[] = [];
-      const settled = st.offsetSettled();
-      for (const qId of neighbours) {
-        if (qId === parentId) continue;
-        const q = this.peers.get(qId);
-        const room = overMax
-          ? q?.upperLatencyThreshold
-          : overloaded
-            ? q?.targetLoad
-            : q?.lowerLatencyThreshold;
-        if (q === undefined || room === undefined || q.load >= room) continue;
-        if (!this.eligibleParent(q, qId, s, st)) continue;
-        if (settled) {
-          // Not a neighbour through which the slice would come far later than now: moving a whole
-          // subtree several levels down stalls it for seconds (seen: 3 s) before the latency phase
-          // can bring it back up. Arrival alone, without the relayed-link penalty: this guards
-          // against delay, not cost.
-          const via = arrivalVia(q, s);
-          if (
-            via !== Infinity &&
-            via + this.offsets.neighbourBias(qId, q) - st.offsetMs > LOAD_SWITCH_MAX_PENALTY_MS
-          )
-            continue;
-        }
-        candidates.push({
-          candidate: {
-            peer: qId,
-            load: q.load,
-            lowerLatencyThreshold: q.lowerLatencyThreshold,
-            targetLoad: q.targetLoad,
-          },
-          arrival: this.expectedArrivalVia(q, s),
-          relayed: this.avoidLink(q),
-        });
-      }
-      // The parent picks by load alone, so a relayed candidate is offered only when no direct one
-      // is, and only to relieve a parent above ULT: balancing within the range is not worth a relay.
-      if (!overloaded || candidates.some((c) => !c.relayed))
-        candidates = candidates.filter((c) => !c.relayed);
-      if (candidates.length === 0) continue;
-      // Offer the underloaded (below TL) neighbours through which the slice would arrive earliest:
-      // the parent then picks the least loaded of them (thesis §4.2, fine-tuning load), and load switches stop
-      // deepening trees.
-      // (Above ML, those below their TL first.)
-      const full = (c: LoadCandidate): number => (c.load >= c.targetLoad ? 1 : 0);
-      candidates.sort(
-        (a, b) =>
-          full(a.candidate) - full(b.candidate) ||
-          a.arrival - b.arrival ||
-          a.candidate.load - b.candidate.load,
-      );
-      reported.add(parentId);
-      this.send(parentId, {
-        type: MessageType.LoadReport,
-        slice: s,
-        candidates: candidates.slice(0, REPORT_CANDIDATES).map((c) => c.candidate),
-      });
-    }
-  }
-
-  /** `arrivalVia` as parents are compared: plus `relayedLinkPenaltyMs` when q's link is relayed. */
-  private expectedArrivalVia(q: PeerState, slice: number): number {
-    return arrivalVia(q, slice) + this.linkPenalty(q);
-  }
-
-  /**
-   * Latency phase (thesis §4.2, fine-tuning latency): for a slice whose parent is inside its LLT–ULT range, move it to a
-   * neighbour that receives it relatively earlier, by more than the margin, if both loads stay in range.
-   * Expected arrival via X = X's advertised relative offset for the slice + half our RTT to X.
-   */
-  private latencyPhase(): void {
-    const slices = this.sliceStates.length;
-    // One latency switch in flight at a time.
-    for (const st of this.sliceStates)
-      if (st.pending?.kind === 'permission' || st.pending?.kind === 'latency') return;
-    const margin = this.config.protocol.latencySwitchMarginMs;
-    const options: { slice: number; target: PeerId; gain: number }[] = [];
-    const neighbours = this.swaplinks.neighbours();
-    for (let s = 0; s < slices; s++) {
-      const st = this.slice(s);
-      if (st.isSliceSource || st.parent === null || st.pending !== null || st.oldParent !== null) continue;
-      // Our own measurement must have caught up with the current parent first.
-      if (!st.offsetSettled()) continue;
-      if (this.now < st.latencyFrozenUntil) continue;
-      const parent = this.peers.get(st.parent);
-      // The parent must be inside its range and stay there without us (thesis §4.2, fine-tuning latency). We gate per
-      // slice: requiring all 16 parents in range at once would, with 10% of nodes outside, leave
-      // (0.9)^16 ≈ 18% of nodes eligible and the latency phase would barely run.
-      if (parent?.hasAdvert !== true || parent.load > parent.upperLatencyThreshold) continue;
-      // A parent over a relayed link may be left even below its LLT (not in the thesis): the flood
-      // and the load phase leave relayed edges on parents at or under LLT, which this rule would
-      // keep for good. It still converges: such a switch goes to a direct target that stays within
-      // its ULT, so it creates no overload, and only an overload (a parent above ULT) is ever
-      // relieved onto a relayed link (childLoadReports).
-      if (parent.load - 1 < parent.lowerLatencyThreshold && !this.avoidLink(parent)) continue;
-      // What the current parent costs: our measured offset, plus the penalty if its link is relayed,
-      // so a relayed parent is left for a direct neighbour of similar arrival.
-      const current = st.offsetMs + this.linkPenalty(parent);
-      for (const qId of neighbours) {
-        if (qId === st.parent) continue;
-        const q = this.peers.get(qId);
-        if (q === undefined || q.load + 1 > q.upperLatencyThreshold || !this.eligibleParent(q, qId, s, st))
-          continue;
-        const viaQ = this.expectedArrivalVia(q, s);
-        if (viaQ === Infinity) continue;
-        // Offsets are relative to each node's own mean arrival, so comparing ours with a
-        // neighbour's is off by the difference of the two means (±hundreds of ms, above the margin).
-        // Where the neighbour already feeds us some slice we measure that difference; elsewhere we
-        // take it as zero, as the thesis's trick does.
-        const gain = current - (viaQ + this.offsets.neighbourBias(qId, q));
-        if (gain > margin) options.push({ slice: s, target: qId, gain });
-      }
-    }
-    if (options.length === 0) return;
-    options.sort((a, b) => b.gain - a.gain);
-    const pick = options[this.random.int(Math.min(this.config.protocol.candidateSetSize, options.length))];
-    if (pick === undefined) return;
-    const st = this.slice(pick.slice);
-    const parentId = st.parent;
-    if (parentId === null) return;
-    st.pending = {
-      kind: 'permission',
-      target: pick.target,
-      handoffSeq: SEQ_NONE,
-      sentAt: this.now,
-      forcedReason: null,
-    };
-    this.send(parentId, {
-      type: MessageType.LatencyPermissionRequest,
-      slice: pick.slice,
-      target: pick.target,
-      parentLoadSeen: Math.min(0xffff, this.peers.get(parentId)?.load ?? 0),
-    });
   }
 
   /** No data from a parent for a while: send a probe down our subtree; if it comes back to us, there is a loop (thesis §4.2, loop avoidance and detection). */
