@@ -3,8 +3,6 @@ import {
   ForcedReason,
   MessageType,
   RejectReason,
-  SEQ_NONE,
-  SwitchReason,
   TreeRole,
   bloomContains,
   bloomEquals,
@@ -15,14 +13,10 @@ import {
   type Bloom128,
   type DataMessage,
   type FloodMessage,
-  type ForcedParentRequestMessage,
   type Message,
   type PeerId,
   type ProbeMessage,
   type SliceSourceAssignMessage,
-  type SwitchCompleteMessage,
-  type SwitchReplyMessage,
-  type SwitchRequestMessage,
   type TreeLeaveMessage,
 } from '@chunkycast/wire';
 import {
@@ -42,7 +36,8 @@ import { LatencyPhase } from './latency-phase.js';
 import { LoadPhase } from './load-phase.js';
 import type { PhaseHost } from './phase-host.js';
 import { TrueSource } from './source.js';
-import { PeerState, SliceState, type PendingKind } from './state.js';
+import { Switching, type SwitchHost } from './switching.js';
+import { PeerState, SliceState } from './state.js';
 import { Swaplinks } from './swaplinks.js';
 import {
   AUDIT_LAG_MS,
@@ -59,7 +54,7 @@ import {
   Trust,
   type RequestKind,
 } from './trust.js';
-import type { Action, EngineEvent, Input, SwitchKind } from './types.js';
+import type { Action, EngineCounters, EngineEvent, Input } from './types.js';
 
 /** Ring size floor: dedupe must remember at least this many packets per slice. */
 const MIN_RING_PACKETS = 64;
@@ -125,34 +120,6 @@ const CARRIES_SLICE: readonly boolean[] = (() => {
   return table;
 })();
 
-/** Counters a host can read for stats; never reset. */
-export interface EngineCounters {
-  packetsDelivered: number;
-  duplicatePackets: number;
-  latePackets: number;
-  strayPackets: number;
-  /** Data packets with a sequence beyond the window (SEQ_WINDOW_SLACK): dropped, a violation each. */
-  forgedSequences: number;
-  /** Slices whose highest sequence turned out forged (set before the window could judge it): reset. */
-  poisonedSlices: number;
-  /** Tree copies a sender sent us again outside REPLAY_GRACE_MS: dropped, a violation each. */
-  replayedPackets: number;
-  /** Requests beyond a peer's bucket (REQUEST_LIMITS): dropped, a violation each. */
-  requestsThrottled: number;
-  /** Parents left for withholding (audit, silence) or for closing loops, and not taken again for a while. */
-  parentsDistrusted: number;
-  /** Members: times we told the true source a slice starves. True source: roots replaced for it. */
-  starvedSliceNotices: number;
-  rootsReplacedForStarving: number;
-  loopsDetected: number;
-  switchesLoad: number;
-  switchesLatency: number;
-  switchesForced: number;
-  switchRejections: number;
-  /** Time of the last completed load or latency switch (the thesis's convergence time, thesis §4.4, time to convergence (Fig. 4.5)). */
-  lastOptimisingSwitchAt: number;
-}
-
 /**
  * One Chunkyspread node (member or true source) as a sans-IO state machine: the host calls
  * `handle(now, input)` and carries out the returned actions, and calls `handle(now, {kind:'timer'})`
@@ -213,6 +180,8 @@ export class Engine {
   private failingPeer: PeerId | null = null;
   /** Relative arrival offsets of the slices (offsets.ts), the latency phase's measure. */
   private readonly offsets: ArrivalOffsets;
+  /** Parent switching, both sides of the handshake (switching.ts), members only. */
+  private readonly switching: Switching;
   /** The load phase (load-phase.ts) and the latency phase (latency-phase.ts), members only. */
   private readonly loadPhase: LoadPhase;
   private readonly latencyPhase: LatencyPhase;
@@ -257,7 +226,8 @@ export class Engine {
     );
     // eslint-disable-next-line @typescript-eslint/no-this-alias -- the phases read live engine state through getters
     const engine = this;
-    const phaseHost: PhaseHost = {
+    // One host object for the member's sub-protocols: getters, so they read the engine's live state.
+    const memberHost: PhaseHost & SwitchHost = {
       get id() {
         return engine.id;
       },
@@ -283,14 +253,39 @@ export class Engine {
       avoidLink: (q) => this.avoidLink(q),
       linkPenalty: (q) => this.linkPenalty(q),
       sendForced: (s, target, reason) => {
-        this.sendForced(s, target, reason);
+        this.switching.sendForced(s, target, reason);
       },
       sendSwitchRequest: (s, target, q, parent, kind) => {
-        this.sendSwitchRequest(s, target, q, parent, kind);
+        this.switching.sendSwitchRequest(s, target, q, parent, kind);
       },
+      counters: this.counters,
+      mask: this.mask,
+      get effectiveLoad() {
+        return engine.effectiveLoad;
+      },
+      addLoad: (delta) => {
+        this.load += delta;
+      },
+      emit: (event) => {
+        this.emit(event);
+      },
+      maskOf: (peer) => this.maskOf(peer),
+      sliceReceiving: (st) => this.sliceReceiving(st),
+      resend: (st, s, child, fromSeq, maxAgeMs) => {
+        this.resend(st, s, child, fromSeq, maxAgeMs);
+      },
+      liveEdgeSeq: () => this.liveEdgeSeq(),
+      touchPeer: (peer) => this.peer(peer),
+      sendProbe: (s) => {
+        this.sendProbe(s);
+      },
+      isBelow: (peer, s, st) => this.isBelow(peer, s, st),
+      relayedRank: (peer) => this.relayedRank(peer),
+      isSuspect: (peer) => this.trust.isSuspect(peer, this.now),
     };
-    this.loadPhase = new LoadPhase(phaseHost);
-    this.latencyPhase = new LatencyPhase(phaseHost);
+    this.switching = new Switching(memberHost);
+    this.loadPhase = new LoadPhase(memberHost);
+    this.latencyPhase = new LatencyPhase(memberHost);
     if (this.config.role === 'source')
       this.source = new TrueSource({
         id: this.config.id,
@@ -606,7 +601,7 @@ export class Engine {
     // qualify once their adverts show the new root's filters) loses nothing it still holds.
     st.lostReason = ForcedReason.ParentQuit;
     this.emit({ type: 'sliceSource', slice: s, epoch: st.epoch, assigned: false });
-    this.requestParent(s, ForcedReason.ParentQuit, [this.config.sourceId]);
+    this.switching.requestParent(s, ForcedReason.ParentQuit, [this.config.sourceId]);
   }
 
   // ───────────────────────────── plumbing ─────────────────────────────
@@ -749,7 +744,8 @@ export class Engine {
       // again (it is answered with a TreeLeave, as any late acceptance).
       if (st.pending?.target === peer) {
         st.pending = null;
-        if (st.parent === null) this.requestParent(s, st.lostReason ?? ForcedReason.ParentLost, [peer]);
+        if (st.parent === null)
+          this.switching.requestParent(s, st.lostReason ?? ForcedReason.ParentLost, [peer]);
       }
       if (st.parent === peer && !st.isSliceSource) this.loseParent(s, ForcedReason.ParentLost, peer);
     }
@@ -805,13 +801,13 @@ export class Engine {
         this.loadPhase.onInstruction(from, message);
         return;
       case MessageType.SwitchRequest:
-        this.onSwitchRequest(from, message);
+        this.switching.onSwitchRequest(from, message);
         return;
       case MessageType.SwitchReply:
-        this.onSwitchReply(from, message);
+        this.switching.onSwitchReply(from, message);
         return;
       case MessageType.SwitchComplete:
-        this.onSwitchComplete(from, message);
+        this.switching.onSwitchComplete(from, message);
         return;
       case MessageType.LatencyPermissionRequest:
         this.latencyPhase.onPermissionRequest(from, message);
@@ -823,7 +819,7 @@ export class Engine {
         this.onFlood(from, message);
         return;
       case MessageType.ForcedParentRequest:
-        this.onForcedParentRequest(from, message);
+        this.switching.onForcedParentRequest(from, message);
         return;
       case MessageType.Quit:
         this.onQuit(from);
@@ -872,16 +868,16 @@ export class Engine {
         if (message.slice < this.config.protocol.slices) this.onData(from, message);
         return;
       case MessageType.SwitchComplete:
-        if (message.slice < this.config.protocol.slices) this.onSwitchComplete(from, message);
+        if (message.slice < this.config.protocol.slices) this.switching.onSwitchComplete(from, message);
         return;
       case MessageType.TreeLeave:
         if (message.slice < this.config.protocol.slices && message.role === TreeRole.Child)
-          this.removeChild(message.slice, from);
+          this.switching.removeChild(message.slice, from);
         return;
       case MessageType.SwitchRequest:
       case MessageType.ForcedParentRequest:
         if (message.slice < this.config.protocol.slices)
-          this.reject(
+          this.switching.reject(
             from,
             message.slice,
             message.type === MessageType.SwitchRequest ? message.handoffSeq : message.fromSeq,
@@ -1350,7 +1346,7 @@ export class Engine {
       // Our parent's path is ours: a switch above us shows in our filter before the first packet
       // over the new path does (adoptParent). The next packet sets it exactly again.
       const st = this.slice(entry.slice);
-      if (st.parent === from) this.takeInParentPath(st, entry.filter, from);
+      if (st.parent === from) st.takeInPath(entry.filter, this.maskOf(from));
     }
     if (msg.echoSentAtMs !== null) {
       const rtt = (((Math.floor(this.now) % U32) - msg.echoSentAtMs + U32) % U32) - msg.echoHoldMs;
@@ -1358,7 +1354,7 @@ export class Engine {
     }
     p.echoSentAtMs = msg.sentAtMs;
     p.echoReceivedAt = this.now;
-    if (!wasKnown) this.acquireMissingParents();
+    if (!wasKnown) this.switching.acquireMissingParents();
   }
 
   // ───────────────────────────── neighbours and liveness ─────────────────────────────
@@ -1380,7 +1376,7 @@ export class Engine {
     for (let s = 0; s < this.sliceStates.length; s++) {
       const st = this.slice(s);
       if (st.parent === peerId && st.pending === null && st.oldParent === null && !st.isSliceSource) {
-        this.requestParent(s, reason, [peerId]);
+        this.switching.requestParent(s, reason, [peerId]);
       }
     }
   }
@@ -1405,14 +1401,14 @@ export class Engine {
     // Trees first (so no hand-off is attempted with a dead parent), then links.
     for (let s = 0; s < this.sliceStates.length; s++) {
       const st = this.slice(s);
-      this.removeChild(s, peerId);
+      this.switching.removeChild(s, peerId);
       if (st.oldParent === peerId) st.oldParent = null;
       const pending = st.pending;
       if (pending !== null && pending.target === peerId) {
         const wasForced = pending.kind === 'forced';
         st.pending = null;
         if (wasForced && st.parent === null)
-          this.requestParent(s, st.lostReason ?? ForcedReason.ParentLost, []);
+          this.switching.requestParent(s, st.lostReason ?? ForcedReason.ParentLost, []);
       }
       if (st.parent === peerId) {
         if (st.isSliceSource) continue; // the true source itself: nothing we can do
@@ -1447,7 +1443,7 @@ export class Engine {
     st.parent = null;
     st.lostReason = reason;
     this.emit({ type: 'parentChanged', slice: s, parent: null, previous, switchKind: 'lost' });
-    if (st.pending === null) this.requestParent(s, reason, exclude === null ? [] : [exclude]);
+    if (st.pending === null) this.switching.requestParent(s, reason, exclude === null ? [] : [exclude]);
   }
 
   private leaveLoop(s: number): void {
@@ -1462,7 +1458,7 @@ export class Engine {
     // still holds us as a child being handed off and takes us back, even above its ML.
     const back = st.oldParent;
     if (back !== null && back !== parent && this.swaplinks.isNeighbour(back))
-      this.sendForced(s, back, ForcedReason.Loop);
+      this.switching.sendForced(s, back, ForcedReason.Loop);
     this.loseParent(s, ForcedReason.Loop, parent);
   }
 
@@ -1476,7 +1472,7 @@ export class Engine {
       if (st.parent === from && st.pending?.kind !== 'forced' && st.oldParent === null && !st.isSliceSource) {
         // The leaver keeps forwarding for a while: hand off like a normal switch (thesis §4.2, overview).
         st.pending = null;
-        this.requestParent(s, ForcedReason.ParentQuit, [from]);
+        this.switching.requestParent(s, ForcedReason.ParentQuit, [from]);
       }
     }
     this.swaplinks.dropPeer(from);
@@ -1485,61 +1481,10 @@ export class Engine {
   private onTreeLeave(from: PeerId, msg: TreeLeaveMessage): void {
     const st = this.slice(msg.slice);
     if (msg.role === TreeRole.Child) {
-      this.removeChild(msg.slice, from);
+      this.switching.removeChild(msg.slice, from);
       return;
     }
     if (st.parent === from) this.loseParent(msg.slice, ForcedReason.ParentLost, from);
-  }
-
-  private removeChild(s: number, child: PeerId): void {
-    const st = this.slice(s);
-    const entry = st.children.get(child);
-    if (entry === undefined) return;
-    st.children.delete(child);
-    if (entry.untilSeq === Infinity) {
-      st.activeChildren--;
-      this.load--;
-    }
-  }
-
-  private addChild(s: number, child: PeerId, fromSeq: number): void {
-    const st = this.slice(s);
-    const existing = st.children.get(child);
-    if (existing !== undefined && existing.untilSeq === Infinity) {
-      existing.fromSeq = Math.min(existing.fromSeq, fromSeq);
-      return;
-    }
-    this.peer(child);
-    st.children.set(child, { fromSeq, untilSeq: Infinity, drainingSince: Infinity, resentAt: -Infinity });
-    st.activeChildren++;
-    this.load++;
-  }
-
-  // ───────────────────────────── parent acquisition (forced) ─────────────────────────────
-
-  /** Periodic requests for every slice without a parent, until each has one (thesis §4.2, initial tree construction and forced parent selection). */
-  private acquireMissingParents(): void {
-    for (let s = 0; s < this.sliceStates.length; s++) {
-      const st = this.slice(s);
-      if (st.parent === null && st.pending === null && !st.isSliceSource && st.floodDecideAt === Infinity) {
-        this.requestParent(
-          s,
-          st.lostReason ?? (st.everHadParent ? ForcedReason.ParentLost : ForcedReason.Join),
-          [],
-        );
-      }
-    }
-  }
-
-  private fromSeqFor(st: SliceState): number {
-    return st.highestSeq >= 0 ? st.highestSeq + 1 : SEQ_NONE;
-  }
-
-  private handoffSeqFor(st: SliceState): number {
-    if (st.highestSeq < 0) return SEQ_NONE;
-    const interval = Number.isNaN(st.seqIntervalMs) || st.seqIntervalMs <= 0 ? 1000 : st.seqIntervalMs;
-    const lead = Math.max(1, Math.ceil(this.config.protocol.handoffLeadMs / interval));
-    return Math.min(SEQ_NONE - 1, st.highestSeq + lead);
   }
 
   /** A peer's Bloom mask (thesis §4.2, loop avoidance and detection), cached: the loop rule asks for our children's on every round. */
@@ -1564,308 +1509,6 @@ export class Engine {
     for (const child of st.children.keys()) if (q.filterContains(s, this.maskOf(child))) return false;
     const until = st.rejectedUntil.get(qId);
     return until === undefined || until <= this.now;
-  }
-
-  /**
-   * Ask a neighbour to be our parent; it may refuse only above ML or on a loop (thesis §4.2, initial tree construction and forced parent selection).
-   * Prefers neighbours with room under ULT and short paths, at random among the best few so
-   * simultaneous orphans do not all ask the same node (thesis §4.2, fine-tuning latency). Neighbours over relayed links
-   * are asked only when no direct one qualifies (relayedLinkPenaltyMs).
-   */
-  private requestParent(s: number, reason: ForcedReason, exclude: readonly PeerId[]): void {
-    const st = this.slice(s);
-    if (st.pending !== null || st.isSliceSource) return;
-    const scored: { peer: PeerId; score: number; relayed: boolean }[] = [];
-    for (const peerId of this.swaplinks.neighbours()) {
-      if (exclude.includes(peerId) || peerId === st.parent) continue;
-      const q = this.peers.get(peerId);
-      if (q === undefined || !this.eligibleParent(q, peerId, s, st)) continue;
-      if (q.load + 1 > q.maxLoad) continue;
-      const overUpper = q.load + 1 > q.upperLatencyThreshold ? 1000 : 0;
-      scored.push({
-        peer: peerId,
-        score: overUpper + (q.sliceHops[s] ?? 0) + this.random.nextFloat() * 0.5,
-        relayed: this.avoidLink(q),
-      });
-    }
-    if (scored.length === 0) return;
-    // A score penalty alone would not do: the pick is uniform among the best few, so a relayed
-    // neighbour would still be asked whenever fewer direct ones rank above it.
-    const pool = scored.some((c) => !c.relayed) ? scored.filter((c) => !c.relayed) : scored;
-    pool.sort((a, b) => a.score - b.score);
-    const pick = pool[this.random.int(Math.min(this.config.protocol.candidateSetSize, pool.length))];
-    if (pick === undefined) return;
-    this.sendForced(s, pick.peer, reason);
-  }
-
-  private sendForced(s: number, target: PeerId, reason: ForcedReason): void {
-    const st = this.slice(s);
-    // With a live parent (neighbour change, parent quitting) we hand off ahead; otherwise we ask for
-    // everything from the first packet we miss.
-    const liveParent =
-      st.parent !== null && (reason === ForcedReason.NeighbourChange || reason === ForcedReason.ParentQuit);
-    const fromSeq = liveParent ? this.handoffSeqFor(st) : this.fromSeqFor(st);
-    st.pending = { kind: 'forced', target, handoffSeq: fromSeq, sentAt: this.now, forcedReason: reason };
-    this.send(target, { type: MessageType.ForcedParentRequest, slice: s, reason, fromSeq });
-  }
-
-  private onForcedParentRequest(from: PeerId, msg: ForcedParentRequestMessage): void {
-    const s = msg.slice;
-    const st = this.slice(s);
-    if (!this.swaplinks.isNeighbour(from)) {
-      this.reject(from, s, msg.fromSeq, RejectReason.NotNeighbour);
-      return;
-    }
-    // Refused only above ML or on a loop (thesis §4.2, initial tree construction and forced parent selection), even while we wait for a parent ourselves:
-    // during a flood that is what lets a tree grow faster than one request round trip per level.
-    const existing = st.children.get(from);
-    if (existing === undefined || existing.untilSeq !== Infinity) {
-      // A child we are still handing off comes back when its new parent turned out to be in its own
-      // subtree (leaveLoop): taking it back only restores our load of a moment ago, while a refusal
-      // above ML (after `setLoad`) left its whole subtree without the slice for seconds.
-      if (existing === undefined && this.effectiveLoad + 1 > this.config.maxLoad) {
-        this.reject(from, s, msg.fromSeq, RejectReason.OverMaxLoad);
-        return;
-      }
-      if (from === st.parent || from === st.pending?.target || bloomContains(st.filter, this.maskOf(from))) {
-        this.reject(from, s, msg.fromSeq, RejectReason.Loop);
-        return;
-      }
-    }
-    // "From the next one" starts with the newest packet we hold: a joiner gets data one packet
-    // interval sooner.
-    const fromSeq = msg.fromSeq === SEQ_NONE ? Math.max(0, st.highestSeq) : msg.fromSeq;
-    const planned = msg.reason === ForcedReason.NeighbourChange || msg.reason === ForcedReason.ParentQuit;
-    this.acceptChild(from, s, fromSeq, planned ? Infinity : this.config.protocol.handoffLeadMs);
-  }
-
-  /**
-   * `maxResendAgeMs` bounds what we resend from our ring: all of it for a planned hand-off (the new
-   * child loses nothing), only the last hand-off lead after a failure (older packets are late for
-   * playback anyway, and a burst of them would delay every live packet behind it on our uplink).
-   */
-  private acceptChild(child: PeerId, s: number, fromSeq: number, maxResendAgeMs = Infinity): void {
-    const st = this.slice(s);
-    const existing = st.children.get(child);
-    // A child that asks again for what it already gets (its acceptance crossed a retry) is resent
-    // what we hold at most once per request timeout: a flooder asking 25 times a second had each
-    // honest neighbour resend to it 25 times, and their uplinks overflowed (trust.ts).
-    const resendAgain =
-      existing === undefined ||
-      existing.untilSeq !== Infinity ||
-      this.now - existing.resentAt >= this.config.protocol.requestTimeoutMs;
-    this.addChild(s, child, fromSeq);
-    this.send(child, {
-      type: MessageType.SwitchReply,
-      slice: s,
-      handoffSeq: fromSeq,
-      accepted: true,
-      rejectReason: RejectReason.None,
-      load: this.load,
-    });
-    if (!resendAgain) return;
-    const entry = st.children.get(child);
-    if (entry !== undefined) entry.resentAt = this.now;
-    this.resend(st, s, child, fromSeq, maxResendAgeMs);
-  }
-
-  private reject(to: PeerId, s: number, handoffSeq: number, reason: RejectReason): void {
-    this.send(to, {
-      type: MessageType.SwitchReply,
-      slice: s,
-      handoffSeq,
-      accepted: false,
-      rejectReason: reason,
-      load: Math.min(0xffff, this.load),
-    });
-  }
-
-  // ───────────────────────────── switching ─────────────────────────────
-
-  private onSwitchRequest(from: PeerId, msg: SwitchRequestMessage): void {
-    const s = msg.slice;
-    const st = this.slice(s);
-    const existing = st.children.get(from);
-    if (existing !== undefined && existing.untilSeq === Infinity) {
-      // Already our child (a repeated request): just confirm.
-      this.acceptChild(from, s, Math.min(existing.fromSeq, msg.handoffSeq));
-      return;
-    }
-    if (!this.swaplinks.isNeighbour(from)) {
-      this.reject(from, s, msg.handoffSeq, RejectReason.NotNeighbour);
-      return;
-    }
-    if (!this.sliceReceiving(st)) {
-      this.reject(from, s, msg.handoffSeq, RejectReason.NotReceiving);
-      return;
-    }
-    // Nor one we are asking to be our own parent (as for forced requests): two nodes told by their
-    // parents to move under each other in the same round each saw a loop-free target.
-    if (from === st.parent || from === st.pending?.target || bloomContains(st.filter, this.maskOf(from))) {
-      this.reject(from, s, msg.handoffSeq, RejectReason.Loop);
-      return;
-    }
-    if (this.effectiveLoad + 1 > this.config.maxLoad) {
-      this.reject(from, s, msg.handoffSeq, RejectReason.OverMaxLoad);
-      return;
-    }
-    if (msg.reason === SwitchReason.Load) {
-      // A load switch must raise an underloaded node (thesis §4.2, fine-tuning load); re-checked here, where it is
-      // current. "Underloaded" is below TL, not only below LLT as the thesis states it: with Lat2,
-      // few nodes sit below LLT, and a parent above ULT whose children had no such neighbour stayed
-      // overloaded for good (46% maximum excess at 5000 nodes). Below TL keeps the convergence
-      // argument: each switch lowers a node above ULT and raises one below TL, never past TL.
-      if (this.load >= this.config.targetLoad) {
-        this.reject(from, s, msg.handoffSeq, RejectReason.NotUnderloaded);
-        return;
-      }
-    } else {
-      if (this.load + 1 > this.config.upperLatencyThreshold) {
-        this.reject(from, s, msg.handoffSeq, RejectReason.OverUpperThreshold);
-        return;
-      }
-      if (this.load > msg.targetLoadSeen + this.config.protocol.switchAbortLoadDelta) {
-        this.reject(from, s, msg.handoffSeq, RejectReason.LoadChanged);
-        return;
-      }
-    }
-    const handoff = msg.handoffSeq === SEQ_NONE ? Math.max(0, st.highestSeq + 1) : msg.handoffSeq;
-    this.acceptChild(from, s, handoff);
-  }
-
-  private onSwitchReply(from: PeerId, msg: SwitchReplyMessage): void {
-    const s = msg.slice;
-    const st = this.slice(s);
-    const pending = st.pending;
-    if (pending === null || pending.target !== from || pending.kind === 'permission') {
-      // A late acceptance we no longer want: undo it so the sender does not count us as load.
-      if (msg.accepted && st.parent !== from)
-        this.send(from, { type: MessageType.TreeLeave, slice: s, role: TreeRole.Child });
-      return;
-    }
-    st.pending = null;
-    if (!msg.accepted) {
-      this.counters.switchRejections++;
-      st.rejectedUntil.set(from, this.now + this.config.protocol.rejectBackoffMs);
-      this.emit({ type: 'switchRejected', slice: s, by: from, rejectReason: msg.rejectReason });
-      if (pending.kind === 'forced') this.retryForced(s, pending.forcedReason ?? ForcedReason.ParentLost);
-      return;
-    }
-    this.adoptParent(s, from, msg.handoffSeq, pending.kind);
-  }
-
-  private retryForced(s: number, reason: ForcedReason): void {
-    const st = this.slice(s);
-    if (reason === ForcedReason.Flood) {
-      let minHops = Infinity;
-      for (const sender of st.floodSenders) minHops = Math.min(minHops, sender.hops);
-      st.floodSenders = st.floodSenders
-        .filter(
-          (sender) =>
-            sender.hops === minHops && sender.hops < st.floodLevel && !this.isBelow(sender.peer, s, st),
-        )
-        .sort((a, b) => this.relayedRank(a.peer) - this.relayedRank(b.peer)); // direct first (stable)
-      while (st.floodSenders.length > 0) {
-        const next = st.floodSenders.shift();
-        if (next === undefined) break;
-        const until = st.rejectedUntil.get(next.peer);
-        if (
-          this.swaplinks.isNeighbour(next.peer) &&
-          (until === undefined || until <= this.now) &&
-          !this.trust.isSuspect(next.peer, this.now)
-        ) {
-          st.filter = next.bloom;
-          this.sendForced(s, next.peer, reason);
-          return;
-        }
-      }
-    }
-    this.requestParent(s, reason === ForcedReason.Flood ? ForcedReason.Join : reason, []);
-  }
-
-  private adoptParent(s: number, parent: PeerId, handoffSeq: number, kind: PendingKind): void {
-    const st = this.slice(s);
-    const previous = st.parent;
-    if (previous !== null && previous !== parent) {
-      // Tell the old parent where to stop; it keeps sending until then (thesis §4.2, fine-tuning load).
-      this.send(previous, { type: MessageType.SwitchComplete, slice: s, handoffSeq, newParent: parent });
-      st.oldParent = previous;
-      st.oldParentUntilSeq = handoffSeq;
-    }
-    st.parent = parent;
-    st.parentFromSeq = handoffSeq;
-    st.parentSince = this.now;
-    // What the new parent owes us: every packet past our live edge (older ones it may not hold:
-    // after a failure it resends only the last hand-off lead), and none before the hand-off.
-    st.startAudit(parent, Math.max(handoffSeq, this.liveEdgeSeq() + 1));
-    st.resetOffset();
-    st.lostReason = null;
-    st.everHadParent = true;
-    st.floodSenders = [];
-    this.peer(parent);
-    const switchKind: SwitchKind = kind === 'permission' ? 'latency' : kind;
-    if (switchKind === 'load') this.counters.switchesLoad++;
-    else if (switchKind === 'latency') {
-      this.counters.switchesLatency++;
-      st.latencySwitches++;
-      st.latencyFrozenUntil =
-        this.now + this.config.protocol.latencyBackoffMs * 2 ** Math.min(10, st.latencySwitches - 1);
-    } else this.counters.switchesForced++;
-    if (switchKind !== 'forced') this.counters.lastOptimisingSwitchAt = this.now;
-    this.emit({ type: 'parentChanged', slice: s, parent, previous, switchKind });
-    // Filters change only with data, and in a live stream a slice carries one packet per 2 s
-    // segment: until the first packet on the new path, we and our subtree would advertise the old
-    // path, and a neighbour that is now our ancestor could take one of us as its parent (a loop;
-    // seen every few seconds in a 4-member swarm). So our filter takes in the new path as the new
-    // parent advertises it (the old one too until then: more refusals, never a loop), and our
-    // subtree takes it in from our adverts (onAdvert), a hop per heartbeat.
-    const q = this.peers.get(parent);
-    if (q?.hasAdvert === true) this.takeInParentPath(st, q.filter(s), parent);
-    // Meanwhile a loop we closed ourselves, reading stale filters, is silent: the old parent stops at
-    // the hand-off, so no packet ever goes round it to expose it (thesis §4.2, loop avoidance and detection). A probe does, within
-    // a few hops' latency, and comes back to us (not to another node of the loop, which would cut
-    // off the slice below it): we then return to the old parent (leaveLoop).
-    if (st.activeChildren > 0) this.sendProbe(s);
-  }
-
-  /** Our filter on a slice takes in our parent's path (`parentFilter`) and the parent itself. */
-  private takeInParentPath(st: SliceState, parentFilter: Bloom128, parent: PeerId): void {
-    st.filter = bloomOr(st.filter, bloomOr(parentFilter, this.maskOf(parent)));
-  }
-
-  private onSwitchComplete(from: PeerId, msg: SwitchCompleteMessage): void {
-    const st = this.slice(msg.slice);
-    const entry = st.children.get(from);
-    if (entry?.untilSeq !== Infinity) return;
-    entry.untilSeq = msg.handoffSeq;
-    entry.drainingSince = this.now;
-    st.activeChildren--;
-    this.load--;
-    // The draining entry stays until the next packet (forward) or requestTimeoutMs (expireStale),
-    // even when the hand-off packet has passed: should the child find it closed a loop, it comes
-    // back to us (leaveLoop) and we take it back (onForcedParentRequest).
-  }
-
-  /** Ask `target` to take over `slice` at a hand-off point one lead ahead (thesis §4.2, fine-tuning load). */
-  private sendSwitchRequest(
-    s: number,
-    target: PeerId,
-    q: PeerState,
-    parent: PeerId,
-    kind: 'load' | 'latency',
-  ): void {
-    const st = this.slice(s);
-    const handoffSeq = this.handoffSeqFor(st);
-    if (handoffSeq === SEQ_NONE) return;
-    st.pending = { kind, target, handoffSeq, sentAt: this.now, forcedReason: null };
-    this.send(target, {
-      type: MessageType.SwitchRequest,
-      slice: s,
-      reason: kind === 'load' ? SwitchReason.Load : SwitchReason.Latency,
-      handoffSeq,
-      targetLoadSeen: Math.min(0xffff, q.load),
-      parentLoadSeen: Math.min(0xffff, this.peers.get(parent)?.load ?? 0),
-    });
   }
 
   // ───────────────────────────── loops, probes, floods ─────────────────────────────
@@ -1963,7 +1606,7 @@ export class Engine {
       st.parent = null;
     }
     if (st.floodSenders.length === 0) {
-      this.requestParent(s, ForcedReason.Join, []);
+      this.switching.requestParent(s, ForcedReason.Join, []);
       return;
     }
     // Only senders one level closer to the slice source than we are (the fewest flood hops): then
@@ -1989,7 +1632,7 @@ export class Engine {
       // a root that handed its slice back keeps asking as a planned hand-off, see handBackRoot).
       st.floodLevel = minHops + 1;
       st.floodSenders = [];
-      this.requestParent(
+      this.switching.requestParent(
         s,
         st.lostReason === ForcedReason.ParentQuit ? ForcedReason.ParentQuit : ForcedReason.Join,
         [],
@@ -2005,7 +1648,7 @@ export class Engine {
     // Until data flows, the chosen sender's flood path stands in for our received filter, so we
     // refuse as children the nodes upstream of us on it.
     st.filter = chosen.bloom;
-    this.sendForced(s, chosen.peer, ForcedReason.Flood);
+    this.switching.sendForced(s, chosen.peer, ForcedReason.Flood);
   }
 
   private onSliceSourceAssign(from: PeerId, msg: SliceSourceAssignMessage): void {
@@ -2053,7 +1696,7 @@ export class Engine {
     } else if (st.isSliceSource) {
       st.isSliceSource = false;
       st.parent = null;
-      this.requestParent(s, ForcedReason.ParentLost, [from]);
+      this.switching.requestParent(s, ForcedReason.ParentLost, [from]);
     }
     this.emit({ type: 'sliceSource', slice: s, epoch: msg.epoch, assigned: msg.assigned });
   }
@@ -2095,7 +1738,7 @@ export class Engine {
     this.replaceDepartingParents();
     this.loadPhase.parentDecision();
     this.latencyPhase.newRound();
-    this.acquireMissingParents();
+    this.switching.acquireMissingParents();
     this.loadPhase.childReports();
     this.latencyPhase.run();
     this.probeSilentSlices();
@@ -2154,7 +1797,7 @@ export class Engine {
       type: MessageType.ForcedParentRequest,
       slice: s,
       reason: ForcedReason.ParentLost,
-      fromSeq: this.fromSeqFor(st),
+      fromSeq: st.nextSeqWanted(),
     });
   }
 
@@ -2166,7 +1809,7 @@ export class Engine {
         const pending = st.pending;
         st.pending = null;
         if (pending.kind === 'forced' && st.parent === null)
-          this.requestParent(s, pending.forcedReason ?? ForcedReason.ParentLost, [pending.target]);
+          this.switching.requestParent(s, pending.forcedReason ?? ForcedReason.ParentLost, [pending.target]);
       }
       for (const [child, entry] of st.children) {
         if (entry.untilSeq !== Infinity && this.now - entry.drainingSince > p.requestTimeoutMs)
@@ -2189,9 +1832,9 @@ export class Engine {
       const parent = st.parent;
       if (parent === null || st.isSliceSource || st.pending !== null || st.oldParent !== null) continue;
       const quitting = this.peers.get(parent)?.quitting === true;
-      if (quitting) this.requestParent(s, ForcedReason.ParentQuit, [parent]);
+      if (quitting) this.switching.requestParent(s, ForcedReason.ParentQuit, [parent]);
       else if (!this.swaplinks.isNeighbour(parent))
-        this.requestParent(s, ForcedReason.NeighbourChange, [parent]);
+        this.switching.requestParent(s, ForcedReason.NeighbourChange, [parent]);
     }
   }
 

@@ -1,4 +1,12 @@
-import { EMPTY_BLOOM, bitCount32, type Bloom128, type ForcedReason, type PeerId } from '@chunkycast/wire';
+import {
+  EMPTY_BLOOM,
+  SEQ_NONE,
+  bitCount32,
+  bloomOr,
+  type Bloom128,
+  type ForcedReason,
+  type PeerId,
+} from '@chunkycast/wire';
 import type { SwitchKind } from './types.js';
 
 /**
@@ -7,6 +15,13 @@ import type { SwitchKind } from './types.js';
  * transients.
  */
 const OFFSET_SETTLE_BLOCKS = 8;
+
+/**
+ * The packet interval a hand-off assumes before the slice's own is measured (one packet a second):
+ * a lead counted in packets at this interval errs long, which only hands off later, where one
+ * that errs short could hand off before the new parent sends anything.
+ */
+const UNMEASURED_SEQ_INTERVAL_MS = 1000;
 
 /** What we know of one peer: liveness, and the latest advertisement if it is a neighbour. */
 export class PeerState {
@@ -227,6 +242,30 @@ export class SliceState {
   /** A new parent: the offset keeps its value but must settle again before it is trusted. */
   resetOffset(): void {
     this.offsetBlocks = 0;
+  }
+
+  /** The first sequence we still want on this slice: the next after the newest we hold (SEQ_NONE before any). */
+  nextSeqWanted(): number {
+    return this.highestSeq >= 0 ? this.highestSeq + 1 : SEQ_NONE;
+  }
+
+  /**
+   * Where a planned parent change hands over: `leadMs` of stream past the newest packet we hold,
+   * at this slice's measured packet interval (SEQ_NONE before any packet).
+   */
+  handoffSeq(leadMs: number): number {
+    if (this.highestSeq < 0) return SEQ_NONE;
+    const interval =
+      Number.isNaN(this.seqIntervalMs) || this.seqIntervalMs <= 0
+        ? UNMEASURED_SEQ_INTERVAL_MS
+        : this.seqIntervalMs;
+    const lead = Math.max(1, Math.ceil(leadMs / interval));
+    return Math.min(SEQ_NONE - 1, this.highestSeq + lead);
+  }
+
+  /** Our filter takes in our parent's path (`parentFilter`) and the parent itself (`parentMask`). */
+  takeInPath(parentFilter: Bloom128, parentMask: Bloom128): void {
+    this.filter = bloomOr(this.filter, bloomOr(parentFilter, parentMask));
   }
 
   get ringSize(): number {
