@@ -36,9 +36,9 @@ export interface ProtocolConfig {
   readonly walkTimeoutMs: number;
   /**
    * Latency-switch margin in ms: switch only when the expected gain beats it (thesis §4.2, fine-tuning latency: "a certain
-   * margin", value not given). 100 ms = a quarter of the thesis's median network latency. Measured
-   * at 1000 nodes (docs/reproduction.md): 40 ms gave 3% lower latency but 30% more switches and
-   * never settled; 200 ms settled sooner but cost 5% latency.
+   * margin", value not given). 100 ms = a quarter of the thesis's median network latency: a smaller
+   * margin chased noise (more switches, never settling), a larger one gave up latency (the sweep is
+   * in docs/reproduction.md).
    */
   readonly latencySwitchMarginMs: number;
   /**
@@ -97,8 +97,8 @@ export interface ProtocolConfig {
   /**
    * After the first flooded packet of a new tree, wait this long for more before choosing a parent
    * (thesis §4.2, initial tree construction and forced parent selection "shortly after", not given). Only senders at the fewest hops qualify, and those are
-   * heard first, so a short wait suffices: 100 ms instead of 300 ms cut the 90th-percentile recovery
-   * after a 10% burst from 5.6 s to 5.0 s at 300 nodes (docs/reproduction.md).
+   * heard first, so a short wait suffices, and a shorter wait shortens recovery after a failure burst
+   * (measured in docs/reproduction.md).
    */
   readonly floodCollectMs: number;
   /** Packets per slice kept for hand-offs and for a new child that lost its parent. */
@@ -136,9 +136,9 @@ export interface ProtocolConfig {
    * A packet counts as missing this long after it was expected (its slice's measured lag behind
    * the playout clock). Not from the papers. Parent changes (load and latency switches, which never
    * stop in our runs) move a slice's arrival by hundreds of ms, and a packet that is merely late
-   * then draws repair copies it will not need: at 300 members (docs/reproduction.md) 300 ms spent
-   * 10× the repair upload of 1200 ms at 0% loss and 2× at 2%, both with no missed deadline;
-   * 1200 ms still leaves 5 s − 1.2 s − the origin lead for two or three repair attempts.
+   * then draws repair copies it will not need: a short grace multiplied the repair upload without
+   * saving a deadline (docs/reproduction.md), while 1200 ms still leaves 5 s − 1.2 s − the origin
+   * lead for two or three repair attempts.
    */
   readonly repairGraceMs: number;
   /** A repair request unanswered this long (or 2·RTT + 100 ms if shorter) goes to another helper. */
@@ -160,7 +160,7 @@ export interface ProtocolConfig {
    * A helper's repair upload is capped at this fraction of its TL (in slice-equivalents of packet
    * rate, at least one slice); requests beyond it get BUSY. Repair is a fraction of a stream's loss;
    * half of TL keeps the total under ML = 1.5·TL (thesis §4.4, experimental setup) while serving bursts of requests
-   * after a failure (a quarter left 1 in 3 requests BUSY at 5% loss in a 300-member run).
+   * after a failure (a quarter left many requests BUSY under loss).
    */
   readonly repairUploadShare: number;
   /** A helper whose transport to the requester holds more than this unsent replies BUSY (browser: bufferedAmount). */

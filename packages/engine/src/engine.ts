@@ -1,4 +1,6 @@
 import {
+  MAX_HOPS,
+  MAX_LOAD_FIELD,
   EMPTY_BLOOM,
   ForcedReason,
   MessageType,
@@ -37,7 +39,7 @@ import { LoadPhase } from './load-phase.js';
 import type { PhaseHost } from './phase-host.js';
 import { TrueSource } from './source.js';
 import { Switching, type SwitchHost } from './switching.js';
-import { PeerState, SliceState } from './state.js';
+import { PeerState, SLICE_FLAG_RECEIVING, SLICE_FLAG_ROOT, SliceState } from './state.js';
 import { Swaplinks } from './swaplinks.js';
 import {
   AUDIT_LAG_MS,
@@ -81,6 +83,27 @@ const MAX_STRANGER_VIOLATION_ENTRIES = 256;
 const MASK_CACHE_SIZE = 1024;
 /** What a member reports as the parity it sent: nothing. */
 const NO_PARITY_SENT: Readonly<{ active: number; idle: number }> = Object.freeze({ active: 0, idle: 0 });
+/**
+ * A longer packet gap than the slice's interval estimate is taken at once, a shorter one with this
+ * weight: short gaps are bursts (see onData), and an estimate too short puts hand-offs too far ahead.
+ */
+const SEQ_INTERVAL_SHRINK_WEIGHT = 0.1;
+/**
+ * The sequence window's reference is the third most advanced slice (the most advanced while fewer
+ * hold packets): one or two slices pushed ahead by forged packets cannot drag the window with them.
+ */
+const WINDOW_REFERENCE_RANK = 3;
+/** An RTT sample beyond this is a clock or echo error (a minute), not a round trip. */
+const MAX_PLAUSIBLE_RTT_MS = 60_000;
+/** Weight of a new RTT sample in the smoothed RTT (TCP's SRTT uses 1/8; adverts come once a second, so faster). */
+const RTT_SMOOTHING = 0.25;
+/**
+ * Ranks of flood senders (floodDecide): one at its ML only after every one below it, one above its
+ * ULT after those within it, and otherwise in the order their floods came (a tiny weight per place).
+ */
+const FLOOD_FULL_PENALTY = 100;
+const FLOOD_BUSY_PENALTY = 0.5;
+const FLOOD_ARRIVAL_ORDER_WEIGHT = 1e-3;
 /** Flood senders remembered per slice, in arrival order. */
 const MAX_FLOOD_SENDERS = 16;
 
@@ -974,7 +997,7 @@ export class Engine {
         st.seqIntervalMs =
           Number.isNaN(st.seqIntervalMs) || interval > st.seqIntervalMs
             ? interval
-            : st.seqIntervalMs + 0.1 * (interval - st.seqIntervalMs);
+            : st.seqIntervalMs + SEQ_INTERVAL_SHRINK_WEIGHT * (interval - st.seqIntervalMs);
       }
       // Our first packet is no baseline: it came with our first parent's answer, however old it was.
       st.lastHighestAt = st.highestSeq < 0 ? -Infinity : this.now;
@@ -1051,7 +1074,7 @@ export class Engine {
         ? -Infinity
         : hint.seq + Math.ceil((this.now - hint.at) / (playoutIntervalMs ?? MIN_SEQ_INTERVAL_MS));
     if (n === 0) return hint === null ? Infinity : hintEnd + SEQ_WINDOW_SLACK;
-    const reference = ends[n >= 3 ? n - 3 : n - 1] ?? 0;
+    const reference = ends[n >= WINDOW_REFERENCE_RANK ? n - WINDOW_REFERENCE_RANK : n - 1] ?? 0;
     return Math.max(reference, hintEnd) + SEQ_WINDOW_SLACK;
   }
 
@@ -1203,7 +1226,7 @@ export class Engine {
         slice: s,
         seq,
         bloom: bloomOr(bloom, this.mask),
-        hops: Math.min(255, hops + 1),
+        hops: Math.min(MAX_HOPS, hops + 1),
         payload,
       };
       this.send(child, out);
@@ -1216,7 +1239,7 @@ export class Engine {
     const oldest = this.now - maxAgeMs;
     const first = Math.max(fromSeq, st.highestSeq - st.ringSize + 1, 0);
     const bloom = bloomOr(st.filter, this.mask);
-    const hops = Math.min(255, st.hops + 1);
+    const hops = Math.min(MAX_HOPS, st.hops + 1);
     for (let seq = first; seq <= st.highestSeq; seq++) {
       const payload = st.payloadOf(seq);
       if (payload !== undefined && st.arrivedAt(seq) >= oldest)
@@ -1289,7 +1312,7 @@ export class Engine {
     return {
       type: MessageType.Advert,
       full,
-      load: Math.min(0xffff, this.effectiveLoad),
+      load: Math.min(MAX_LOAD_FIELD, this.effectiveLoad),
       targetLoad: this.config.targetLoad,
       lowerLatencyThreshold: this.config.lowerLatencyThreshold,
       upperLatencyThreshold: this.config.upperLatencyThreshold,
@@ -1339,7 +1362,8 @@ export class Engine {
     p.maxLoad = msg.maxLoad;
     if (msg.full) p.resetSlices();
     for (const entry of msg.entries) {
-      p.sliceFlags[entry.slice] = (entry.receiving ? 1 : 0) | (entry.isSliceSource ? 2 : 0);
+      p.sliceFlags[entry.slice] =
+        (entry.receiving ? SLICE_FLAG_RECEIVING : 0) | (entry.isSliceSource ? SLICE_FLAG_ROOT : 0);
       p.sliceHops[entry.slice] = entry.hops;
       p.sliceOffsets[entry.slice] = entry.offsetMs ?? Number.NaN;
       p.setFilter(entry.slice, entry.filter);
@@ -1350,7 +1374,8 @@ export class Engine {
     }
     if (msg.echoSentAtMs !== null) {
       const rtt = (((Math.floor(this.now) % U32) - msg.echoSentAtMs + U32) % U32) - msg.echoHoldMs;
-      if (rtt >= 0 && rtt < 60_000) p.rttMs = Number.isNaN(p.rttMs) ? rtt : p.rttMs + 0.25 * (rtt - p.rttMs);
+      if (rtt >= 0 && rtt < MAX_PLAUSIBLE_RTT_MS)
+        p.rttMs = Number.isNaN(p.rttMs) ? rtt : p.rttMs + RTT_SMOOTHING * (rtt - p.rttMs);
     }
     p.echoSentAtMs = msg.sentAtMs;
     p.echoReceivedAt = this.now;
@@ -1522,7 +1547,7 @@ export class Engine {
       this.leaveLoop(msg.slice);
       return;
     }
-    if (msg.probeId === st.lastProbeSeen || msg.hops >= 255) return;
+    if (msg.probeId === st.lastProbeSeen || msg.hops >= MAX_HOPS) return;
     st.lastProbeSeen = msg.probeId;
     const probe: ProbeMessage = {
       type: MessageType.Probe,
@@ -1547,7 +1572,7 @@ export class Engine {
         slice: s,
         epoch: msg.epoch,
         bloom: bloomOr(msg.bloom, this.mask),
-        hops: Math.min(255, msg.hops + 1),
+        hops: Math.min(MAX_HOPS, msg.hops + 1),
       };
       for (const n of this.swaplinks.neighbours()) if (n !== from) this.send(n, out);
       if (!st.isSliceSource && !this.fedByTree(s, st))
@@ -1618,9 +1643,14 @@ export class Engine {
     let scored = st.floodSenders
       .map((sender, index) => {
         const q = this.peers.get(sender.peer);
-        const full = q?.hasAdvert === true && q.load + 1 > q.maxLoad ? 100 : 0;
-        const busy = q?.hasAdvert === true && q.load + 1 > q.upperLatencyThreshold ? 0.5 : 0;
-        return { index, peer: sender.peer, hops: sender.hops, score: full + busy + index * 1e-3 };
+        const full = q?.hasAdvert === true && q.load + 1 > q.maxLoad ? FLOOD_FULL_PENALTY : 0;
+        const busy = q?.hasAdvert === true && q.load + 1 > q.upperLatencyThreshold ? FLOOD_BUSY_PENALTY : 0;
+        return {
+          index,
+          peer: sender.peer,
+          hops: sender.hops,
+          score: full + busy + index * FLOOD_ARRIVAL_ORDER_WEIGHT,
+        };
       })
       .filter((c) => c.hops === minHops && !this.isBelow(c.peer, s, st));
     // Senders over relayed links only when no direct one is at that level (relayedLinkPenaltyMs).
@@ -1762,8 +1792,8 @@ export class Engine {
       if (st.isSliceSource || this.now - since(st) < STARVED_SLICE_MS) continue;
       // Only a slice nobody around us receives: a broken branch of a healthy tree is ours to mend
       // (a neighbour that receives it can be our parent), and reports from broken branches made
-      // the true source replace honest roots, each a re-flood of a whole tree (origin share 0.03%
-      // → 0.35% with 5% forgers among 300 members, 2.1% with withholders among 1000).
+      // the true source replace honest roots, each a re-flood of a whole tree that sent members to
+      // the origin (docs/hostile.md).
       if (this.anyNeighbourReceives(s)) continue;
       this.reportStarvedSlice(s);
     }
@@ -1783,7 +1813,7 @@ export class Engine {
     const rooted: number[] = [];
     if (q === undefined || this.config.role !== 'member') return rooted;
     for (let s = 0; s < this.sliceStates.length; s++)
-      if (this.slice(s).parent === peer && ((q.sliceFlags[s] ?? 0) & 2) !== 0) rooted.push(s);
+      if (this.slice(s).parent === peer && ((q.sliceFlags[s] ?? 0) & SLICE_FLAG_ROOT) !== 0) rooted.push(s);
     return rooted;
   }
 

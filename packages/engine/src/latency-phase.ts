@@ -1,4 +1,5 @@
 import {
+  MAX_LOAD_FIELD,
   MessageType,
   SEQ_NONE,
   type LatencyPermissionReplyMessage,
@@ -137,7 +138,7 @@ export class LatencyPhase {
       type: MessageType.LatencyPermissionRequest,
       slice: pick.slice,
       target: pick.target,
-      parentLoadSeen: Math.min(0xffff, this.host.peers.get(parentId)?.load ?? 0),
+      parentLoadSeen: Math.min(MAX_LOAD_FIELD, this.host.peers.get(parentId)?.load ?? 0),
     });
   }
 }

@@ -1,4 +1,5 @@
 import {
+  MAX_LOAD_FIELD,
   ForcedReason,
   MessageType,
   type InstructionMessage,
@@ -142,7 +143,7 @@ export class LoadPhase {
         type: MessageType.Instruction,
         slice: pick.slice,
         target: pick.candidate.peer,
-        targetLoadSeen: Math.min(0xffff, pick.candidate.load),
+        targetLoadSeen: Math.min(MAX_LOAD_FIELD, pick.candidate.load),
       });
       moves--;
       // And one move per slice: two children of one slice, each told to move into the other's

@@ -333,7 +333,7 @@ export class TrueSource {
     ) {
       // More trees lost their roots than we hold spares (a large failure burst): ask the rendezvous
       // server, which knows who is connected now, instead of waiting for walks through a graph
-      // that is itself half broken (a root was otherwise replaced 30 s late after 50% failed).
+      // that is itself half broken (after a large burst, walks found replacements tens of seconds late).
       this.lastBootstrapRequestAt = now;
       this.host.requestBootstrap(missing + SPARES_AHEAD);
     }

@@ -23,6 +23,10 @@ const OFFSET_SETTLE_BLOCKS = 8;
  */
 const UNMEASURED_SEQ_INTERVAL_MS = 1000;
 
+/** Bits of PeerState.sliceFlags, from the peer's advert. */
+export const SLICE_FLAG_RECEIVING = 1;
+export const SLICE_FLAG_ROOT = 2;
+
 /** What we know of one peer: liveness, and the latest advertisement if it is a neighbour. */
 export class PeerState {
   lastHeardAt: number;
@@ -32,7 +36,7 @@ export class PeerState {
   lowerLatencyThreshold = 0;
   upperLatencyThreshold = 0;
   maxLoad = 0;
-  /** Per slice: bit 0 receiving, bit 1 slice source. */
+  /** Per slice: SLICE_FLAG_RECEIVING | SLICE_FLAG_ROOT. */
   readonly sliceFlags: Uint8Array;
   readonly sliceHops: Uint8Array;
   /** Per slice relative arrival offset (ms), NaN when unknown. */
@@ -62,7 +66,7 @@ export class PeerState {
   }
 
   receiving(slice: number): boolean {
-    return ((this.sliceFlags[slice] ?? 0) & 1) !== 0;
+    return ((this.sliceFlags[slice] ?? 0) & SLICE_FLAG_RECEIVING) !== 0;
   }
 
   /** True when every bit of `mask` is in the filter this peer advertised for `slice`. */

@@ -374,14 +374,6 @@ export class Swaplinks {
     if (had) this.host.neighbourRemoved(peer);
   }
 
-  /** Leaving gracefully: tell every neighbour its links to us are gone. */
-  unlinkAll(): void {
-    for (const [peer, count] of this.out)
-      for (let i = 0; i < count; i++) this.host.send(peer, link(LinkOp.Remove, LinkDirection.Out, 0));
-    for (const [peer, count] of this.in)
-      for (let i = 0; i < count; i++) this.host.send(peer, link(LinkOp.Remove, LinkDirection.In, 0));
-  }
-
   private changeOut(peer: PeerId, delta: number): void {
     const before = this.isNeighbour(peer);
     addCount(this.out, peer, delta);

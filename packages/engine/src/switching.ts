@@ -1,4 +1,5 @@
 import {
+  MAX_LOAD_FIELD,
   ForcedReason,
   MessageType,
   RejectReason,
@@ -16,6 +17,16 @@ import {
 import type { PhaseHost } from './phase-host.js';
 import type { PeerState, PendingKind, SliceState } from './state.js';
 import type { EngineCounters, EngineEvent, SwitchKind } from './types.js';
+
+/** Ranks a candidate parent that would go above its ULT after every one that stays within it (hops ≤ 255). */
+const OVER_ULT_RANK_PENALTY = 1000;
+/** Random part of a candidate's rank: below one hop, so it only orders candidates at equal hops. */
+const HOP_TIE_JITTER = 0.5;
+/**
+ * A slice's latency backoff doubles with each latency switch, up to 2^10 × latencyBackoffMs: a slice
+ * that keeps switching is frozen for at most 1024 × latencyBackoffMs, never for good.
+ */
+const MAX_LATENCY_BACKOFF_DOUBLINGS = 10;
 
 /** What parent switching needs from its member engine, beyond what the load and latency phases do. */
 export interface SwitchHost extends Omit<PhaseHost, 'sendForced' | 'sendSwitchRequest'> {
@@ -91,10 +102,10 @@ export class Switching {
       const q = this.host.peers.get(peerId);
       if (q === undefined || !this.host.eligibleParent(q, peerId, s, st)) continue;
       if (q.load + 1 > q.maxLoad) continue;
-      const overUpper = q.load + 1 > q.upperLatencyThreshold ? 1000 : 0;
+      const overUpper = q.load + 1 > q.upperLatencyThreshold ? OVER_ULT_RANK_PENALTY : 0;
       scored.push({
         peer: peerId,
-        score: overUpper + (q.sliceHops[s] ?? 0) + this.host.random.nextFloat() * 0.5,
+        score: overUpper + (q.sliceHops[s] ?? 0) + this.host.random.nextFloat() * HOP_TIE_JITTER,
         relayed: this.host.avoidLink(q),
       });
     }
@@ -131,8 +142,8 @@ export class Switching {
       slice: s,
       reason: kind === 'load' ? SwitchReason.Load : SwitchReason.Latency,
       handoffSeq,
-      targetLoadSeen: Math.min(0xffff, q.load),
-      parentLoadSeen: Math.min(0xffff, this.host.peers.get(parent)?.load ?? 0),
+      targetLoadSeen: Math.min(MAX_LOAD_FIELD, q.load),
+      parentLoadSeen: Math.min(MAX_LOAD_FIELD, this.host.peers.get(parent)?.load ?? 0),
     });
   }
 
@@ -213,7 +224,8 @@ export class Switching {
       st.latencySwitches++;
       st.latencyFrozenUntil =
         this.host.now +
-        this.host.config.protocol.latencyBackoffMs * 2 ** Math.min(10, st.latencySwitches - 1);
+        this.host.config.protocol.latencyBackoffMs *
+          2 ** Math.min(MAX_LATENCY_BACKOFF_DOUBLINGS, st.latencySwitches - 1);
     } else this.host.counters.switchesForced++;
     if (switchKind !== 'forced') this.host.counters.lastOptimisingSwitchAt = this.host.now;
     this.host.emit({ type: 'parentChanged', slice: s, parent, previous, switchKind });
@@ -303,7 +315,7 @@ export class Switching {
       // A load switch must raise an underloaded node (thesis §4.2, fine-tuning load); re-checked here, where it is
       // current. "Underloaded" is below TL, not only below LLT as the thesis states it: with Lat2,
       // few nodes sit below LLT, and a parent above ULT whose children had no such neighbour stayed
-      // overloaded for good (46% maximum excess at 5000 nodes). Below TL keeps the convergence
+      // overloaded for good (a large maximum excess at 5000 nodes). Below TL keeps the convergence
       // argument: each switch lowers a node above ULT and raises one below TL, never past TL.
       if (this.host.load >= this.host.config.targetLoad) {
         this.reject(from, s, msg.handoffSeq, RejectReason.NotUnderloaded);
@@ -360,7 +372,7 @@ export class Switching {
       handoffSeq,
       accepted: false,
       rejectReason: reason,
-      load: Math.min(0xffff, this.host.load),
+      load: Math.min(MAX_LOAD_FIELD, this.host.load),
     });
   }
 
