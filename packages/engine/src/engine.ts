@@ -1,7 +1,6 @@
 import {
   MAX_HOPS,
   MAX_LOAD_FIELD,
-  EMPTY_BLOOM,
   ForcedReason,
   MessageType,
   RejectReason,
@@ -616,8 +615,7 @@ export class Engine {
       epoch: st.epoch,
       assigned: false,
     });
-    st.isSliceSource = false;
-    st.parent = null;
+    st.stopRooting();
     // Asked as a planned hand-off (our parent, the true source, leaves us in order): the parent we
     // find resends everything it holds from our next packet, not only the last hand-off lead, so a
     // subtree that waited for us to find a place in the re-flooded tree (seconds: its members only
@@ -1218,7 +1216,7 @@ export class Engine {
     for (const [child, entry] of st.children) {
       if (seq < entry.fromSeq) continue;
       if (seq >= entry.untilSeq) {
-        st.children.delete(child);
+        st.removeChild(child); // draining, and past its hand-off: our load is unchanged
         continue;
       }
       out ??= {
@@ -1702,19 +1700,8 @@ export class Engine {
       this.send(from, { type: MessageType.Heartbeat });
       if (st.parent !== null && st.parent !== from)
         this.send(st.parent, { type: MessageType.TreeLeave, slice: s, role: TreeRole.Child });
-      st.pending = null;
-      st.isSliceSource = true;
-      st.parent = from;
-      st.parentFromSeq = 0;
-      st.parentSince = this.now;
-      st.startAudit(null, 0); // the true source is not audited
-      st.oldParent = null;
-      st.filter = EMPTY_BLOOM;
-      st.hops = 0;
-      st.floodDecideAt = Infinity;
-      st.everHadParent = true;
-      st.floodEpoch = msg.epoch;
-      // Drop children that are our ancestors' … none: as root we have no ancestors. Flood the new tree.
+      st.becomeRoot(from, msg.epoch, this.now);
+      // As root we have no ancestors, so no child can be one: keep them all, and flood the new tree.
       const flood: FloodMessage = {
         type: MessageType.Flood,
         slice: s,
@@ -1724,8 +1711,7 @@ export class Engine {
       };
       for (const n of this.swaplinks.neighbours()) this.send(n, flood);
     } else if (st.isSliceSource) {
-      st.isSliceSource = false;
-      st.parent = null;
+      st.stopRooting();
       this.switching.requestParent(s, ForcedReason.ParentLost, [from]);
     }
     this.emit({ type: 'sliceSource', slice: s, epoch: msg.epoch, assigned: msg.assigned });
@@ -1843,7 +1829,7 @@ export class Engine {
       }
       for (const [child, entry] of st.children) {
         if (entry.untilSeq !== Infinity && this.now - entry.drainingSince > p.requestTimeoutMs)
-          st.children.delete(child);
+          st.removeChild(child); // draining: our load is unchanged
       }
       if (st.oldParent !== null && this.now - st.parentSince > p.requestTimeoutMs + p.handoffLeadMs)
         st.oldParent = null;

@@ -160,8 +160,8 @@ export class SliceState {
   /** During a hand-off, the previous parent still supplies seq < oldParentUntilSeq. */
   oldParent: PeerId | null = null;
   oldParentUntilSeq = 0;
-  readonly children = new Map<PeerId, ChildEntry>();
-  activeChildren = 0;
+  private readonly childEntries = new Map<PeerId, ChildEntry>();
+  private activeChildCount = 0;
   /** Filter of the packets we receive (ancestors' masks), advertised to neighbours. */
   filter: Bloom128 = EMPTY_BLOOM;
   hops = 0;
@@ -228,6 +228,96 @@ export class SliceState {
     this.ringArrivedAt = new Float64Array(ringSize).fill(-Infinity);
     this.ringSender = new Float64Array(ringSize).fill(-1);
     this.ringFromParent = new Uint8Array(ringSize);
+  }
+
+  /** Our children on this slice: active ones (untilSeq Infinity) and ones draining after a hand-off. */
+  get children(): ReadonlyMap<PeerId, ChildEntry> {
+    return this.childEntries;
+  }
+
+  /** Children we forward to without end (not draining): each counts one in our load. */
+  get activeChildren(): number {
+    return this.activeChildCount;
+  }
+
+  /**
+   * Take `child` from `fromSeq` on. An active child keeps its entry (from the earlier of the two
+   * sequences); a draining one is replaced. True when the child became active (our load grows).
+   */
+  addChild(child: PeerId, fromSeq: number): boolean {
+    const existing = this.childEntries.get(child);
+    if (existing !== undefined && existing.untilSeq === Infinity) {
+      existing.fromSeq = Math.min(existing.fromSeq, fromSeq);
+      return false;
+    }
+    this.childEntries.set(child, {
+      fromSeq,
+      untilSeq: Infinity,
+      drainingSince: Infinity,
+      resentAt: -Infinity,
+    });
+    this.activeChildCount++;
+    return true;
+  }
+
+  /** An active child moved on at `untilSeq`: forward up to it, then drop it. True if it was active. */
+  drainChild(child: PeerId, untilSeq: number, now: number): boolean {
+    const entry = this.childEntries.get(child);
+    if (entry?.untilSeq !== Infinity) return false;
+    entry.untilSeq = untilSeq;
+    entry.drainingSince = now;
+    this.activeChildCount--;
+    return true;
+  }
+
+  /** Drop `child` whatever its state. True if it was active (our load shrinks). */
+  removeChild(child: PeerId): boolean {
+    const entry = this.childEntries.get(child);
+    if (entry === undefined) return false;
+    this.childEntries.delete(child);
+    if (entry.untilSeq !== Infinity) return false;
+    this.activeChildCount--;
+    return true;
+  }
+
+  /**
+   * The true source made us this slice's root for `epoch`: our parent is the true source from its
+   * first packet on, unaudited (it is trusted), and our path is empty (we are the top of the tree).
+   */
+  becomeRoot(trueSource: PeerId, epoch: number, now: number): void {
+    this.pending = null;
+    this.isSliceSource = true;
+    this.parent = trueSource;
+    this.parentFromSeq = 0;
+    this.parentSince = now;
+    this.startAudit(null, 0);
+    this.oldParent = null;
+    this.filter = EMPTY_BLOOM;
+    this.hops = 0;
+    this.floodDecideAt = Infinity;
+    this.everHadParent = true;
+    this.floodEpoch = epoch;
+  }
+
+  /** We no longer root this slice (handed back or unassigned) and have no parent for it yet. */
+  stopRooting(): void {
+    this.isSliceSource = false;
+    this.parent = null;
+  }
+
+  /**
+   * `parent` feeds us from `handoffSeq` on; the audit judges it from `auditFromSeq` on. The old
+   * parent's hand-off (oldParent) is the caller's: it tells the old parent where to stop.
+   */
+  adoptParent(parent: PeerId, handoffSeq: number, auditFromSeq: number, now: number): void {
+    this.parent = parent;
+    this.parentFromSeq = handoffSeq;
+    this.parentSince = now;
+    this.startAudit(parent, auditFromSeq);
+    this.resetOffset();
+    this.lostReason = null;
+    this.everHadParent = true;
+    this.floodSenders = [];
   }
 
   /** Fold one block's offset into the moving average with weight `alpha`. */

@@ -206,16 +206,9 @@ export class Switching {
       st.oldParent = previous;
       st.oldParentUntilSeq = handoffSeq;
     }
-    st.parent = parent;
-    st.parentFromSeq = handoffSeq;
-    st.parentSince = this.host.now;
     // What the new parent owes us: every packet past our live edge (older ones it may not hold:
     // after a failure it resends only the last hand-off lead), and none before the hand-off.
-    st.startAudit(parent, Math.max(handoffSeq, this.host.liveEdgeSeq() + 1));
-    st.resetOffset();
-    st.lostReason = null;
-    st.everHadParent = true;
-    st.floodSenders = [];
+    st.adoptParent(parent, handoffSeq, Math.max(handoffSeq, this.host.liveEdgeSeq() + 1), this.host.now);
     this.host.touchPeer(parent);
     const switchKind: SwitchKind = kind === 'permission' ? 'latency' : kind;
     if (switchKind === 'load') this.host.counters.switchesLoad++;
@@ -377,12 +370,7 @@ export class Switching {
   }
 
   onSwitchComplete(from: PeerId, msg: SwitchCompleteMessage): void {
-    const st = this.slice(msg.slice);
-    const entry = st.children.get(from);
-    if (entry?.untilSeq !== Infinity) return;
-    entry.untilSeq = msg.handoffSeq;
-    entry.drainingSince = this.host.now;
-    st.activeChildren--;
+    if (!this.slice(msg.slice).drainChild(from, msg.handoffSeq, this.host.now)) return;
     this.host.addLoad(-1);
     // The draining entry stays until the next packet (forward) or requestTimeoutMs (expireStale),
     // even when the hand-off packet has passed: should the child find it closed a loop, it comes
@@ -390,26 +378,12 @@ export class Switching {
   }
 
   private addChild(s: number, child: PeerId, fromSeq: number): void {
-    const st = this.slice(s);
-    const existing = st.children.get(child);
-    if (existing !== undefined && existing.untilSeq === Infinity) {
-      existing.fromSeq = Math.min(existing.fromSeq, fromSeq);
-      return;
-    }
+    if (!this.slice(s).addChild(child, fromSeq)) return;
     this.host.touchPeer(child);
-    st.children.set(child, { fromSeq, untilSeq: Infinity, drainingSince: Infinity, resentAt: -Infinity });
-    st.activeChildren++;
     this.host.addLoad(1);
   }
 
   removeChild(s: number, child: PeerId): void {
-    const st = this.slice(s);
-    const entry = st.children.get(child);
-    if (entry === undefined) return;
-    st.children.delete(child);
-    if (entry.untilSeq === Infinity) {
-      st.activeChildren--;
-      this.host.addLoad(-1);
-    }
+    if (this.slice(s).removeChild(child)) this.host.addLoad(-1);
   }
 }
