@@ -103,6 +103,8 @@ const RTT_SMOOTHING = 0.25;
 const FLOOD_FULL_PENALTY = 100;
 const FLOOD_BUSY_PENALTY = 0.5;
 const FLOOD_ARRIVAL_ORDER_WEIGHT = 1e-3;
+/** A sender of packets we do not take (not our parent) is told to stop at most this often per slice. */
+const STRAY_NOTICE_INTERVAL_MS = 1000;
 /** Flood senders remembered per slice, in arrival order. */
 const MAX_FLOOD_SENDERS = 16;
 
@@ -926,7 +928,7 @@ export class Engine {
         from !== st.oldParent &&
         from !== st.pending?.target &&
         from !== this.config.sourceId &&
-        this.now - st.lastStrayNoticeAt >= 1000
+        this.now - st.lastStrayNoticeAt >= STRAY_NOTICE_INTERVAL_MS
       ) {
         st.lastStrayNoticeAt = this.now;
         this.send(from, { type: MessageType.TreeLeave, slice: s, role: TreeRole.Child });
