@@ -7,24 +7,24 @@ import { MAX_SLICES, type PeerId } from '@chunkycast/wire';
  * (docs/reproduction.md, "Choices the thesis leaves open").
  */
 export interface ProtocolConfig {
-  /** M, slices per stream. Default 16 (L2929: "gave a satisfactory load control as well as an acceptable overhead"). */
+  /** M, slices per stream. Default 16 (thesis §4.2, overview: "gave a satisfactory load control as well as an acceptable overhead"). */
   readonly slices: number;
-  /** MND, the smallest Swaplinks degree. 8 (L3182: "as far as we know, this value is universally appropriate"). */
+  /** MND, the smallest Swaplinks degree. 8 (thesis §4.2, parameters: "as far as we know, this value is universally appropriate"). */
   readonly minNodeDegree: number;
-  /** MinL, the expected smallest target load in slices (L3235–3243). 4 = the smallest TL of the thesis's population (L3630). */
+  /** MinL, the expected smallest target load in slices (thesis §4.2, parameters). 4 = the smallest TL of the thesis's population (thesis §4.4, experimental setup). */
   readonly minLoadSlices: number;
   /**
-   * Half-width of the LLT–ULT range as a fraction of TL. Lat2 = 2·TL/16 = 0.125 (L3643–3647);
-   * Lat0 = 0, i.e. LLT = ULT = TL (L3641–3643).
+   * Half-width of the LLT–ULT range as a fraction of TL. Lat2 = 2·TL/16 = 0.125 (thesis §4.4, experimental setup);
+   * Lat0 = 0, i.e. LLT = ULT = TL (thesis §4.4, experimental setup).
    */
   readonly latencyRangeFraction: number;
-  /** ML as a multiple of TL when the host gives no maximum: 1.5 (L3632–3634). */
+  /** ML as a multiple of TL when the host gives no maximum: 1.5 (thesis §4.4, experimental setup). */
   readonly maxLoadFactor: number;
-  /** Heartbeat (and advertisement) period: 1 s (L3651–3653). */
+  /** Heartbeat (and advertisement) period: 1 s (thesis §4.4, experimental setup). */
   readonly heartbeatMs: number;
-  /** A peer silent this long is declared failed: 4 s (L3653–3655). */
+  /** A peer silent this long is declared failed: 4 s (thesis §4.4, experimental setup). */
   readonly failureTimeoutMs: number;
-  /** Parent-switch decisions are made every second (L3655). */
+  /** Parent-switch decisions are made every second (thesis §4.4, experimental setup). */
   readonly decisionIntervalMs: number;
   /**
    * Swaplinks walk length (hops). Not in the thesis (Swaplinks is ref. [66]). A random graph of
@@ -35,10 +35,10 @@ export interface ProtocolConfig {
   /** A walk not answered within this time is presumed lost (a node on its path failed) and retried. */
   readonly walkTimeoutMs: number;
   /**
-   * Latency-switch margin in ms: switch only when the expected gain beats it (L3408: "a certain
-   * margin", value not given). 100 ms = a quarter of the thesis's median network latency. Measured
-   * at 1000 nodes (docs/reproduction.md): 40 ms gave 3% lower latency but 30% more switches and
-   * never settled; 200 ms settled sooner but cost 5% latency.
+   * Latency-switch margin in ms: switch only when the expected gain beats it (thesis §4.2, fine-tuning latency: "a certain
+   * margin", value not given). 100 ms = a quarter of the thesis's median network latency: a smaller
+   * margin chased noise (more switches, never settling), a larger one gave up latency (the sweep is
+   * in docs/reproduction.md).
    */
   readonly latencySwitchMarginMs: number;
   /**
@@ -53,7 +53,7 @@ export interface ProtocolConfig {
    * Why 400 ms: on the internet a TURN detour adds about one extra hop of round trip (tens to
    * hundreds of ms; the measured RTT includes it, so the latency phase already sees that part), and
    * every byte crosses the broadcaster's relay twice, a cost beyond delay. 400 ms is the thesis's
-   * median one-way latency (L3571–3581), about one tree level: a direct parent is preferred even one
+   * median one-way latency (thesis §4.4, experimental setup), about one tree level: a direct parent is preferred even one
    * level deeper. It must exceed `latencySwitchMarginMs` (100) so that a child leaves a relayed
    * parent for a direct neighbour of similar arrival (gain ≈ 400 > 100) and takes a relayed one
    * only if it gets the slice over 500 ms earlier; and it must stay well under a second, so that a
@@ -63,7 +63,7 @@ export interface ProtocolConfig {
    */
   readonly relayedLinkPenaltyMs: number;
   /**
-   * Weight of the newest block in the moving average of relative slice arrival offsets (L3411–3413:
+   * Weight of the newest block in the moving average of relative slice arrival offsets (thesis §4.2, fine-tuning latency:
    * "calculated as a moving average", window not given). 0.2 ≈ a window of 5 blocks: smooths one
    * late packet, follows a parent change within a few seconds.
    */
@@ -78,34 +78,34 @@ export interface ProtocolConfig {
   readonly latencyBackoffMs: number;
   /**
    * Anti-implosion set size: a parent picks at random among this many best candidates, not the
-   * single best (L3430–3438, size not given). 3 spreads simultaneous requests over 3 targets while
+   * single best (thesis §4.2, fine-tuning latency, size not given). 3 spreads simultaneous requests over 3 targets while
    * staying near the best.
    */
   readonly candidateSetSize: number;
   /**
-   * How far ahead (ms of stream) a switch's hand-off sequence number lies (L3355–3367, not given).
+   * How far ahead (ms of stream) a switch's hand-off sequence number lies (thesis §4.2, fine-tuning load, not given).
    * A switch needs request → accept → completion, three one-way trips; at the thesis's 650 ms
    * maximum latency that is < 2 s, so with a 2 s lead the old parent usually stops exactly where the
    * new one starts: no loss, no duplicates.
    */
   readonly handoffLeadMs: number;
   /**
-   * "Changed significantly" abort rule (L3366–3367, not given): a latency switch is refused when
+   * "Changed significantly" abort rule (thesis §4.2, fine-tuning load, not given): a latency switch is refused when
    * the target's load has risen by more than this many slices since the child decided.
    */
   readonly switchAbortLoadDelta: number;
   /**
    * After the first flooded packet of a new tree, wait this long for more before choosing a parent
-   * (L3446–3449 "shortly after", not given). Only senders at the fewest hops qualify, and those are
-   * heard first, so a short wait suffices: 100 ms instead of 300 ms cut the 90th-percentile recovery
-   * after a 10% burst from 5.6 s to 5.0 s at 300 nodes (docs/reproduction.md).
+   * (thesis §4.2, initial tree construction and forced parent selection "shortly after", not given). Only senders at the fewest hops qualify, and those are
+   * heard first, so a short wait suffices, and a shorter wait shortens recovery after a failure burst
+   * (measured in docs/reproduction.md).
    */
   readonly floodCollectMs: number;
   /** Packets per slice kept for hand-offs and for a new child that lost its parent. */
   readonly resendWindowPackets: number;
-  /** A graceful leaver keeps forwarding this long (L2866–2869 "briefly"): hand-off lead plus a round trip. */
+  /** A graceful leaver keeps forwarding this long (thesis §4.2, overview "briefly"): hand-off lead plus a round trip. */
   readonly quitLingerMs: number;
-  /** A parent that has sent nothing on a slice for this long makes its node probe its subtree for loops (L3313–3317). */
+  /** A parent that has sent nothing on a slice for this long makes its node probe its subtree for loops (thesis §4.2, loop avoidance and detection). */
   readonly probeAfterSilenceMs: number;
   /** A neighbour is "receiving" a slice if a packet arrived within this time. */
   readonly receivingTimeoutMs: number;
@@ -136,9 +136,9 @@ export interface ProtocolConfig {
    * A packet counts as missing this long after it was expected (its slice's measured lag behind
    * the playout clock). Not from the papers. Parent changes (load and latency switches, which never
    * stop in our runs) move a slice's arrival by hundreds of ms, and a packet that is merely late
-   * then draws repair copies it will not need: at 300 members (docs/reproduction.md) 300 ms spent
-   * 10× the repair upload of 1200 ms at 0% loss and 2× at 2%, both with no missed deadline;
-   * 1200 ms still leaves 5 s − 1.2 s − the origin lead for two or three repair attempts.
+   * then draws repair copies it will not need: a short grace multiplied the repair upload without
+   * saving a deadline (docs/reproduction.md), while 1200 ms still leaves 5 s − 1.2 s − the origin
+   * lead for two or three repair attempts.
    */
   readonly repairGraceMs: number;
   /** A repair request unanswered this long (or 2·RTT + 100 ms if shorter) goes to another helper. */
@@ -159,8 +159,8 @@ export interface ProtocolConfig {
   /**
    * A helper's repair upload is capped at this fraction of its TL (in slice-equivalents of packet
    * rate, at least one slice); requests beyond it get BUSY. Repair is a fraction of a stream's loss;
-   * half of TL keeps the total under ML = 1.5·TL (L3632–3634) while serving bursts of requests
-   * after a failure (a quarter left 1 in 3 requests BUSY at 5% loss in a 300-member run).
+   * half of TL keeps the total under ML = 1.5·TL (thesis §4.4, experimental setup) while serving bursts of requests
+   * after a failure (a quarter left many requests BUSY under loss).
    */
   readonly repairUploadShare: number;
   /** A helper whose transport to the requester holds more than this unsent replies BUSY (browser: bufferedAmount). */
@@ -254,7 +254,7 @@ export interface Thresholds {
 }
 
 /**
- * LLT and ULT for a target load (L2933–2945, L3641–3647): TL ∓ fraction·TL, ULT rounded up and
+ * LLT and ULT for a target load (thesis §4.2, overview, thesis §4.4, experimental setup): TL ∓ fraction·TL, ULT rounded up and
  * LLT rounded down (Lat2: TL = 16 gives 14 and 18).
  */
 export function latencyThresholds(targetLoadSlices: number, rangeFraction: number): Thresholds {
@@ -267,7 +267,7 @@ export function latencyThresholds(targetLoadSlices: number, rangeFraction: numbe
 }
 
 /**
- * Swaplinks node degree. The thesis prints ND = min[8, (TL/MinL)·MND] (L3229–3231), but its own
+ * Swaplinks node degree. The thesis prints ND = min[8, (TL/MinL)·MND] (thesis §4.2, parameters), but its own
  * text says degree grows with TL and MND is the *smallest* degree, and that TL < MinL gives MND;
  * `min` would cap every node at 8. We therefore use max(MND, (TL/MinL)·MND).
  */
@@ -277,7 +277,7 @@ export function nodeDegree(targetLoadSlices: number, minLoadSlices: number, minN
 
 /**
  * Swaplinks keeps |out| = |in| = L per node; a node's neighbours are the union, so L = ⌈ND/2⌉ gives
- * about ND neighbours (the thesis's population has degrees 8–50 for TL 4–28, L3618–3630).
+ * about ND neighbours (the thesis's population has degrees 8–50 for TL 4–28, thesis §4.4, experimental setup).
  */
 export function linksPerDirection(degree: number): number {
   return Math.ceil(degree / 2);
@@ -306,7 +306,7 @@ export interface LoadConfig {
 /**
  * TL, ML, LLT and ULT from a target and an optional maximum load (slices), validated: integers in
  * 0‥0xfff0 (the wire's u16 load fields, with room for the repair share), ML ≥ TL, ML defaulting to
- * `maxLoadFactor`·TL (L3632–3634). ULT never exceeds ML. TL = ML = 0 is a receive-only member.
+ * `maxLoadFactor`·TL (thesis §4.4, experimental setup). ULT never exceeds ML. TL = ML = 0 is a receive-only member.
  */
 export function resolveLoadConfig(
   targetLoadSlices: number,

@@ -1,10 +1,9 @@
 import {
-  EMPTY_BLOOM,
+  MAX_HOPS,
+  MAX_LOAD_FIELD,
   ForcedReason,
   MessageType,
   RejectReason,
-  SEQ_NONE,
-  SwitchReason,
   TreeRole,
   bloomContains,
   bloomEquals,
@@ -15,19 +14,10 @@ import {
   type Bloom128,
   type DataMessage,
   type FloodMessage,
-  type ForcedParentRequestMessage,
-  type InstructionMessage,
-  type LatencyPermissionReplyMessage,
-  type LatencyPermissionRequestMessage,
-  type LoadCandidate,
-  type LoadReportMessage,
   type Message,
   type PeerId,
   type ProbeMessage,
   type SliceSourceAssignMessage,
-  type SwitchCompleteMessage,
-  type SwitchReplyMessage,
-  type SwitchRequestMessage,
   type TreeLeaveMessage,
 } from '@chunkycast/wire';
 import {
@@ -38,10 +28,17 @@ import {
   type ResolvedConfig,
 } from './config.js';
 import { bloomMaskFor } from './mask.js';
-import { shuffleInPlace, type Random } from './random.js';
-import { ParityError, ParitySwitch, encodeParity, recoverFromParity } from './parity.js';
+import type { Random } from './random.js';
+import { ParityError, recoverFromParity } from './parity.js';
 import { Repairer, type FilledPacket } from './repair.js';
-import { PeerState, SliceState, type PendingKind } from './state.js';
+import { DeadlineTable, type Deadline } from './deadlines.js';
+import { ArrivalOffsets } from './offsets.js';
+import { LatencyPhase } from './latency-phase.js';
+import { LoadPhase } from './load-phase.js';
+import type { PhaseHost } from './phase-host.js';
+import { TrueSource } from './source.js';
+import { Switching, type SwitchHost } from './switching.js';
+import { PeerState, SLICE_FLAG_RECEIVING, SLICE_FLAG_ROOT, SliceState } from './state.js';
 import { Swaplinks } from './swaplinks.js';
 import {
   AUDIT_LAG_MS,
@@ -53,33 +50,19 @@ import {
   FAILED_AUDIT_SHARE,
   REPLAY_GRACE_MS,
   REPLAY_SHARE,
-  ROOT_COMPLAINTS,
-  ROOT_COMPLAINT_GRACE_MS,
-  ROOT_COMPLAINT_WINDOW_MS,
   STARVED_SLICE_MS,
-  SUSPECT_MS,
   SILENT_PARENT_SHARE,
   Trust,
   type RequestKind,
 } from './trust.js';
-import type { Action, EngineEvent, Input, SwitchKind } from './types.js';
+import type { Action, EngineCounters, EngineEvent, Input } from './types.js';
 
-/** Blocks of arrival times kept for the relative-offset measurement. */
-const OFFSET_BLOCKS = 8;
 /** Ring size floor: dedupe must remember at least this many packets per slice. */
 const MIN_RING_PACKETS = 64;
 const U32 = 4294967296;
-/** Load reports kept per decision round; more would only repeat the same candidates. */
-const MAX_STORED_REPORTS = 64;
-/**
- * Blocks measured since a slice's parent changed before its moving-average offset is trusted
- * (1 − 0.2)^8 ≈ 17% of the old path's weight remains; fewer made latency switches chase their own
- * transients.
- */
-const OFFSET_SETTLE_BLOCKS = 8;
 /**
  * The sequence window (not in the thesis, whose members are honest). The true source deals packets
- * to the slices in turn (L3245–3256), so every slice's sequence advances in step; a data packet's
+ * to the slices in turn (thesis §4.2, slice sources), so every slice's sequence advances in step; a data packet's
  * sequence may run ahead of the most advanced slice we hold by what the time since that slice last
  * advanced allows, at twice its measured rate, plus this slack (packets in flight on faster trees).
  * Beyond it the packet is forged (a parent replaying a genuine packet under sequence 10⁶ or 2³²−1
@@ -95,38 +78,33 @@ const SEQ_WINDOW_SLACK = 4;
 const MIN_SEQ_INTERVAL_MS = 10;
 /** Violations remembered for peers we hold no state for, beyond which the oldest are forgotten. */
 const MAX_STRANGER_VIOLATION_ENTRIES = 256;
-/** A slice source that has not acknowledged its assignment within this time is replaced. */
-const ASSIGN_CONFIRM_MS = 2000;
-/** A sampled spare slice source older than this may have left; it is no longer used. */
-const SPARE_SHELF_LIFE_MS = 30_000;
-/**
- * A member that declined or handed back a root is not asked to root again for this long. Not in
- * the thesis (its loads never change); here loads do (setLoad: a re-measured uplink), so
- * a member that could not feed a tree then may well now, and a receive-only one asked again only
- * declines again (one message). As long as a spare's shelf life: walks find it again by then.
- */
-const ROOT_DECLINE_HOLD_MS = 30_000;
-/**
- * ...unless nobody else can root a slice: when a slice has waited this long for a spare (walks
- * find fresh ones meanwhile), the member that declined longest ago (at least this long ago) is asked
- * again rather than leaving the slice without a tree for the whole hold. Seen in a trial of a slow
- * start of the loads in a four-viewer swarm: all three forwarders handed back roots in their first
- * seconds at ML 12, and the slices they gave back reached nobody for 30 s. 5 s lets a re-measured
- * uplink (or the hand-back's load phase) settle first; a receive-only member asked again only
- * declines again (one message per 5 s while no other member can take the slice).
- */
-const ROOT_RETRY_MS = 5_000;
-/**
- * A load switch may make a slice arrive later, but not by more than this (estimated like the latency
- * phase's gains; their noise is ±200 ms). Not in the thesis, which balances load regardless.
- */
-const LOAD_SWITCH_MAX_PENALTY_MS = 600;
 /** Peers' Bloom masks kept at most (children come and go; recomputing one is cheap). */
 const MASK_CACHE_SIZE = 1024;
-/** Candidates in one load report: enough choice for the parent, small on the wire. */
-const REPORT_CANDIDATES = 4;
-/** The payload of a parity packet while parity is off: keeps the parity tree alive for a header. */
-const EMPTY_PAYLOAD: Uint8Array = new Uint8Array(0);
+/** What a member reports as the parity it sent: nothing. */
+const NO_PARITY_SENT: Readonly<{ active: number; idle: number }> = Object.freeze({ active: 0, idle: 0 });
+/**
+ * A longer packet gap than the slice's interval estimate is taken at once, a shorter one with this
+ * weight: short gaps are bursts (see onData), and an estimate too short puts hand-offs too far ahead.
+ */
+const SEQ_INTERVAL_SHRINK_WEIGHT = 0.1;
+/**
+ * The sequence window's reference is the third most advanced slice (the most advanced while fewer
+ * hold packets): one or two slices pushed ahead by forged packets cannot drag the window with them.
+ */
+const WINDOW_REFERENCE_RANK = 3;
+/** An RTT sample beyond this is a clock or echo error (a minute), not a round trip. */
+const MAX_PLAUSIBLE_RTT_MS = 60_000;
+/** Weight of a new RTT sample in the smoothed RTT (TCP's SRTT uses 1/8; adverts come once a second, so faster). */
+const RTT_SMOOTHING = 0.25;
+/**
+ * Ranks of flood senders (floodDecide): one at its ML only after every one below it, one above its
+ * ULT after those within it, and otherwise in the order their floods came (a tiny weight per place).
+ */
+const FLOOD_FULL_PENALTY = 100;
+const FLOOD_BUSY_PENALTY = 0.5;
+const FLOOD_ARRIVAL_ORDER_WEIGHT = 1e-3;
+/** A sender of packets we do not take (not our parent) is told to stop at most this often per slice. */
+const STRAY_NOTICE_INTERVAL_MS = 1000;
 /** Flood senders remembered per slice, in arrival order. */
 const MAX_FLOOD_SENDERS = 16;
 
@@ -165,40 +143,6 @@ const CARRIES_SLICE: readonly boolean[] = (() => {
     table[type] = true;
   return table;
 })();
-
-interface StoredReport {
-  readonly child: PeerId;
-  readonly slice: number;
-  readonly candidates: readonly LoadCandidate[];
-}
-
-/** Counters a host can read for stats; never reset. */
-export interface EngineCounters {
-  packetsDelivered: number;
-  duplicatePackets: number;
-  latePackets: number;
-  strayPackets: number;
-  /** Data packets with a sequence beyond the window (SEQ_WINDOW_SLACK): dropped, a violation each. */
-  forgedSequences: number;
-  /** Slices whose highest sequence turned out forged (set before the window could judge it): reset. */
-  poisonedSlices: number;
-  /** Tree copies a sender sent us again outside REPLAY_GRACE_MS: dropped, a violation each. */
-  replayedPackets: number;
-  /** Requests beyond a peer's bucket (REQUEST_LIMITS): dropped, a violation each. */
-  requestsThrottled: number;
-  /** Parents left for withholding (audit, silence) or for closing loops, and not taken again for a while. */
-  parentsDistrusted: number;
-  /** Members: times we told the true source a slice starves. True source: roots replaced for it. */
-  starvedSliceNotices: number;
-  rootsReplacedForStarving: number;
-  loopsDetected: number;
-  switchesLoad: number;
-  switchesLatency: number;
-  switchesForced: number;
-  switchRejections: number;
-  /** Time of the last completed load or latency switch (the thesis's convergence time, L4860–4890). */
-  lastOptimisingSwitchAt: number;
-}
 
 /**
  * One Chunkyspread node (member or true source) as a sans-IO state machine: the host calls
@@ -253,48 +197,22 @@ export class Engine {
   private started = false;
   private startedAt = -Infinity;
   private stopped = false;
-  private quittingUntil = Infinity;
-  private nextTickAt = Infinity;
+  /** When each kind of timer is next due (deadlines.ts). */
+  private readonly deadlines = new DeadlineTable();
   private load = 0;
-  private reports: StoredReport[] = [];
-  private latencyGrantsThisRound = 0;
-  /** Children we told to move, by slice, and until when we wait for that switch (parentLoadDecision). */
-  private instructedUntil = new Map<PeerId, Map<number, number>>();
   private linksInstalled = false;
   private failingPeer: PeerId | null = null;
-  /** neighbourBias per peer, valid for the current decision round only. */
-  private readonly biasThisRound = new Map<PeerId, number>();
-  /** Earliest pending flood decision (cached: checked on every input). */
-  private floodDeadline = Infinity;
-  // Relative arrival offsets (L3387–3413): arrival times per block, one row of M slices per block.
-  private readonly blockSeq = new Float64Array(OFFSET_BLOCKS).fill(-1);
-  private readonly blockArrivals: Float64Array;
-  private readonly blockCounts = new Uint8Array(OFFSET_BLOCKS);
-  // True source only.
-  private readonly sliceSources: (PeerId | null)[] = [];
-  private readonly sliceEpochs: number[] = [];
-  private readonly nextSeq: number[] = [];
-  private publishedPackets = 0;
-  private readonly lastPublished: (Uint8Array | undefined)[] = [];
-  private spares: { peer: PeerId; at: number }[] = [];
-  private readonly sourceLastHeard = new Map<PeerId, number>();
-  private readonly sliceAssignedAt: number[] = [];
-  /** When each slice last lost its root (for ROOT_RETRY_MS). */
-  private readonly sliceUnrootedAt: number[] = [];
-  private lastSourceBootstrapAt = -Infinity;
-  private readonly sliceConfirmed: boolean[] = [];
-  /** Per slice, members that said it starves, and when (onStarvedSlice). */
-  private readonly rootComplaints = new Map<number, Map<PeerId, number>>();
-  /** Roots replaced because their slice starved, and when: not made roots again for SUSPECT_MS. */
-  private readonly suspectRoots = new Map<PeerId, number>();
-  /** Members that declined or handed back a root, and when: not asked again for ROOT_DECLINE_HOLD_MS. */
-  private readonly declinedRoots = new Map<PeerId, number>();
+  /** Relative arrival offsets of the slices (offsets.ts), the latency phase's measure. */
+  private readonly offsets: ArrivalOffsets;
+  /** Parent switching, both sides of the handshake (switching.ts), members only. */
+  private readonly switching: Switching;
+  /** The load phase (load-phase.ts) and the latency phase (latency-phase.ts), members only. */
+  private readonly loadPhase: LoadPhase;
+  private readonly latencyPhase: LatencyPhase;
   /** Deadline-aware repair from neighbours and the origin (members only, once a playout clock is set). */
   readonly repair: Repairer;
-  /** True source with a parity slice: whether parity is real (by measured loss) or empty. */
-  private readonly paritySwitch: ParitySwitch;
-  /** True source: parity packets sent with a real payload, and empty ones (parity off). */
-  readonly parityCounters = { active: 0, idle: 0 };
+  /** The true source's part (source.ts); null for members, which never deal packets or pick roots. */
+  private readonly source: TrueSource | null = null;
 
   constructor(init: EngineInit, random: Random) {
     this.resolved = resolveConfig(init);
@@ -303,13 +221,8 @@ export class Engine {
     const slices = this.config.protocol.slices;
     const ringSize = Math.max(MIN_RING_PACKETS, this.config.protocol.resendWindowPackets);
     this.sliceStates = Array.from({ length: slices }, () => new SliceState(ringSize));
-    this.blockArrivals = new Float64Array(OFFSET_BLOCKS * slices).fill(Number.NaN);
+    this.offsets = new ArrivalOffsets(this.sliceStates, this.config.protocol.offsetSmoothing);
     this.windowScratch = new Float64Array(slices);
-    for (let s = 0; s < slices; s++) {
-      this.sliceSources.push(null);
-      this.sliceEpochs.push(0);
-      this.nextSeq.push(0);
-    }
     const links = this.config.role === 'source' ? 0 : this.config.linksPerDirection;
     this.swaplinks = new Swaplinks(
       {
@@ -325,7 +238,7 @@ export class Engine {
           this.onNeighbourRemoved(peer);
         },
         sampled: (_walkId, peer) => {
-          this.onSampled(peer);
+          this.source?.onSampled(peer);
         },
         needBootstrap: () => {
           this.actions.push({ kind: 'requestBootstrap', count: this.config.protocol.bootstrapPeers });
@@ -335,13 +248,87 @@ export class Engine {
       this.config.protocol.walkLength,
       this.config.protocol.walkTimeoutMs,
     );
-    const pc = this.config.protocol;
-    this.paritySwitch = new ParitySwitch(
-      pc.parityOnLossFraction,
-      pc.parityOffLossFraction,
-      pc.parityOffHoldMs,
-    );
-    if (pc.parityOnLossFraction === 0) this.paritySwitch.active = true;
+    // eslint-disable-next-line @typescript-eslint/no-this-alias -- the phases read live engine state through getters
+    const engine = this;
+    // One host object for the member's sub-protocols: getters, so they read the engine's live state.
+    const memberHost: PhaseHost & SwitchHost = {
+      get id() {
+        return engine.id;
+      },
+      get config() {
+        return engine.resolved;
+      },
+      random: this.random,
+      get now() {
+        return engine.now;
+      },
+      get load() {
+        return engine.load;
+      },
+      slices: this.sliceStates,
+      peers: this.peers,
+      offsets: this.offsets,
+      neighbours: () => this.swaplinks.neighbours(),
+      isNeighbour: (peer) => this.swaplinks.isNeighbour(peer),
+      send: (to, message) => {
+        this.send(to, message);
+      },
+      eligibleParent: (q, qId, s, st) => this.eligibleParent(q, qId, s, st),
+      avoidLink: (q) => this.avoidLink(q),
+      linkPenalty: (q) => this.linkPenalty(q),
+      sendForced: (s, target, reason) => {
+        this.switching.sendForced(s, target, reason);
+      },
+      sendSwitchRequest: (s, target, q, parent, kind) => {
+        this.switching.sendSwitchRequest(s, target, q, parent, kind);
+      },
+      counters: this.counters,
+      mask: this.mask,
+      get effectiveLoad() {
+        return engine.effectiveLoad;
+      },
+      addLoad: (delta) => {
+        this.load += delta;
+      },
+      emit: (event) => {
+        this.emit(event);
+      },
+      maskOf: (peer) => this.maskOf(peer),
+      sliceReceiving: (st) => this.sliceReceiving(st),
+      resend: (st, s, child, fromSeq, maxAgeMs) => {
+        this.resend(st, s, child, fromSeq, maxAgeMs);
+      },
+      liveEdgeSeq: () => this.liveEdgeSeq(),
+      touchPeer: (peer) => this.peer(peer),
+      sendProbe: (s) => {
+        this.sendProbe(s);
+      },
+      isBelow: (peer, s, st) => this.isBelow(peer, s, st),
+      relayedRank: (peer) => this.relayedRank(peer),
+      isSuspect: (peer) => this.trust.isSuspect(peer, this.now),
+    };
+    this.switching = new Switching(memberHost);
+    this.loadPhase = new LoadPhase(memberHost);
+    this.latencyPhase = new LatencyPhase(memberHost);
+    if (this.config.role === 'source')
+      this.source = new TrueSource({
+        id: this.config.id,
+        protocol: this.config.protocol,
+        dataSlices: this.config.dataSlices,
+        random: this.random,
+        counters: this.counters,
+        now: () => this.now,
+        send: (to, message) => {
+          this.send(to, message);
+        },
+        emit: (event) => {
+          this.emit(event);
+        },
+        requestBootstrap: (count) => {
+          this.actions.push({ kind: 'requestBootstrap', count });
+        },
+        swaplinks: this.swaplinks,
+      });
     const loads = (): ResolvedConfig => this.resolved;
     this.repair = new Repairer({
       protocol: this.config.protocol,
@@ -406,12 +393,20 @@ export class Engine {
   /** The earliest time this engine wants a `timer` input; Infinity when it needs none. */
   nextDeadline(): number {
     if (this.stopped) return Infinity;
-    let deadline = this.nextTickAt;
-    if (this.quittingUntil < deadline) deadline = this.quittingUntil;
-    if (this.floodDeadline < deadline) deadline = this.floodDeadline;
-    const repairAt = this.repair.nextDeadline();
-    if (repairAt < deadline) deadline = repairAt;
-    return deadline;
+    this.deadlines.at.repair = this.repair.nextDeadline();
+    return this.deadlines.soonestMs();
+  }
+
+  /** `nextDeadline` and why it is due (which timer of deadlines.ts); for traces and debugging. */
+  nextDeadlineWithReason(): Deadline {
+    if (this.stopped) return { atMs: Infinity, reason: null };
+    this.deadlines.at.repair = this.repair.nextDeadline();
+    return this.deadlines.soonest();
+  }
+
+  /** Whether a graceful quit is under way (its linger has not ended). */
+  private get quitting(): boolean {
+    return this.deadlines.at.quitLingerEnd !== Infinity;
   }
 
   handle(now: number, input: Input): Action[] {
@@ -439,17 +434,19 @@ export class Engine {
       case 'bootstrap':
         this.swaplinks.setBootstrap(input.peers);
         if (this.config.role === 'member') this.swaplinks.maintain(now);
-        else this.sourceBootstrap(input.peers);
+        else this.source?.onBootstrap(input.peers);
         break;
       case 'message':
         this.onMessage(input.from, input.message);
         break;
       case 'timer':
         break;
-      case 'publish':
-        if (input.packet !== undefined) this.skipTo(input.packet);
-        this.publish(input.payload);
+      case 'publish': {
+        if (this.source === null) throw new Error('only the true source publishes');
+        if (input.packet !== undefined) this.source.skipTo(input.packet);
+        this.source.publish(input.payload);
         break;
+      }
       case 'quit':
         this.quit(input.graceful);
         break;
@@ -458,7 +455,7 @@ export class Engine {
         break;
       case 'peerUnreachable':
         this.relayedLinks.delete(input.peer);
-        if (this.config.role === 'source') this.sourcePeerUnreachable(input.peer);
+        if (this.source !== null) this.source.peerUnreachable(input.peer);
         else if (this.peers.has(input.peer)) this.peerFailed(input.peer, 'failed');
         break;
       case 'playout':
@@ -488,12 +485,7 @@ export class Engine {
         this.setLoad(input.targetLoadSlices, input.maxLoadSlices);
         break;
       case 'measuredLoss':
-        if (
-          this.config.role === 'source' &&
-          this.config.protocol.paritySlices > 0 &&
-          this.paritySwitch.measure(now, input.fraction)
-        )
-          this.emit({ type: 'parity', active: this.paritySwitch.active });
+        this.source?.measureLoss(input.fraction);
         break;
     }
     this.runTimers();
@@ -544,9 +536,29 @@ export class Engine {
     return out;
   }
 
-  /** True source only: the slice source of each slice. */
+  /** True source only: the slice source of each slice (all null for a member). */
   currentSliceSources(): (PeerId | null)[] {
-    return [...this.sliceSources];
+    return this.source?.currentSliceSources() ?? this.sliceStates.map(() => null);
+  }
+
+  /** Stream-wide number of the next packet `publish` deals (the true source's; 0 for members). */
+  get packetsPublished(): number {
+    return this.source?.packetsPublished ?? 0;
+  }
+
+  /** True source: whether the parity slice carries real parity now (false for members). */
+  get parityActive(): boolean {
+    return this.source?.parityActive ?? false;
+  }
+
+  /** True source: parity packets sent with a real payload, and empty ones (parity off); zeros for members. */
+  get parityCounters(): Readonly<{ active: number; idle: number }> {
+    return this.source?.parityCounters ?? NO_PARITY_SENT;
+  }
+
+  /** Sequence number the next published packet of `slice` will carry (the true source's; 0 for members). */
+  nextSequence(slice: number): number {
+    return this.source?.nextSequence(slice) ?? 0;
   }
 
   /** Whether a packet arrived on `slice` within the receiving timeout. */
@@ -586,7 +598,7 @@ export class Engine {
     )
       return;
     this.resolved = { ...old, ...loads };
-    if (!this.started || this.quittingUntil !== Infinity) return;
+    if (!this.started || this.quitting) return;
     if (loads.maxLoad === 0) {
       // Receive-only: a root with no upload would starve its whole tree. Hand each slice back to the
       // true source, which roots it elsewhere at once (the declinedRoots path); our subtree stays
@@ -605,15 +617,14 @@ export class Engine {
       epoch: st.epoch,
       assigned: false,
     });
-    st.isSliceSource = false;
-    st.parent = null;
+    st.stopRooting();
     // Asked as a planned hand-off (our parent, the true source, leaves us in order): the parent we
     // find resends everything it holds from our next packet, not only the last hand-off lead, so a
     // subtree that waited for us to find a place in the re-flooded tree (seconds: its members only
     // qualify once their adverts show the new root's filters) loses nothing it still holds.
     st.lostReason = ForcedReason.ParentQuit;
     this.emit({ type: 'sliceSource', slice: s, epoch: st.epoch, assigned: false });
-    this.requestParent(s, ForcedReason.ParentQuit, [this.config.sourceId]);
+    this.switching.requestParent(s, ForcedReason.ParentQuit, [this.config.sourceId]);
   }
 
   // ───────────────────────────── plumbing ─────────────────────────────
@@ -669,7 +680,7 @@ export class Engine {
     this.started = true;
     this.startedAt = this.now;
     // Random phase so thousands of nodes do not all decide in the same millisecond.
-    this.nextTickAt = this.now + this.random.int(this.config.protocol.decisionIntervalMs);
+    this.deadlines.at.decisionRound = this.now + this.random.int(this.config.protocol.decisionIntervalMs);
     if (this.config.role === 'source') {
       this.actions.push({ kind: 'requestBootstrap', count: this.config.protocol.slices + 2 });
       return;
@@ -680,7 +691,7 @@ export class Engine {
 
   private runTimers(): void {
     if (this.stopped) return;
-    if (this.now >= this.quittingUntil) {
+    if (this.now >= this.deadlines.at.quitLingerEnd) {
       // End of a graceful quit: release the tree edges explicitly, so nobody waits for a timeout.
       for (let s = 0; s < this.sliceStates.length; s++) {
         const st = this.slice(s);
@@ -695,20 +706,21 @@ export class Engine {
       this.emit({ type: 'stopped' });
       return;
     }
-    if (this.floodDeadline <= this.now) {
-      this.floodDeadline = Infinity;
+    if (this.deadlines.at.floodDecision <= this.now) {
+      this.deadlines.at.floodDecision = Infinity;
       for (let s = 0; s < this.sliceStates.length; s++) {
         const st = this.slice(s);
         if (st.floodDecideAt <= this.now) this.floodDecide(s);
-        else if (st.floodDecideAt < this.floodDeadline) this.floodDeadline = st.floodDecideAt;
+        else if (st.floodDecideAt < this.deadlines.at.floodDecision)
+          this.deadlines.at.floodDecision = st.floodDecideAt;
       }
     }
-    if (this.config.role === 'member' && this.quittingUntil === Infinity) this.repair.tick(this.now);
-    if (this.now >= this.nextTickAt) {
+    if (this.config.role === 'member' && !this.quitting) this.repair.tick(this.now);
+    if (this.now >= this.deadlines.at.decisionRound) {
       const interval = this.config.protocol.decisionIntervalMs;
-      this.nextTickAt += interval;
-      if (this.nextTickAt <= this.now) this.nextTickAt = this.now + interval;
-      if (this.config.role === 'source') this.sourceTick();
+      this.deadlines.at.decisionRound += interval;
+      if (this.deadlines.at.decisionRound <= this.now) this.deadlines.at.decisionRound = this.now + interval;
+      if (this.source !== null) this.source.tick();
       else this.tick();
     }
   }
@@ -755,7 +767,8 @@ export class Engine {
       // again (it is answered with a TreeLeave, as any late acceptance).
       if (st.pending?.target === peer) {
         st.pending = null;
-        if (st.parent === null) this.requestParent(s, st.lostReason ?? ForcedReason.ParentLost, [peer]);
+        if (st.parent === null)
+          this.switching.requestParent(s, st.lostReason ?? ForcedReason.ParentLost, [peer]);
       }
       if (st.parent === peer && !st.isSliceSource) this.loseParent(s, ForcedReason.ParentLost, peer);
     }
@@ -777,11 +790,11 @@ export class Engine {
     }
     const known = this.peers.get(from);
     if (known !== undefined) known.lastHeardAt = this.now;
-    if (this.config.role === 'source') {
-      this.sourceOnMessage(from, message);
+    if (this.source !== null) {
+      this.source.onMessage(from, message);
       return;
     }
-    if (this.quittingUntil !== Infinity) {
+    if (this.quitting) {
       this.onMessageWhileQuitting(from, message);
       return;
     }
@@ -800,37 +813,36 @@ export class Engine {
         this.onAdvert(from, message);
         return;
       case MessageType.Heartbeat:
-        if (from === this.config.sourceId) this.sourceLastHeard.set(from, this.now);
-        return;
+        return; // liveness: lastHeardAt is set above for every message
       case MessageType.Probe:
         this.onProbe(from, message);
         return;
       case MessageType.LoadReport:
-        this.onLoadReport(from, message);
+        this.loadPhase.onLoadReport(from, message);
         return;
       case MessageType.Instruction:
-        this.onInstruction(from, message);
+        this.loadPhase.onInstruction(from, message);
         return;
       case MessageType.SwitchRequest:
-        this.onSwitchRequest(from, message);
+        this.switching.onSwitchRequest(from, message);
         return;
       case MessageType.SwitchReply:
-        this.onSwitchReply(from, message);
+        this.switching.onSwitchReply(from, message);
         return;
       case MessageType.SwitchComplete:
-        this.onSwitchComplete(from, message);
+        this.switching.onSwitchComplete(from, message);
         return;
       case MessageType.LatencyPermissionRequest:
-        this.onLatencyPermissionRequest(from, message);
+        this.latencyPhase.onPermissionRequest(from, message);
         return;
       case MessageType.LatencyPermissionReply:
-        this.onLatencyPermissionReply(from, message);
+        this.latencyPhase.onPermissionReply(from, message);
         return;
       case MessageType.Flood:
         this.onFlood(from, message);
         return;
       case MessageType.ForcedParentRequest:
-        this.onForcedParentRequest(from, message);
+        this.switching.onForcedParentRequest(from, message);
         return;
       case MessageType.Quit:
         this.onQuit(from);
@@ -879,16 +891,16 @@ export class Engine {
         if (message.slice < this.config.protocol.slices) this.onData(from, message);
         return;
       case MessageType.SwitchComplete:
-        if (message.slice < this.config.protocol.slices) this.onSwitchComplete(from, message);
+        if (message.slice < this.config.protocol.slices) this.switching.onSwitchComplete(from, message);
         return;
       case MessageType.TreeLeave:
         if (message.slice < this.config.protocol.slices && message.role === TreeRole.Child)
-          this.removeChild(message.slice, from);
+          this.switching.removeChild(message.slice, from);
         return;
       case MessageType.SwitchRequest:
       case MessageType.ForcedParentRequest:
         if (message.slice < this.config.protocol.slices)
-          this.reject(
+          this.switching.reject(
             from,
             message.slice,
             message.type === MessageType.SwitchRequest ? message.handoffSeq : message.fromSeq,
@@ -916,7 +928,7 @@ export class Engine {
         from !== st.oldParent &&
         from !== st.pending?.target &&
         from !== this.config.sourceId &&
-        this.now - st.lastStrayNoticeAt >= 1000
+        this.now - st.lastStrayNoticeAt >= STRAY_NOTICE_INTERVAL_MS
       ) {
         st.lastStrayNoticeAt = this.now;
         this.send(from, { type: MessageType.TreeLeave, slice: s, role: TreeRole.Child });
@@ -924,7 +936,7 @@ export class Engine {
       return;
     }
     if (from !== this.config.sourceId && bloomContains(msg.bloom, this.mask)) {
-      // Our own mask came back: the packet went round a loop (L3311–3317), or a false positive, or a
+      // Our own mask came back: the packet went round a loop (thesis §4.2, loop avoidance and detection), or a false positive, or a
       // parent lying about the path (a Bloom filter with our mask in it costs us a parent change).
       this.counters.loopsDetected++;
       this.emit({ type: 'loopDetected', slice: s, by: 'data' });
@@ -985,7 +997,7 @@ export class Engine {
         st.seqIntervalMs =
           Number.isNaN(st.seqIntervalMs) || interval > st.seqIntervalMs
             ? interval
-            : st.seqIntervalMs + 0.1 * (interval - st.seqIntervalMs);
+            : st.seqIntervalMs + SEQ_INTERVAL_SHRINK_WEIGHT * (interval - st.seqIntervalMs);
       }
       // Our first packet is no baseline: it came with our first parent's answer, however old it was.
       st.lastHighestAt = st.highestSeq < 0 ? -Infinity : this.now;
@@ -997,7 +1009,7 @@ export class Engine {
       // The old parent's last packet before the hand-off (one link keeps its order): its share is done.
       st.oldParent = null;
     }
-    this.recordArrival(s, msg.seq);
+    this.offsets.record(s, msg.seq, this.now);
     if (s < this.config.dataSlices) {
       this.counters.packetsDelivered++;
       this.actions.push({
@@ -1062,7 +1074,7 @@ export class Engine {
         ? -Infinity
         : hint.seq + Math.ceil((this.now - hint.at) / (playoutIntervalMs ?? MIN_SEQ_INTERVAL_MS));
     if (n === 0) return hint === null ? Infinity : hintEnd + SEQ_WINDOW_SLACK;
-    const reference = ends[n >= 3 ? n - 3 : n - 1] ?? 0;
+    const reference = ends[n >= WINDOW_REFERENCE_RANK ? n - WINDOW_REFERENCE_RANK : n - 1] ?? 0;
     return Math.max(reference, hintEnd) + SEQ_WINDOW_SLACK;
   }
 
@@ -1206,7 +1218,7 @@ export class Engine {
     for (const [child, entry] of st.children) {
       if (seq < entry.fromSeq) continue;
       if (seq >= entry.untilSeq) {
-        st.children.delete(child);
+        st.removeChild(child); // draining, and past its hand-off: our load is unchanged
         continue;
       }
       out ??= {
@@ -1214,7 +1226,7 @@ export class Engine {
         slice: s,
         seq,
         bloom: bloomOr(bloom, this.mask),
-        hops: Math.min(255, hops + 1),
+        hops: Math.min(MAX_HOPS, hops + 1),
         payload,
       };
       this.send(child, out);
@@ -1227,55 +1239,11 @@ export class Engine {
     const oldest = this.now - maxAgeMs;
     const first = Math.max(fromSeq, st.highestSeq - st.ringSize + 1, 0);
     const bloom = bloomOr(st.filter, this.mask);
-    const hops = Math.min(255, st.hops + 1);
+    const hops = Math.min(MAX_HOPS, st.hops + 1);
     for (let seq = first; seq <= st.highestSeq; seq++) {
       const payload = st.payloadOf(seq);
       if (payload !== undefined && st.arrivedAt(seq) >= oldest)
         this.send(child, { type: MessageType.Data, slice: s, seq, bloom, hops, payload });
-    }
-  }
-
-  /** Relative arrival time of each slice within its block, smoothed (the no-clock-sync trick, L3387–3413). */
-  private recordArrival(s: number, seq: number): void {
-    const row = seq % OFFSET_BLOCKS;
-    const slices = this.config.protocol.slices;
-    if (this.blockSeq[row] !== seq) {
-      if ((this.blockSeq[row] ?? -1) >= 0) this.finishBlock(row);
-      this.blockSeq[row] = seq;
-      this.blockCounts[row] = 0;
-      this.blockArrivals.fill(Number.NaN, row * slices, (row + 1) * slices);
-    }
-    const cell = row * slices + s;
-    if (Number.isNaN(this.blockArrivals[cell] ?? 0)) {
-      this.blockArrivals[cell] = this.now;
-      const count = (this.blockCounts[row] ?? 0) + 1;
-      this.blockCounts[row] = count;
-      if (count === slices) {
-        this.finishBlock(row);
-        this.blockSeq[row] = -1;
-      }
-    }
-  }
-
-  private finishBlock(row: number): void {
-    const slices = this.config.protocol.slices;
-    const count = this.blockCounts[row] ?? 0;
-    // With fewer than half the slices the block mean would be biased by which slices are missing.
-    if (count < Math.max(2, slices / 2)) return;
-    let sum = 0;
-    for (let s = 0; s < slices; s++) {
-      const a = this.blockArrivals[row * slices + s] ?? Number.NaN;
-      if (!Number.isNaN(a)) sum += a;
-    }
-    const mean = sum / count;
-    const alpha = this.config.protocol.offsetSmoothing;
-    for (let s = 0; s < slices; s++) {
-      const a = this.blockArrivals[row * slices + s] ?? Number.NaN;
-      if (Number.isNaN(a)) continue;
-      const st = this.slice(s);
-      const offset = a - mean;
-      st.offsetMs = Number.isNaN(st.offsetMs) ? offset : st.offsetMs + alpha * (offset - st.offsetMs);
-      st.offsetBlocks++;
     }
   }
 
@@ -1344,7 +1312,7 @@ export class Engine {
     return {
       type: MessageType.Advert,
       full,
-      load: Math.min(0xffff, this.effectiveLoad),
+      load: Math.min(MAX_LOAD_FIELD, this.effectiveLoad),
       targetLoad: this.config.targetLoad,
       lowerLatencyThreshold: this.config.lowerLatencyThreshold,
       upperLatencyThreshold: this.config.upperLatencyThreshold,
@@ -1394,22 +1362,24 @@ export class Engine {
     p.maxLoad = msg.maxLoad;
     if (msg.full) p.resetSlices();
     for (const entry of msg.entries) {
-      p.sliceFlags[entry.slice] = (entry.receiving ? 1 : 0) | (entry.isSliceSource ? 2 : 0);
+      p.sliceFlags[entry.slice] =
+        (entry.receiving ? SLICE_FLAG_RECEIVING : 0) | (entry.isSliceSource ? SLICE_FLAG_ROOT : 0);
       p.sliceHops[entry.slice] = entry.hops;
       p.sliceOffsets[entry.slice] = entry.offsetMs ?? Number.NaN;
       p.setFilter(entry.slice, entry.filter);
       // Our parent's path is ours: a switch above us shows in our filter before the first packet
       // over the new path does (adoptParent). The next packet sets it exactly again.
       const st = this.slice(entry.slice);
-      if (st.parent === from) this.takeInParentPath(st, entry.filter, from);
+      if (st.parent === from) st.takeInPath(entry.filter, this.maskOf(from));
     }
     if (msg.echoSentAtMs !== null) {
       const rtt = (((Math.floor(this.now) % U32) - msg.echoSentAtMs + U32) % U32) - msg.echoHoldMs;
-      if (rtt >= 0 && rtt < 60_000) p.rttMs = Number.isNaN(p.rttMs) ? rtt : p.rttMs + 0.25 * (rtt - p.rttMs);
+      if (rtt >= 0 && rtt < MAX_PLAUSIBLE_RTT_MS)
+        p.rttMs = Number.isNaN(p.rttMs) ? rtt : p.rttMs + RTT_SMOOTHING * (rtt - p.rttMs);
     }
     p.echoSentAtMs = msg.sentAtMs;
     p.echoReceivedAt = this.now;
-    if (!wasKnown) this.acquireMissingParents();
+    if (!wasKnown) this.switching.acquireMissingParents();
   }
 
   // ───────────────────────────── neighbours and liveness ─────────────────────────────
@@ -1426,12 +1396,12 @@ export class Engine {
     if (p !== undefined) p.hasAdvert = false;
     if (this.failingPeer === peerId) return; // peerFailed reports it and repairs the trees itself
     this.emit({ type: 'neighbourDown', peer: peerId, reason: 'unlinked' });
-    // A Swaplinks change took away a parent: a forced switch with a normal hand-off (L3481–3491).
+    // A Swaplinks change took away a parent: a forced switch with a normal hand-off (thesis §4.2, initial tree construction and forced parent selection).
     const reason = p?.quitting === true ? ForcedReason.ParentQuit : ForcedReason.NeighbourChange;
     for (let s = 0; s < this.sliceStates.length; s++) {
       const st = this.slice(s);
       if (st.parent === peerId && st.pending === null && st.oldParent === null && !st.isSliceSource) {
-        this.requestParent(s, reason, [peerId]);
+        this.switching.requestParent(s, reason, [peerId]);
       }
     }
   }
@@ -1450,21 +1420,20 @@ export class Engine {
 
   /** A peer is gone (silent past the timeout, unreachable, or cut off): repair links and trees. */
   private peerFailed(peerId: PeerId, reason: 'failed' | 'quit' | 'cutOff'): void {
-    this.instructedUntil.delete(peerId);
-    this.reports = this.reports.filter((r) => r.child !== peerId);
+    this.loadPhase.forgetPeer(peerId);
     this.repair.forgetPeer(peerId);
     this.emit({ type: 'neighbourDown', peer: peerId, reason });
     // Trees first (so no hand-off is attempted with a dead parent), then links.
     for (let s = 0; s < this.sliceStates.length; s++) {
       const st = this.slice(s);
-      this.removeChild(s, peerId);
+      this.switching.removeChild(s, peerId);
       if (st.oldParent === peerId) st.oldParent = null;
       const pending = st.pending;
       if (pending !== null && pending.target === peerId) {
         const wasForced = pending.kind === 'forced';
         st.pending = null;
         if (wasForced && st.parent === null)
-          this.requestParent(s, st.lostReason ?? ForcedReason.ParentLost, []);
+          this.switching.requestParent(s, st.lostReason ?? ForcedReason.ParentLost, []);
       }
       if (st.parent === peerId) {
         if (st.isSliceSource) continue; // the true source itself: nothing we can do
@@ -1499,7 +1468,7 @@ export class Engine {
     st.parent = null;
     st.lostReason = reason;
     this.emit({ type: 'parentChanged', slice: s, parent: null, previous, switchKind: 'lost' });
-    if (st.pending === null) this.requestParent(s, reason, exclude === null ? [] : [exclude]);
+    if (st.pending === null) this.switching.requestParent(s, reason, exclude === null ? [] : [exclude]);
   }
 
   private leaveLoop(s: number): void {
@@ -1514,7 +1483,7 @@ export class Engine {
     // still holds us as a child being handed off and takes us back, even above its ML.
     const back = st.oldParent;
     if (back !== null && back !== parent && this.swaplinks.isNeighbour(back))
-      this.sendForced(s, back, ForcedReason.Loop);
+      this.switching.sendForced(s, back, ForcedReason.Loop);
     this.loseParent(s, ForcedReason.Loop, parent);
   }
 
@@ -1526,9 +1495,9 @@ export class Engine {
       // A quitting child stays ours: it keeps forwarding to its own children while they move, and
       // says TreeLeave when its linger ends.
       if (st.parent === from && st.pending?.kind !== 'forced' && st.oldParent === null && !st.isSliceSource) {
-        // The leaver keeps forwarding for a while: hand off like a normal switch (L2866–2869).
+        // The leaver keeps forwarding for a while: hand off like a normal switch (thesis §4.2, overview).
         st.pending = null;
-        this.requestParent(s, ForcedReason.ParentQuit, [from]);
+        this.switching.requestParent(s, ForcedReason.ParentQuit, [from]);
       }
     }
     this.swaplinks.dropPeer(from);
@@ -1537,64 +1506,13 @@ export class Engine {
   private onTreeLeave(from: PeerId, msg: TreeLeaveMessage): void {
     const st = this.slice(msg.slice);
     if (msg.role === TreeRole.Child) {
-      this.removeChild(msg.slice, from);
+      this.switching.removeChild(msg.slice, from);
       return;
     }
     if (st.parent === from) this.loseParent(msg.slice, ForcedReason.ParentLost, from);
   }
 
-  private removeChild(s: number, child: PeerId): void {
-    const st = this.slice(s);
-    const entry = st.children.get(child);
-    if (entry === undefined) return;
-    st.children.delete(child);
-    if (entry.untilSeq === Infinity) {
-      st.activeChildren--;
-      this.load--;
-    }
-  }
-
-  private addChild(s: number, child: PeerId, fromSeq: number): void {
-    const st = this.slice(s);
-    const existing = st.children.get(child);
-    if (existing !== undefined && existing.untilSeq === Infinity) {
-      existing.fromSeq = Math.min(existing.fromSeq, fromSeq);
-      return;
-    }
-    this.peer(child);
-    st.children.set(child, { fromSeq, untilSeq: Infinity, drainingSince: Infinity, resentAt: -Infinity });
-    st.activeChildren++;
-    this.load++;
-  }
-
-  // ───────────────────────────── parent acquisition (forced) ─────────────────────────────
-
-  /** Periodic requests for every slice without a parent, until each has one (L3453–3460). */
-  private acquireMissingParents(): void {
-    for (let s = 0; s < this.sliceStates.length; s++) {
-      const st = this.slice(s);
-      if (st.parent === null && st.pending === null && !st.isSliceSource && st.floodDecideAt === Infinity) {
-        this.requestParent(
-          s,
-          st.lostReason ?? (st.everHadParent ? ForcedReason.ParentLost : ForcedReason.Join),
-          [],
-        );
-      }
-    }
-  }
-
-  private fromSeqFor(st: SliceState): number {
-    return st.highestSeq >= 0 ? st.highestSeq + 1 : SEQ_NONE;
-  }
-
-  private handoffSeqFor(st: SliceState): number {
-    if (st.highestSeq < 0) return SEQ_NONE;
-    const interval = Number.isNaN(st.seqIntervalMs) || st.seqIntervalMs <= 0 ? 1000 : st.seqIntervalMs;
-    const lead = Math.max(1, Math.ceil(this.config.protocol.handoffLeadMs / interval));
-    return Math.min(SEQ_NONE - 1, st.highestSeq + lead);
-  }
-
-  /** A peer's Bloom mask (L3300–3304), cached: the loop rule asks for our children's on every round. */
+  /** A peer's Bloom mask (thesis §4.2, loop avoidance and detection), cached: the loop rule asks for our children's on every round. */
   private maskOf(peer: PeerId): Bloom128 {
     let mask = this.masks.get(peer);
     if (mask === undefined) {
@@ -1605,7 +1523,7 @@ export class Engine {
     return mask;
   }
 
-  /** Can `q` be our parent on slice `s` at all? Loop rule: not if our mask is in its filter (L3296–3309). */
+  /** Can `q` be our parent on slice `s` at all? Loop rule: not if our mask is in its filter (thesis §4.2, loop avoidance and detection). */
   private eligibleParent(q: PeerState, qId: PeerId, s: number, st: SliceState): boolean {
     if (!q.hasAdvert || q.quitting || !q.receiving(s) || this.trust.isSuspect(qId, this.now)) return false;
     if (st.children.has(qId) || q.filterContains(s, this.mask)) return false;
@@ -1616,374 +1534,6 @@ export class Engine {
     for (const child of st.children.keys()) if (q.filterContains(s, this.maskOf(child))) return false;
     const until = st.rejectedUntil.get(qId);
     return until === undefined || until <= this.now;
-  }
-
-  /**
-   * Ask a neighbour to be our parent; it may refuse only above ML or on a loop (L3481–3491).
-   * Prefers neighbours with room under ULT and short paths, at random among the best few so
-   * simultaneous orphans do not all ask the same node (L3430–3438). Neighbours over relayed links
-   * are asked only when no direct one qualifies (relayedLinkPenaltyMs).
-   */
-  private requestParent(s: number, reason: ForcedReason, exclude: readonly PeerId[]): void {
-    const st = this.slice(s);
-    if (st.pending !== null || st.isSliceSource) return;
-    const scored: { peer: PeerId; score: number; relayed: boolean }[] = [];
-    for (const peerId of this.swaplinks.neighbours()) {
-      if (exclude.includes(peerId) || peerId === st.parent) continue;
-      const q = this.peers.get(peerId);
-      if (q === undefined || !this.eligibleParent(q, peerId, s, st)) continue;
-      if (q.load + 1 > q.maxLoad) continue;
-      const overUpper = q.load + 1 > q.upperLatencyThreshold ? 1000 : 0;
-      scored.push({
-        peer: peerId,
-        score: overUpper + (q.sliceHops[s] ?? 0) + this.random.nextFloat() * 0.5,
-        relayed: this.avoidLink(q),
-      });
-    }
-    if (scored.length === 0) return;
-    // A score penalty alone would not do: the pick is uniform among the best few, so a relayed
-    // neighbour would still be asked whenever fewer direct ones rank above it.
-    const pool = scored.some((c) => !c.relayed) ? scored.filter((c) => !c.relayed) : scored;
-    pool.sort((a, b) => a.score - b.score);
-    const pick = pool[this.random.int(Math.min(this.config.protocol.candidateSetSize, pool.length))];
-    if (pick === undefined) return;
-    this.sendForced(s, pick.peer, reason);
-  }
-
-  private sendForced(s: number, target: PeerId, reason: ForcedReason): void {
-    const st = this.slice(s);
-    // With a live parent (neighbour change, parent quitting) we hand off ahead; otherwise we ask for
-    // everything from the first packet we miss.
-    const liveParent =
-      st.parent !== null && (reason === ForcedReason.NeighbourChange || reason === ForcedReason.ParentQuit);
-    const fromSeq = liveParent ? this.handoffSeqFor(st) : this.fromSeqFor(st);
-    st.pending = { kind: 'forced', target, handoffSeq: fromSeq, sentAt: this.now, forcedReason: reason };
-    this.send(target, { type: MessageType.ForcedParentRequest, slice: s, reason, fromSeq });
-  }
-
-  private onForcedParentRequest(from: PeerId, msg: ForcedParentRequestMessage): void {
-    const s = msg.slice;
-    const st = this.slice(s);
-    if (!this.swaplinks.isNeighbour(from)) {
-      this.reject(from, s, msg.fromSeq, RejectReason.NotNeighbour);
-      return;
-    }
-    // Refused only above ML or on a loop (L3481–3491), even while we wait for a parent ourselves:
-    // during a flood that is what lets a tree grow faster than one request round trip per level.
-    const existing = st.children.get(from);
-    if (existing === undefined || existing.untilSeq !== Infinity) {
-      // A child we are still handing off comes back when its new parent turned out to be in its own
-      // subtree (leaveLoop): taking it back only restores our load of a moment ago, while a refusal
-      // above ML (after `setLoad`) left its whole subtree without the slice for seconds.
-      if (existing === undefined && this.effectiveLoad + 1 > this.config.maxLoad) {
-        this.reject(from, s, msg.fromSeq, RejectReason.OverMaxLoad);
-        return;
-      }
-      if (from === st.parent || from === st.pending?.target || bloomContains(st.filter, this.maskOf(from))) {
-        this.reject(from, s, msg.fromSeq, RejectReason.Loop);
-        return;
-      }
-    }
-    // "From the next one" starts with the newest packet we hold: a joiner gets data one packet
-    // interval sooner.
-    const fromSeq = msg.fromSeq === SEQ_NONE ? Math.max(0, st.highestSeq) : msg.fromSeq;
-    const planned = msg.reason === ForcedReason.NeighbourChange || msg.reason === ForcedReason.ParentQuit;
-    this.acceptChild(from, s, fromSeq, planned ? Infinity : this.config.protocol.handoffLeadMs);
-  }
-
-  /**
-   * `maxResendAgeMs` bounds what we resend from our ring: all of it for a planned hand-off (the new
-   * child loses nothing), only the last hand-off lead after a failure (older packets are late for
-   * playback anyway, and a burst of them would delay every live packet behind it on our uplink).
-   */
-  private acceptChild(child: PeerId, s: number, fromSeq: number, maxResendAgeMs = Infinity): void {
-    const st = this.slice(s);
-    const existing = st.children.get(child);
-    // A child that asks again for what it already gets (its acceptance crossed a retry) is resent
-    // what we hold at most once per request timeout: a flooder asking 25 times a second had each
-    // honest neighbour resend to it 25 times, and their uplinks overflowed (trust.ts).
-    const resendAgain =
-      existing === undefined ||
-      existing.untilSeq !== Infinity ||
-      this.now - existing.resentAt >= this.config.protocol.requestTimeoutMs;
-    this.addChild(s, child, fromSeq);
-    this.send(child, {
-      type: MessageType.SwitchReply,
-      slice: s,
-      handoffSeq: fromSeq,
-      accepted: true,
-      rejectReason: RejectReason.None,
-      load: this.load,
-    });
-    if (!resendAgain) return;
-    const entry = st.children.get(child);
-    if (entry !== undefined) entry.resentAt = this.now;
-    this.resend(st, s, child, fromSeq, maxResendAgeMs);
-  }
-
-  private reject(to: PeerId, s: number, handoffSeq: number, reason: RejectReason): void {
-    this.send(to, {
-      type: MessageType.SwitchReply,
-      slice: s,
-      handoffSeq,
-      accepted: false,
-      rejectReason: reason,
-      load: Math.min(0xffff, this.load),
-    });
-  }
-
-  // ───────────────────────────── switching ─────────────────────────────
-
-  private onSwitchRequest(from: PeerId, msg: SwitchRequestMessage): void {
-    const s = msg.slice;
-    const st = this.slice(s);
-    const existing = st.children.get(from);
-    if (existing !== undefined && existing.untilSeq === Infinity) {
-      // Already our child (a repeated request): just confirm.
-      this.acceptChild(from, s, Math.min(existing.fromSeq, msg.handoffSeq));
-      return;
-    }
-    if (!this.swaplinks.isNeighbour(from)) {
-      this.reject(from, s, msg.handoffSeq, RejectReason.NotNeighbour);
-      return;
-    }
-    if (!this.sliceReceiving(st)) {
-      this.reject(from, s, msg.handoffSeq, RejectReason.NotReceiving);
-      return;
-    }
-    // Nor one we are asking to be our own parent (as for forced requests): two nodes told by their
-    // parents to move under each other in the same round each saw a loop-free target.
-    if (from === st.parent || from === st.pending?.target || bloomContains(st.filter, this.maskOf(from))) {
-      this.reject(from, s, msg.handoffSeq, RejectReason.Loop);
-      return;
-    }
-    if (this.effectiveLoad + 1 > this.config.maxLoad) {
-      this.reject(from, s, msg.handoffSeq, RejectReason.OverMaxLoad);
-      return;
-    }
-    if (msg.reason === SwitchReason.Load) {
-      // A load switch must raise an underloaded node (L3369–3383); re-checked here, where it is
-      // current. "Underloaded" is below TL, not only below LLT as the thesis states it: with Lat2,
-      // few nodes sit below LLT, and a parent above ULT whose children had no such neighbour stayed
-      // overloaded for good (46% maximum excess at 5000 nodes). Below TL keeps the convergence
-      // argument: each switch lowers a node above ULT and raises one below TL, never past TL.
-      if (this.load >= this.config.targetLoad) {
-        this.reject(from, s, msg.handoffSeq, RejectReason.NotUnderloaded);
-        return;
-      }
-    } else {
-      if (this.load + 1 > this.config.upperLatencyThreshold) {
-        this.reject(from, s, msg.handoffSeq, RejectReason.OverUpperThreshold);
-        return;
-      }
-      if (this.load > msg.targetLoadSeen + this.config.protocol.switchAbortLoadDelta) {
-        this.reject(from, s, msg.handoffSeq, RejectReason.LoadChanged);
-        return;
-      }
-    }
-    const handoff = msg.handoffSeq === SEQ_NONE ? Math.max(0, st.highestSeq + 1) : msg.handoffSeq;
-    this.acceptChild(from, s, handoff);
-  }
-
-  private onSwitchReply(from: PeerId, msg: SwitchReplyMessage): void {
-    const s = msg.slice;
-    const st = this.slice(s);
-    const pending = st.pending;
-    if (pending === null || pending.target !== from || pending.kind === 'permission') {
-      // A late acceptance we no longer want: undo it so the sender does not count us as load.
-      if (msg.accepted && st.parent !== from)
-        this.send(from, { type: MessageType.TreeLeave, slice: s, role: TreeRole.Child });
-      return;
-    }
-    st.pending = null;
-    if (!msg.accepted) {
-      this.counters.switchRejections++;
-      st.rejectedUntil.set(from, this.now + this.config.protocol.rejectBackoffMs);
-      this.emit({ type: 'switchRejected', slice: s, by: from, rejectReason: msg.rejectReason });
-      if (pending.kind === 'forced') this.retryForced(s, pending.forcedReason ?? ForcedReason.ParentLost);
-      return;
-    }
-    this.adoptParent(s, from, msg.handoffSeq, pending.kind);
-  }
-
-  private retryForced(s: number, reason: ForcedReason): void {
-    const st = this.slice(s);
-    if (reason === ForcedReason.Flood) {
-      let minHops = Infinity;
-      for (const sender of st.floodSenders) minHops = Math.min(minHops, sender.hops);
-      st.floodSenders = st.floodSenders
-        .filter(
-          (sender) =>
-            sender.hops === minHops && sender.hops < st.floodLevel && !this.isBelow(sender.peer, s, st),
-        )
-        .sort((a, b) => this.relayedRank(a.peer) - this.relayedRank(b.peer)); // direct first (stable)
-      while (st.floodSenders.length > 0) {
-        const next = st.floodSenders.shift();
-        if (next === undefined) break;
-        const until = st.rejectedUntil.get(next.peer);
-        if (
-          this.swaplinks.isNeighbour(next.peer) &&
-          (until === undefined || until <= this.now) &&
-          !this.trust.isSuspect(next.peer, this.now)
-        ) {
-          st.filter = next.bloom;
-          this.sendForced(s, next.peer, reason);
-          return;
-        }
-      }
-    }
-    this.requestParent(s, reason === ForcedReason.Flood ? ForcedReason.Join : reason, []);
-  }
-
-  private adoptParent(s: number, parent: PeerId, handoffSeq: number, kind: PendingKind): void {
-    const st = this.slice(s);
-    const previous = st.parent;
-    if (previous !== null && previous !== parent) {
-      // Tell the old parent where to stop; it keeps sending until then (L3355–3359).
-      this.send(previous, { type: MessageType.SwitchComplete, slice: s, handoffSeq, newParent: parent });
-      st.oldParent = previous;
-      st.oldParentUntilSeq = handoffSeq;
-    }
-    st.parent = parent;
-    st.parentFromSeq = handoffSeq;
-    st.parentSince = this.now;
-    // What the new parent owes us: every packet past our live edge (older ones it may not hold:
-    // after a failure it resends only the last hand-off lead), and none before the hand-off.
-    st.startAudit(parent, Math.max(handoffSeq, this.liveEdgeSeq() + 1));
-    st.offsetBlocks = 0;
-    st.lostReason = null;
-    st.everHadParent = true;
-    st.floodSenders = [];
-    this.peer(parent);
-    const switchKind: SwitchKind = kind === 'permission' ? 'latency' : kind;
-    if (switchKind === 'load') this.counters.switchesLoad++;
-    else if (switchKind === 'latency') {
-      this.counters.switchesLatency++;
-      st.latencySwitches++;
-      st.latencyFrozenUntil =
-        this.now + this.config.protocol.latencyBackoffMs * 2 ** Math.min(10, st.latencySwitches - 1);
-    } else this.counters.switchesForced++;
-    if (switchKind !== 'forced') this.counters.lastOptimisingSwitchAt = this.now;
-    this.emit({ type: 'parentChanged', slice: s, parent, previous, switchKind });
-    // Filters change only with data, and in a live stream a slice carries one packet per 2 s
-    // segment: until the first packet on the new path, we and our subtree would advertise the old
-    // path, and a neighbour that is now our ancestor could take one of us as its parent (a loop;
-    // seen every few seconds in a 4-member swarm). So our filter takes in the new path as the new
-    // parent advertises it (the old one too until then: more refusals, never a loop), and our
-    // subtree takes it in from our adverts (onAdvert), a hop per heartbeat.
-    const q = this.peers.get(parent);
-    if (q?.hasAdvert === true) this.takeInParentPath(st, q.filter(s), parent);
-    // Meanwhile a loop we closed ourselves, reading stale filters, is silent: the old parent stops at
-    // the hand-off, so no packet ever goes round it to expose it (L3311–3317). A probe does, within
-    // a few hops' latency, and comes back to us (not to another node of the loop, which would cut
-    // off the slice below it): we then return to the old parent (leaveLoop).
-    if (st.activeChildren > 0) this.sendProbe(s);
-  }
-
-  /** Our filter on a slice takes in our parent's path (`parentFilter`) and the parent itself. */
-  private takeInParentPath(st: SliceState, parentFilter: Bloom128, parent: PeerId): void {
-    st.filter = bloomOr(st.filter, bloomOr(parentFilter, this.maskOf(parent)));
-  }
-
-  private onSwitchComplete(from: PeerId, msg: SwitchCompleteMessage): void {
-    const st = this.slice(msg.slice);
-    const entry = st.children.get(from);
-    if (entry?.untilSeq !== Infinity) return;
-    entry.untilSeq = msg.handoffSeq;
-    entry.drainingSince = this.now;
-    st.activeChildren--;
-    this.load--;
-    // The draining entry stays until the next packet (forward) or requestTimeoutMs (expireStale),
-    // even when the hand-off packet has passed: should the child find it closed a loop, it comes
-    // back to us (leaveLoop) and we take it back (onForcedParentRequest).
-  }
-
-  private onLoadReport(from: PeerId, msg: LoadReportMessage): void {
-    const entry = this.slice(msg.slice).children.get(from);
-    if (entry?.untilSeq !== Infinity) return;
-    this.reports = this.reports.filter((r) => !(r.child === from && r.slice === msg.slice));
-    if (this.reports.length >= MAX_STORED_REPORTS) this.reports.shift();
-    this.reports.push({ child: from, slice: msg.slice, candidates: msg.candidates });
-  }
-
-  private onInstruction(from: PeerId, msg: InstructionMessage): void {
-    const s = msg.slice;
-    const st = this.slice(s);
-    // One hand-off at a time per slice: a second would cut short the first one's old parent.
-    if (st.parent !== from || st.pending !== null || st.oldParent !== null) return;
-    const q = this.peers.get(msg.target);
-    if (q === undefined || msg.target === this.id || !this.swaplinks.isNeighbour(msg.target)) return;
-    if (!this.eligibleParent(q, msg.target, s, st)) return;
-    if (q.load < q.targetLoad) {
-      this.sendSwitchRequest(s, msg.target, q, from, 'load');
-      return;
-    }
-    // A parent above its ML may send us to a neighbour at or above its TL but below its ULT, which a
-    // load switch would refuse (it must raise an underloaded node): the parent cannot carry us, so
-    // we leave it as a quitting parent's child does — a forced request for a hand-off one lead
-    // ahead, refused only above ML or on a loop (L3481–3491) — to a target that stays in range.
-    const parent = this.peers.get(from);
-    if (parent?.hasAdvert === true && parent.load > parent.maxLoad && q.load + 1 <= q.upperLatencyThreshold)
-      this.sendForced(s, msg.target, ForcedReason.ParentQuit);
-  }
-
-  /** Ask `target` to take over `slice` at a hand-off point one lead ahead (L3343–3367). */
-  private sendSwitchRequest(
-    s: number,
-    target: PeerId,
-    q: PeerState,
-    parent: PeerId,
-    kind: 'load' | 'latency',
-  ): void {
-    const st = this.slice(s);
-    const handoffSeq = this.handoffSeqFor(st);
-    if (handoffSeq === SEQ_NONE) return;
-    st.pending = { kind, target, handoffSeq, sentAt: this.now, forcedReason: null };
-    this.send(target, {
-      type: MessageType.SwitchRequest,
-      slice: s,
-      reason: kind === 'load' ? SwitchReason.Load : SwitchReason.Latency,
-      handoffSeq,
-      targetLoadSeen: Math.min(0xffff, q.load),
-      parentLoadSeen: Math.min(0xffff, this.peers.get(parent)?.load ?? 0),
-    });
-  }
-
-  private onLatencyPermissionRequest(from: PeerId, msg: LatencyPermissionRequestMessage): void {
-    const entry = this.slice(msg.slice).children.get(from);
-    const active = entry?.untilSeq === Infinity;
-    // Grant only if losing this child keeps us inside LLT–ULT, counting grants already given; a
-    // child over a relayed link may go in any case (latencyPhase: it leaves for a direct parent).
-    const child = this.peers.get(from);
-    const granted =
-      active &&
-      ((child !== undefined && this.avoidLink(child)) ||
-        this.load - 1 - this.latencyGrantsThisRound >= this.config.lowerLatencyThreshold);
-    if (granted) this.latencyGrantsThisRound++;
-    this.send(from, {
-      type: MessageType.LatencyPermissionReply,
-      slice: msg.slice,
-      target: msg.target,
-      granted,
-    });
-  }
-
-  private onLatencyPermissionReply(from: PeerId, msg: LatencyPermissionReplyMessage): void {
-    const s = msg.slice;
-    const st = this.slice(s);
-    const pending = st.pending;
-    if (pending?.kind !== 'permission' || st.parent !== from || pending.target !== msg.target) return;
-    st.pending = null;
-    if (!msg.granted) return;
-    const q = this.peers.get(msg.target);
-    if (
-      q === undefined ||
-      !this.swaplinks.isNeighbour(msg.target) ||
-      !this.eligibleParent(q, msg.target, s, st)
-    )
-      return;
-    if (q.load + 1 > q.upperLatencyThreshold) return;
-    this.sendSwitchRequest(s, msg.target, q, from, 'latency');
   }
 
   // ───────────────────────────── loops, probes, floods ─────────────────────────────
@@ -1997,7 +1547,7 @@ export class Engine {
       this.leaveLoop(msg.slice);
       return;
     }
-    if (msg.probeId === st.lastProbeSeen || msg.hops >= 255) return;
+    if (msg.probeId === st.lastProbeSeen || msg.hops >= MAX_HOPS) return;
     st.lastProbeSeen = msg.probeId;
     const probe: ProbeMessage = {
       type: MessageType.Probe,
@@ -2016,18 +1566,19 @@ export class Engine {
     if (msg.epoch > st.floodEpoch) {
       st.floodEpoch = msg.epoch;
       st.floodSenders = [];
-      // Controlled flooding (Chainsaw-like, L3440–3452): forward the first copy of each epoch once.
+      // Controlled flooding (Chainsaw-like, thesis §4.2, initial tree construction and forced parent selection): forward the first copy of each epoch once.
       const out: FloodMessage = {
         type: MessageType.Flood,
         slice: s,
         epoch: msg.epoch,
         bloom: bloomOr(msg.bloom, this.mask),
-        hops: Math.min(255, msg.hops + 1),
+        hops: Math.min(MAX_HOPS, msg.hops + 1),
       };
       for (const n of this.swaplinks.neighbours()) if (n !== from) this.send(n, out);
       if (!st.isSliceSource && !this.fedByTree(s, st))
         st.floodDecideAt = this.now + this.config.protocol.floodCollectMs;
-      if (st.floodDecideAt < this.floodDeadline) this.floodDeadline = st.floodDecideAt;
+      if (st.floodDecideAt < this.deadlines.at.floodDecision)
+        this.deadlines.at.floodDecision = st.floodDecideAt;
     }
     if (
       msg.epoch === st.floodEpoch &&
@@ -2069,7 +1620,7 @@ export class Engine {
     return q !== undefined && this.avoidLink(q) ? 1 : 0;
   }
 
-  /** Pick a parent among the neighbours the flood came from (L3446–3449). */
+  /** Pick a parent among the neighbours the flood came from (thesis §4.2, initial tree construction and forced parent selection). */
   private floodDecide(s: number): void {
     const st = this.slice(s);
     st.floodDecideAt = Infinity;
@@ -2080,21 +1631,26 @@ export class Engine {
       st.parent = null;
     }
     if (st.floodSenders.length === 0) {
-      this.requestParent(s, ForcedReason.Join, []);
+      this.switching.requestParent(s, ForcedReason.Join, []);
       return;
     }
     // Only senders one level closer to the slice source than we are (the fewest flood hops): then
     // every choice points strictly towards the root and the new tree cannot close a cycle even
     // before any data flows. Among them, room under ML by the latest adverts, and at random among
-    // the best few so the slice source's neighbours are not all asked at once (L3430–3438).
+    // the best few so the slice source's neighbours are not all asked at once (thesis §4.2, fine-tuning latency).
     let minHops = Infinity;
     for (const sender of st.floodSenders) minHops = Math.min(minHops, sender.hops);
     let scored = st.floodSenders
       .map((sender, index) => {
         const q = this.peers.get(sender.peer);
-        const full = q?.hasAdvert === true && q.load + 1 > q.maxLoad ? 100 : 0;
-        const busy = q?.hasAdvert === true && q.load + 1 > q.upperLatencyThreshold ? 0.5 : 0;
-        return { index, peer: sender.peer, hops: sender.hops, score: full + busy + index * 1e-3 };
+        const full = q?.hasAdvert === true && q.load + 1 > q.maxLoad ? FLOOD_FULL_PENALTY : 0;
+        const busy = q?.hasAdvert === true && q.load + 1 > q.upperLatencyThreshold ? FLOOD_BUSY_PENALTY : 0;
+        return {
+          index,
+          peer: sender.peer,
+          hops: sender.hops,
+          score: full + busy + index * FLOOD_ARRIVAL_ORDER_WEIGHT,
+        };
       })
       .filter((c) => c.hops === minHops && !this.isBelow(c.peer, s, st));
     // Senders over relayed links only when no direct one is at that level (relayedLinkPenaltyMs).
@@ -2106,7 +1662,7 @@ export class Engine {
       // a root that handed its slice back keeps asking as a planned hand-off, see handBackRoot).
       st.floodLevel = minHops + 1;
       st.floodSenders = [];
-      this.requestParent(
+      this.switching.requestParent(
         s,
         st.lostReason === ForcedReason.ParentQuit ? ForcedReason.ParentQuit : ForcedReason.Join,
         [],
@@ -2122,7 +1678,7 @@ export class Engine {
     // Until data flows, the chosen sender's flood path stands in for our received filter, so we
     // refuse as children the nodes upstream of us on it.
     st.filter = chosen.bloom;
-    this.sendForced(s, chosen.peer, ForcedReason.Flood);
+    this.switching.sendForced(s, chosen.peer, ForcedReason.Flood);
   }
 
   private onSliceSourceAssign(from: PeerId, msg: SliceSourceAssignMessage): void {
@@ -2133,7 +1689,6 @@ export class Engine {
     const s = msg.slice;
     const st = this.slice(s);
     this.peer(from).lastHeardAt = this.now;
-    this.sourceLastHeard.set(from, this.now);
     if (msg.epoch < st.epoch) return;
     st.epoch = msg.epoch;
     if (msg.assigned && this.config.maxLoad === 0) {
@@ -2147,19 +1702,8 @@ export class Engine {
       this.send(from, { type: MessageType.Heartbeat });
       if (st.parent !== null && st.parent !== from)
         this.send(st.parent, { type: MessageType.TreeLeave, slice: s, role: TreeRole.Child });
-      st.pending = null;
-      st.isSliceSource = true;
-      st.parent = from;
-      st.parentFromSeq = 0;
-      st.parentSince = this.now;
-      st.startAudit(null, 0); // the true source is not audited
-      st.oldParent = null;
-      st.filter = EMPTY_BLOOM;
-      st.hops = 0;
-      st.floodDecideAt = Infinity;
-      st.everHadParent = true;
-      st.floodEpoch = msg.epoch;
-      // Drop children that are our ancestors' … none: as root we have no ancestors. Flood the new tree.
+      st.becomeRoot(from, msg.epoch, this.now);
+      // As root we have no ancestors, so no child can be one: keep them all, and flood the new tree.
       const flood: FloodMessage = {
         type: MessageType.Flood,
         slice: s,
@@ -2169,9 +1713,8 @@ export class Engine {
       };
       for (const n of this.swaplinks.neighbours()) this.send(n, flood);
     } else if (st.isSliceSource) {
-      st.isSliceSource = false;
-      st.parent = null;
-      this.requestParent(s, ForcedReason.ParentLost, [from]);
+      st.stopRooting();
+      this.switching.requestParent(s, ForcedReason.ParentLost, [from]);
     }
     this.emit({ type: 'sliceSource', slice: s, epoch: msg.epoch, assigned: msg.assigned });
   }
@@ -2180,9 +1723,9 @@ export class Engine {
 
   private tick(): void {
     const now = this.now;
-    this.biasThisRound.clear();
+    this.offsets.newRound();
     const p = this.config.protocol;
-    // Failure detection: heartbeat 1 s, timeout 4 s (L3651–3655).
+    // Failure detection: heartbeat 1 s, timeout 4 s (thesis §4.4, experimental setup).
     for (const [peerId, peer] of this.peers) {
       if (now - peer.lastHeardAt > p.failureTimeoutMs)
         this.peerFailed(peerId, peer.quitting ? 'quit' : 'failed');
@@ -2211,11 +1754,11 @@ export class Engine {
     }
     this.expireStale();
     this.replaceDepartingParents();
-    this.parentLoadDecision();
-    this.latencyGrantsThisRound = 0;
-    this.acquireMissingParents();
-    this.childLoadReports();
-    this.latencyPhase();
+    this.loadPhase.parentDecision();
+    this.latencyPhase.newRound();
+    this.switching.acquireMissingParents();
+    this.loadPhase.childReports();
+    this.latencyPhase.run();
     this.probeSilentSlices();
     this.auditParents();
     this.reportStarvedSlices();
@@ -2237,8 +1780,8 @@ export class Engine {
       if (st.isSliceSource || this.now - since(st) < STARVED_SLICE_MS) continue;
       // Only a slice nobody around us receives: a broken branch of a healthy tree is ours to mend
       // (a neighbour that receives it can be our parent), and reports from broken branches made
-      // the true source replace honest roots, each a re-flood of a whole tree (origin share 0.03%
-      // → 0.35% with 5% forgers among 300 members, 2.1% with withholders among 1000).
+      // the true source replace honest roots, each a re-flood of a whole tree that sent members to
+      // the origin (docs/hostile.md).
       if (this.anyNeighbourReceives(s)) continue;
       this.reportStarvedSlice(s);
     }
@@ -2258,7 +1801,7 @@ export class Engine {
     const rooted: number[] = [];
     if (q === undefined || this.config.role !== 'member') return rooted;
     for (let s = 0; s < this.sliceStates.length; s++)
-      if (this.slice(s).parent === peer && ((q.sliceFlags[s] ?? 0) & 2) !== 0) rooted.push(s);
+      if (this.slice(s).parent === peer && ((q.sliceFlags[s] ?? 0) & SLICE_FLAG_ROOT) !== 0) rooted.push(s);
     return rooted;
   }
 
@@ -2272,7 +1815,7 @@ export class Engine {
       type: MessageType.ForcedParentRequest,
       slice: s,
       reason: ForcedReason.ParentLost,
-      fromSeq: this.fromSeqFor(st),
+      fromSeq: st.nextSeqWanted(),
     });
   }
 
@@ -2284,20 +1827,17 @@ export class Engine {
         const pending = st.pending;
         st.pending = null;
         if (pending.kind === 'forced' && st.parent === null)
-          this.requestParent(s, pending.forcedReason ?? ForcedReason.ParentLost, [pending.target]);
+          this.switching.requestParent(s, pending.forcedReason ?? ForcedReason.ParentLost, [pending.target]);
       }
       for (const [child, entry] of st.children) {
         if (entry.untilSeq !== Infinity && this.now - entry.drainingSince > p.requestTimeoutMs)
-          st.children.delete(child);
+          st.removeChild(child); // draining: our load is unchanged
       }
       if (st.oldParent !== null && this.now - st.parentSince > p.requestTimeoutMs + p.handoffLeadMs)
         st.oldParent = null;
       for (const [peer, until] of st.rejectedUntil) if (until <= this.now) st.rejectedUntil.delete(peer);
     }
-    for (const [peer, slices] of this.instructedUntil) {
-      for (const [s, until] of slices) if (until <= this.now) slices.delete(s);
-      if (slices.size === 0) this.instructedUntil.delete(peer);
-    }
+    this.loadPhase.expireInstructions();
   }
 
   /**
@@ -2310,74 +1850,9 @@ export class Engine {
       const parent = st.parent;
       if (parent === null || st.isSliceSource || st.pending !== null || st.oldParent !== null) continue;
       const quitting = this.peers.get(parent)?.quitting === true;
-      if (quitting) this.requestParent(s, ForcedReason.ParentQuit, [parent]);
+      if (quitting) this.switching.requestParent(s, ForcedReason.ParentQuit, [parent]);
       else if (!this.swaplinks.isNeighbour(parent))
-        this.requestParent(s, ForcedReason.NeighbourChange, [parent]);
-    }
-  }
-
-  /** Overloaded parent: pick one reported child among a set of good candidates (L3333–3341). */
-  private parentLoadDecision(): void {
-    const reports = this.reports;
-    this.reports = [];
-    if (this.load <= this.config.targetLoad || reports.length === 0) return;
-    const overloaded = this.load > this.config.upperLatencyThreshold;
-    // Above ML our children report neighbours below their ULT as well (childLoadReports).
-    const overMax = this.load > this.config.maxLoad;
-    const options: { child: PeerId; slice: number; candidate: LoadCandidate }[] = [];
-    for (const r of reports) {
-      if (this.slice(r.slice).children.get(r.child)?.untilSeq !== Infinity) continue;
-      // A child we told to move is left alone until that switch is done or abandoned; above ML only
-      // on that slice (its reports then name every slice, see childLoadReports).
-      const instructed = this.instructedUntil.get(r.child);
-      if (instructed !== undefined && (!overMax || instructed.has(r.slice))) continue;
-      for (const c of r.candidates) {
-        if (
-          c.peer !== r.child &&
-          c.peer !== this.id &&
-          (overMax || c.load < (overloaded ? c.targetLoad : c.lowerLatencyThreshold))
-        )
-          options.push({ child: r.child, slice: r.slice, candidate: c });
-      }
-    }
-    if (options.length === 0) return;
-    // Most underloaded first (below LLT before merely below TL); then a random one of the best few,
-    // so not every parent picks the same target.
-    options.sort(
-      (a, b) =>
-        a.candidate.load -
-        a.candidate.lowerLatencyThreshold -
-        (b.candidate.load - b.candidate.lowerLatencyThreshold),
-    );
-    // One child per round, as in the thesis (L3333–3341). Above ML — only after `setLoad` lowered
-    // it, since admission never passes ML — our uplink cannot carry what we forward and every round
-    // costs all our children late packets: move up to load − ML children at once, each to its own
-    // target, so one target is not asked twice (the anti-implosion rule still picks among the best).
-    let moves = Math.max(1, this.load - this.config.maxLoad);
-    let remaining = options;
-    while (moves > 0 && remaining.length > 0) {
-      const pick =
-        remaining[this.random.int(Math.min(this.config.protocol.candidateSetSize, remaining.length))];
-      if (pick === undefined) return;
-      let instructed = this.instructedUntil.get(pick.child);
-      if (instructed === undefined) {
-        instructed = new Map();
-        this.instructedUntil.set(pick.child, instructed);
-      }
-      instructed.set(pick.slice, this.now + this.config.protocol.requestTimeoutMs);
-      this.send(pick.child, {
-        type: MessageType.Instruction,
-        slice: pick.slice,
-        target: pick.candidate.peer,
-        targetLoadSeen: Math.min(0xffff, pick.candidate.load),
-      });
-      moves--;
-      // And one move per slice: two children of one slice, each told to move into the other's
-      // subtree (each loop-free as it saw it), made a loop and left the slice to nobody.
-      if (moves > 0)
-        remaining = remaining.filter(
-          (o) => o.slice !== pick.slice && o.candidate.peer !== pick.candidate.peer,
-        );
+        this.switching.requestParent(s, ForcedReason.NeighbourChange, [parent]);
     }
   }
 
@@ -2386,7 +1861,7 @@ export class Engine {
    * other member receives that slice through it, so no child of it can move out of its subtree (a
    * sibling receives through the root too). Its load therefore never falls below the number of such
    * slices, and the load phase cannot move that part. The thesis never meets this (its TL and ML
-   * are fixed at join, and the true source picks roots load-proportionally, L3245–3256); with
+   * are fixed at join, and the true source picks roots load-proportionally, thesis §4.2, slice sources); with
    * `setLoad` it does: the first member of a small swarm roots all 16 slices, and when its uplink is
    * measured at TL 7 / ML 8 it stays at 16, starving its children. Above ML (the uplink cannot carry
    * what we forward), we hand back the roots above ULT — the fewest-children ones first — as a
@@ -2397,7 +1872,7 @@ export class Engine {
    * slices, fed 6 of them, and the other 10 reached nobody for the rest of the run).
    */
   private shedRoots(): void {
-    if (this.quittingUntil !== Infinity) return;
+    if (this.quitting) return;
     const maxLoad = this.config.maxLoad;
     if (maxLoad > 0 && this.load >= maxLoad)
       for (let s = 0; s < this.sliceStates.length; s++) {
@@ -2419,198 +1894,7 @@ export class Engine {
     for (const s of rooted.slice(0, excess)) this.handBackRoot(s);
   }
 
-  /** Child side of the load phase (L3323–3333): tell an overloaded parent who could take us. */
-  private childLoadReports(): void {
-    const reported = new Set<PeerId>();
-    const neighbours = this.swaplinks.neighbours();
-    for (let s = 0; s < this.sliceStates.length; s++) {
-      const st = this.slice(s);
-      const parentId = st.parent;
-      if (parentId === null || st.isSliceSource || st.pending !== null || st.oldParent !== null) continue;
-      const parent = this.peers.get(parentId);
-      if (parent?.hasAdvert !== true || parent.load <= parent.targetLoad) continue;
-      // One report per parent per round (L3325–3333), but one per slice to a parent above ML, which
-      // moves up to load − ML children a round (parentLoadDecision): one report per child and round
-      // let a root left with two or three children shed one slice per child every few seconds.
-      if (reported.has(parentId) && parent.load <= parent.maxLoad) continue;
-      // Above ULT, any neighbour below its TL may take us; between TL and ULT, only one below its LLT
-      // (pulling it into its range while the parent stays in its own).
-      const overloaded = parent.load > parent.upperLatencyThreshold;
-      // Above ML (after `setLoad`: its uplink cannot carry what it forwards), also a neighbour at or
-      // above its TL but below its ULT: it stays in its range. Seen: a member at TL 16 was the only
-      // loop-free place for a child of a member at load 11, ML 8, which then stayed there for good.
-      const overMax = parent.load > parent.maxLoad;
-      let candidates: { candidate: LoadCandidate; arrival: number; relayed: boolean }[] = [];
-      const settled = st.offsetBlocks >= OFFSET_SETTLE_BLOCKS && !Number.isNaN(st.offsetMs);
-      for (const qId of neighbours) {
-        if (qId === parentId) continue;
-        const q = this.peers.get(qId);
-        const room = overMax
-          ? q?.upperLatencyThreshold
-          : overloaded
-            ? q?.targetLoad
-            : q?.lowerLatencyThreshold;
-        if (q === undefined || room === undefined || q.load >= room) continue;
-        if (!this.eligibleParent(q, qId, s, st)) continue;
-        if (settled) {
-          // Not a neighbour through which the slice would come far later than now: moving a whole
-          // subtree several levels down stalls it for seconds (seen: 3 s) before the latency phase
-          // can bring it back up. Arrival alone, without the relayed-link penalty: this guards
-          // against delay, not cost.
-          const via = this.arrivalVia(q, s);
-          if (via !== Infinity && via + this.neighbourBias(qId, q) - st.offsetMs > LOAD_SWITCH_MAX_PENALTY_MS)
-            continue;
-        }
-        candidates.push({
-          candidate: {
-            peer: qId,
-            load: q.load,
-            lowerLatencyThreshold: q.lowerLatencyThreshold,
-            targetLoad: q.targetLoad,
-          },
-          arrival: this.expectedArrivalVia(q, s),
-          relayed: this.avoidLink(q),
-        });
-      }
-      // The parent picks by load alone, so a relayed candidate is offered only when no direct one
-      // is, and only to relieve a parent above ULT: balancing within the range is not worth a relay.
-      if (!overloaded || candidates.some((c) => !c.relayed))
-        candidates = candidates.filter((c) => !c.relayed);
-      if (candidates.length === 0) continue;
-      // Offer the underloaded (below TL) neighbours through which the slice would arrive earliest:
-      // the parent then picks the least loaded of them (L3333–3341), and load switches stop
-      // deepening trees.
-      // (Above ML, those below their TL first.)
-      const full = (c: LoadCandidate): number => (c.load >= c.targetLoad ? 1 : 0);
-      candidates.sort(
-        (a, b) =>
-          full(a.candidate) - full(b.candidate) ||
-          a.arrival - b.arrival ||
-          a.candidate.load - b.candidate.load,
-      );
-      reported.add(parentId);
-      this.send(parentId, {
-        type: MessageType.LoadReport,
-        slice: s,
-        candidates: candidates.slice(0, REPORT_CANDIDATES).map((c) => c.candidate),
-      });
-    }
-  }
-
-  /**
-   * Mean arrival at `q` minus mean arrival here (both relative measures), from the slices `q`
-   * supplies us: for such a slice t, our offset = q's offset + half the RTT + (mean_q − mean_us).
-   * Where q supplies no settled slice we take it as zero, as the thesis's trick does. Computed once
-   * per peer per decision round (both the load reports and the latency phase ask).
-   */
-  private neighbourBias(qId: PeerId, q: PeerState): number {
-    const cached = this.biasThisRound.get(qId);
-    if (cached !== undefined) return cached;
-    const bias = this.measureBias(qId, q);
-    this.biasThisRound.set(qId, bias);
-    return bias;
-  }
-
-  private measureBias(qId: PeerId, q: PeerState): number {
-    let sum = 0;
-    let count = 0;
-    for (let t = 0; t < this.sliceStates.length; t++) {
-      const st = this.slice(t);
-      if (st.parent !== qId || st.offsetBlocks < OFFSET_SETTLE_BLOCKS || Number.isNaN(st.offsetMs)) continue;
-      const theirs = q.sliceOffsets[t] ?? Number.NaN;
-      if (Number.isNaN(theirs) || Number.isNaN(q.rttMs)) continue;
-      sum += st.offsetMs - theirs - q.rttMs / 2;
-      count++;
-    }
-    return count === 0 ? 0 : sum / count;
-  }
-
-  /**
-   * When `slice` would reach us through `q`, relative to our other slices: q's advertised relative
-   * offset plus half the round trip to q (no clock sync, L3387–3413). Infinity while unknown.
-   */
-  private arrivalVia(q: PeerState, slice: number): number {
-    const offset = q.sliceOffsets[slice] ?? Number.NaN;
-    const value = offset + q.rttMs / 2;
-    return Number.isNaN(value) ? Infinity : value;
-  }
-
-  /** `arrivalVia` as parents are compared: plus `relayedLinkPenaltyMs` when q's link is relayed. */
-  private expectedArrivalVia(q: PeerState, slice: number): number {
-    return this.arrivalVia(q, slice) + this.linkPenalty(q);
-  }
-
-  /**
-   * Latency phase (L3387–3413): for a slice whose parent is inside its LLT–ULT range, move it to a
-   * neighbour that receives it relatively earlier, by more than the margin, if both loads stay in range.
-   * Expected arrival via X = X's advertised relative offset for the slice + half our RTT to X.
-   */
-  private latencyPhase(): void {
-    const slices = this.sliceStates.length;
-    // One latency switch in flight at a time.
-    for (const st of this.sliceStates)
-      if (st.pending?.kind === 'permission' || st.pending?.kind === 'latency') return;
-    const margin = this.config.protocol.latencySwitchMarginMs;
-    const options: { slice: number; target: PeerId; gain: number }[] = [];
-    const neighbours = this.swaplinks.neighbours();
-    for (let s = 0; s < slices; s++) {
-      const st = this.slice(s);
-      if (st.isSliceSource || st.parent === null || st.pending !== null || st.oldParent !== null) continue;
-      // Our own measurement must have caught up with the current parent first.
-      if (st.offsetBlocks < OFFSET_SETTLE_BLOCKS || Number.isNaN(st.offsetMs)) continue;
-      if (this.now < st.latencyFrozenUntil) continue;
-      const parent = this.peers.get(st.parent);
-      // The parent must be inside its range and stay there without us (L3387–3392). We gate per
-      // slice: requiring all 16 parents in range at once would, with 10% of nodes outside, leave
-      // (0.9)^16 ≈ 18% of nodes eligible and the latency phase would barely run.
-      if (parent?.hasAdvert !== true || parent.load > parent.upperLatencyThreshold) continue;
-      // A parent over a relayed link may be left even below its LLT (not in the thesis): the flood
-      // and the load phase leave relayed edges on parents at or under LLT, which this rule would
-      // keep for good. It still converges: such a switch goes to a direct target that stays within
-      // its ULT, so it creates no overload, and only an overload (a parent above ULT) is ever
-      // relieved onto a relayed link (childLoadReports).
-      if (parent.load - 1 < parent.lowerLatencyThreshold && !this.avoidLink(parent)) continue;
-      // What the current parent costs: our measured offset, plus the penalty if its link is relayed,
-      // so a relayed parent is left for a direct neighbour of similar arrival.
-      const current = st.offsetMs + this.linkPenalty(parent);
-      for (const qId of neighbours) {
-        if (qId === st.parent) continue;
-        const q = this.peers.get(qId);
-        if (q === undefined || q.load + 1 > q.upperLatencyThreshold || !this.eligibleParent(q, qId, s, st))
-          continue;
-        const viaQ = this.expectedArrivalVia(q, s);
-        if (viaQ === Infinity) continue;
-        // Offsets are relative to each node's own mean arrival, so comparing ours with a
-        // neighbour's is off by the difference of the two means (±hundreds of ms, above the margin).
-        // Where the neighbour already feeds us some slice we measure that difference; elsewhere we
-        // take it as zero, as the thesis's trick does.
-        const gain = current - (viaQ + this.neighbourBias(qId, q));
-        if (gain > margin) options.push({ slice: s, target: qId, gain });
-      }
-    }
-    if (options.length === 0) return;
-    options.sort((a, b) => b.gain - a.gain);
-    const pick = options[this.random.int(Math.min(this.config.protocol.candidateSetSize, options.length))];
-    if (pick === undefined) return;
-    const st = this.slice(pick.slice);
-    const parentId = st.parent;
-    if (parentId === null) return;
-    st.pending = {
-      kind: 'permission',
-      target: pick.target,
-      handoffSeq: SEQ_NONE,
-      sentAt: this.now,
-      forcedReason: null,
-    };
-    this.send(parentId, {
-      type: MessageType.LatencyPermissionRequest,
-      slice: pick.slice,
-      target: pick.target,
-      parentLoadSeen: Math.min(0xffff, this.peers.get(parentId)?.load ?? 0),
-    });
-  }
-
-  /** No data from a parent for a while: send a probe down our subtree; if it comes back to us, there is a loop (L3313–3317). */
+  /** No data from a parent for a while: send a probe down our subtree; if it comes back to us, there is a loop (thesis §4.2, loop avoidance and detection). */
   private probeSilentSlices(): void {
     const after = this.config.protocol.probeAfterSilenceMs;
     for (let s = 0; s < this.sliceStates.length; s++) {
@@ -2639,7 +1923,7 @@ export class Engine {
     }
   }
 
-  /** A probe down our subtree on slice `s`: it comes back to us only round a loop (L3313–3317). */
+  /** A probe down our subtree on slice `s`: it comes back to us only round a loop (thesis §4.2, loop avoidance and detection). */
   private sendProbe(s: number): void {
     const st = this.slice(s);
     st.lastProbeSentAt = this.now;
@@ -2661,301 +1945,14 @@ export class Engine {
       this.emit({ type: 'stopped' });
       return;
     }
-    if (this.quittingUntil !== Infinity) return;
+    if (this.quitting) return;
     const linger = this.config.protocol.quitLingerMs;
-    this.quittingUntil = this.now + linger;
+    this.deadlines.at.quitLingerEnd = this.now + linger;
     const told = new Set<PeerId>();
     for (const peerId of [...this.swaplinks.neighbours(), ...this.peers.keys()]) {
       if (told.has(peerId)) continue;
       told.add(peerId);
       this.send(peerId, { type: MessageType.Quit, lingerMs: linger });
     }
-  }
-
-  // ───────────────────────────── true source ─────────────────────────────
-
-  private publish(payload: Uint8Array): void {
-    if (this.config.role !== 'source') throw new Error('only the true source publishes');
-    const dataSlices = this.config.dataSlices;
-    const s = this.publishedPackets % dataSlices;
-    this.publishedPackets++;
-    this.publishOn(s, payload);
-    if (s === dataSlices - 1 && dataSlices < this.config.protocol.slices) {
-      // The stripe is complete: its parity goes out on the last slice (empty while parity is off).
-      let parity: Uint8Array = EMPTY_PAYLOAD;
-      if (this.paritySwitch.active) {
-        parity = encodeParity(this.lastPublished.slice(0, dataSlices).map((p) => p ?? EMPTY_PAYLOAD));
-        this.parityCounters.active++;
-      } else this.parityCounters.idle++;
-      this.publishOn(dataSlices, parity);
-    }
-  }
-
-  /** Stream-wide number of the next packet `publish` deals (the true source's; 0 for members). */
-  get packetsPublished(): number {
-    return this.publishedPackets;
-  }
-
-  /**
-   * The host numbers its packets (`publish` with `packet`): numbers it skipped are never dealt, and
-   * every slice's next sequence is where round-robin dealing of packet `packet` puts it.
-   */
-  private skipTo(packet: number): void {
-    if (this.config.role !== 'source') throw new Error('only the true source publishes');
-    if (!Number.isSafeInteger(packet) || packet < this.publishedPackets)
-      throw new Error(`publish: packet ${packet} is not a whole number ≥ ${this.publishedPackets}`);
-    if (packet === this.publishedPackets) return;
-    const dataSlices = this.config.dataSlices;
-    // A parity stripe must hold the packets it protects: a skip may only start a new stripe.
-    if (
-      dataSlices < this.config.protocol.slices &&
-      (packet % dataSlices !== 0 || this.publishedPackets % dataSlices !== 0)
-    )
-      throw new Error(`publish: with parity on, packet ${packet} must start a stripe of ${dataSlices}`);
-    this.publishedPackets = packet;
-    const row = Math.floor(packet / dataSlices);
-    for (let s = 0; s < dataSlices; s++) this.nextSeq[s] = row + (s < packet % dataSlices ? 1 : 0);
-    if (dataSlices < this.config.protocol.slices) this.nextSeq[dataSlices] = row;
-  }
-
-  private publishOn(s: number, payload: Uint8Array): void {
-    const seq = this.nextSeq[s] ?? 0;
-    this.nextSeq[s] = seq + 1;
-    this.lastPublished[s] = payload;
-    const target = this.sliceSources[s];
-    if (target === null || target === undefined) return;
-    // Each packet of each slice is sent exactly once, to that slice's source (L2842–2853).
-    this.send(target, { type: MessageType.Data, slice: s, seq, bloom: EMPTY_BLOOM, hops: 0, payload });
-  }
-
-  /** True source: whether the parity slice carries real parity now. */
-  get parityActive(): boolean {
-    return this.paritySwitch.active && this.config.dataSlices < this.config.protocol.slices;
-  }
-
-  /** Sequence number the next published packet of `slice` will carry. */
-  nextSequence(slice: number): number {
-    return this.nextSeq[slice] ?? 0;
-  }
-
-  private sourceOnMessage(from: PeerId, message: Message): void {
-    if (message.type === MessageType.SampleResult) {
-      this.swaplinks.onSampleResult(from, message.walkId);
-      return;
-    }
-    if (message.type === MessageType.SliceSourceAssign && !message.assigned) {
-      // A member declined to root a slice (receive-only) or handed one back (it cannot feed it):
-      // not asked again for a while; reassign now.
-      const s = message.slice;
-      this.declinedRoots.set(from, this.now);
-      this.spares = this.spares.filter((sp) => sp.peer !== from);
-      if (this.sliceSources[s] === from && this.sliceEpochs[s] === message.epoch) {
-        this.unroot(s);
-        this.emit({ type: 'sliceSource', slice: s, epoch: message.epoch, assigned: false });
-        this.assignSliceSources();
-      }
-      return;
-    }
-    if (message.type === MessageType.ForcedParentRequest && message.slice < this.sliceSources.length) {
-      this.onStarvedSlice(from, message.slice);
-      return;
-    }
-    if (this.sourceLastHeard.has(from)) {
-      this.sourceLastHeard.set(from, this.now);
-      for (let s = 0; s < this.sliceSources.length; s++)
-        if (this.sliceSources[s] === from) this.sliceConfirmed[s] = true;
-    }
-  }
-
-  private onSampled(peer: PeerId): void {
-    if (this.config.role !== 'source' || this.declinedRecently(peer)) return;
-    this.spares.push({ peer, at: this.now });
-    this.assignSliceSources();
-  }
-
-  /**
-   * For a slice without a spare for ROOT_RETRY_MS: the member that declined or handed back a root
-   * longest ago, if that was at least ROOT_RETRY_MS ago, as a spare (and no longer held back: later
-   * bootstrap answers may give it more slices if it takes this one). Undefined if there is none.
-   */
-  private retryDecliner(): { peer: PeerId; at: number } | undefined {
-    let oldest: PeerId | null = null;
-    let oldestAt = Infinity;
-    for (const [peer, at] of this.declinedRoots)
-      if (this.now - at >= ROOT_RETRY_MS && at < oldestAt) {
-        oldest = peer;
-        oldestAt = at;
-      }
-    if (oldest === null) return undefined;
-    this.declinedRoots.delete(oldest);
-    return { peer: oldest, at: this.now };
-  }
-
-  /** Whether `peer` declined or handed back a root within ROOT_DECLINE_HOLD_MS, or was replaced for starving its slice. */
-  private declinedRecently(peer: PeerId): boolean {
-    const suspectAt = this.suspectRoots.get(peer);
-    if (suspectAt !== undefined) {
-      if (this.now - suspectAt < SUSPECT_MS) return true;
-      this.suspectRoots.delete(peer);
-    }
-    const at = this.declinedRoots.get(peer);
-    if (at === undefined) return false;
-    if (this.now - at < ROOT_DECLINE_HOLD_MS) return true;
-    this.declinedRoots.delete(peer);
-    return false;
-  }
-
-  /**
-   * A member says slice `s` starves (reportStarvedSlices). Once ROOT_COMPLAINTS distinct members
-   * said so within ROOT_COMPLAINT_WINDOW_MS, the root is replaced and not made a root again for a
-   * while: it feeds nobody, whatever it tells us.
-   */
-  private onStarvedSlice(from: PeerId, s: number): void {
-    const root = this.sliceSources[s] ?? null;
-    if (root === null || from === root) return;
-    if (this.now - (this.sliceAssignedAt[s] ?? -Infinity) < ROOT_COMPLAINT_GRACE_MS) return;
-    let complaints = this.rootComplaints.get(s);
-    if (complaints === undefined) this.rootComplaints.set(s, (complaints = new Map<PeerId, number>()));
-    for (const [peer, at] of complaints)
-      if (this.now - at > ROOT_COMPLAINT_WINDOW_MS) complaints.delete(peer);
-    complaints.set(from, this.now);
-    if (complaints.size < ROOT_COMPLAINTS) return;
-    complaints.clear();
-    this.counters.rootsReplacedForStarving++;
-    this.suspectRoots.set(root, this.now);
-    this.spares = this.spares.filter((sp) => sp.peer !== root);
-    this.unroot(s);
-    this.emit({ type: 'sliceSource', slice: s, epoch: this.sliceEpochs[s] ?? 0, assigned: false });
-    this.assignSliceSources();
-    this.sourceSample();
-  }
-
-  private unroot(s: number): void {
-    this.sliceSources[s] = null;
-    this.sliceUnrootedAt[s] = this.now;
-  }
-
-  /** The true source keeps exactly M neighbours, each rooting one slice's tree (L3245–3256). */
-  private assignSliceSources(): void {
-    for (let s = 0; s < this.sliceSources.length; s++) {
-      if (this.sliceSources[s] !== null) continue;
-      // The freshest spare; else, once the slice has waited ROOT_RETRY_MS for one, a decliner again.
-      const waitedMs = this.now - (this.sliceUnrootedAt[s] ?? -Infinity);
-      const spare = this.spares.pop() ?? (waitedMs >= ROOT_RETRY_MS ? this.retryDecliner() : undefined);
-      if (spare === undefined) continue;
-      const epoch = (this.sliceEpochs[s] ?? 0) + 1;
-      this.sliceEpochs[s] = epoch;
-      this.sliceSources[s] = spare.peer;
-      this.sliceAssignedAt[s] = this.now;
-      this.sliceConfirmed[s] = false;
-      if (!this.sourceLastHeard.has(spare.peer)) this.sourceLastHeard.set(spare.peer, this.now);
-      this.send(spare.peer, { type: MessageType.SliceSourceAssign, slice: s, epoch, assigned: true });
-      // A new root gets the newest packet at once rather than at the next publish, so its re-flooded
-      // tree has data to carry as soon as it stands (up to one packet interval sooner).
-      const latest = this.lastPublished[s];
-      const latestSeq = (this.nextSeq[s] ?? 0) - 1;
-      if (latest !== undefined && latestSeq >= 0) {
-        this.send(spare.peer, {
-          type: MessageType.Data,
-          slice: s,
-          seq: latestSeq,
-          bloom: EMPTY_BLOOM,
-          hops: 0,
-          payload: latest,
-        });
-      }
-      this.emit({ type: 'sliceSource', slice: s, epoch, assigned: true });
-    }
-  }
-
-  /**
-   * The rendezvous server's random members root the first trees at once (a sampling walk would add
-   * ~6 one-way latencies, ~2.5 s, to every viewer's startup); walks then keep load-proportional
-   * spares for replacements.
-   */
-  private sourceBootstrap(peers: readonly PeerId[]): void {
-    const fresh = shuffleInPlace(
-      peers.filter(
-        (p) => p !== this.id && !this.declinedRecently(p) && !this.spares.some((sp) => sp.peer === p),
-      ),
-      this.random,
-    );
-    for (const peer of fresh) this.spares.push({ peer, at: this.now });
-    this.assignSliceSources();
-    this.sourceSample();
-  }
-
-  private sourceSample(): void {
-    const missing = this.sliceSources.filter((p) => p === null).length;
-    // Keep two fresh spares sampled ahead, so a failed slice source is replaced without waiting for
-    // a walk; a spare is refreshed at half its shelf life, before it goes stale.
-    const fresh = this.spares.filter((sp) => this.now - sp.at < SPARE_SHELF_LIFE_MS / 2).length;
-    const wanted = missing + 2 - fresh - this.swaplinks.pendingSamples();
-    if (
-      missing > this.spares.length &&
-      this.now - this.lastSourceBootstrapAt >= this.config.protocol.decisionIntervalMs
-    ) {
-      // More trees lost their roots than we hold spares (a large failure burst): ask the rendezvous
-      // server, which knows who is connected now, instead of waiting for walks through a graph
-      // that is itself half broken (seen: a root replaced 30 s late after 50% failed).
-      this.lastSourceBootstrapAt = this.now;
-      this.actions.push({ kind: 'requestBootstrap', count: missing + 2 });
-    }
-    for (let i = 0; i < wanted; i++) {
-      if (this.swaplinks.sample(this.now) === undefined) {
-        this.actions.push({ kind: 'requestBootstrap', count: this.config.protocol.bootstrapPeers });
-        return;
-      }
-    }
-  }
-
-  /**
-   * The host lost its transport to a peer. If it rooted slices, what we sent it may be lost with the
-   * connection (an assignment included): give its slices new roots now rather than after the
-   * failure timeout.
-   */
-  private sourcePeerUnreachable(peer: PeerId): void {
-    this.spares = this.spares.filter((sp) => sp.peer !== peer);
-    this.declinedRoots.delete(peer); // gone: never to be asked again
-    this.sourceLastHeard.delete(peer);
-    let lost = false;
-    for (let s = 0; s < this.sliceSources.length; s++) {
-      if (this.sliceSources[s] !== peer) continue;
-      this.unroot(s);
-      lost = true;
-      this.emit({ type: 'sliceSource', slice: s, epoch: this.sliceEpochs[s] ?? 0, assigned: false });
-    }
-    if (!lost) return;
-    this.assignSliceSources();
-    this.sourceSample();
-  }
-
-  private sourceTick(): void {
-    const now = this.now;
-    const p = this.config.protocol;
-    this.swaplinks.maintain(now); // the source has no links: this only expires lost sampling walks
-    // Spares go stale: a node sampled long ago may have left.
-    this.spares = this.spares.filter((sp) => now - sp.at < SPARE_SHELF_LIFE_MS);
-    const sources = new Set<PeerId>();
-    for (let s = 0; s < this.sliceSources.length; s++) {
-      const src = this.sliceSources[s];
-      if (src === null || src === undefined) continue;
-      const heard = this.sourceLastHeard.get(src) ?? -Infinity;
-      // A new slice source acknowledges at once; a spare that died since it was sampled (say, in
-      // the same failure burst) is given up after ASSIGN_CONFIRM_MS instead of the full timeout.
-      const unconfirmed =
-        this.sliceConfirmed[s] !== true && now - (this.sliceAssignedAt[s] ?? now) > ASSIGN_CONFIRM_MS;
-      if (now - heard > p.failureTimeoutMs || unconfirmed) {
-        // Slice source failed: a new random node roots the tree and re-floods it (L3253–3256).
-        this.unroot(s);
-        this.emit({ type: 'sliceSource', slice: s, epoch: this.sliceEpochs[s] ?? 0, assigned: false });
-        continue;
-      }
-      sources.add(src);
-    }
-    for (const src of this.sourceLastHeard.keys()) if (!sources.has(src)) this.sourceLastHeard.delete(src);
-    this.assignSliceSources();
-    for (const src of sources) this.send(src, { type: MessageType.Heartbeat });
-    this.sourceSample();
   }
 }

@@ -2,7 +2,7 @@ import type { Bloom128, PeerId } from '@chunkycast/wire';
 import { mix32 } from './random.js';
 
 /**
- * Bits set in each node's Bloom mask: 6 of 128 (L3649–3651, "0.25% false positives after 10 keys").
+ * Bits set in each node's Bloom mask: 6 of 128 (thesis §4.4, experimental setup, "0.25% false positives after 10 keys").
  */
 export const BLOOM_MASK_BITS = 6;
 

@@ -1,4 +1,5 @@
 import {
+  MAX_HOPS,
   MessageType,
   PACKET_REPAIR_SPAN,
   RepairNakReason,
@@ -110,7 +111,26 @@ const SERVE_WINDOW_MS = 2000;
 /** Distinct helpers tried for one packet before it waits for the origin. */
 const MAX_TRIES_PER_PACKET = 6;
 
+/** One number per (slice, sequence): slices are fewer than 256 (MAX_SLICES is 64). */
 const key = (s: number, seq: number): number => seq * 256 + s;
+/** One slice's packet interval while neither the playout clock nor the slice has measured it. */
+const UNKNOWN_PACKET_INTERVAL_MS = 1000;
+/**
+ * A parent is asked for repair only while it sent something within this many packet intervals
+ * (plus the repair grace): a parent silent longer has lost the slice itself.
+ */
+const PARENT_SILENT_INTERVALS = 2;
+/**
+ * The origin is asked this far ahead of a deadline at most: one and a half of its round trips plus
+ * this margin for the server's own time (below `originLeadMs` on a fast origin).
+ */
+const ORIGIN_RTT_FACTOR = 1.5;
+const ORIGIN_MARGIN_MS = 200;
+/** A helper that has not answered within two of its round trips plus this margin is given up on. */
+const HELPER_RTT_FACTOR = 2;
+const HELPER_MARGIN_MS = 100;
+/** Request ids run 1…2³²−2 and wrap (0 and 2³²−1 are never used). */
+const MAX_REQUEST_ID = 0xffff_fffe;
 
 /**
  * Deadline-aware repair (Bullet / CREW ideas on Chunkyspread trees), requester and helper sides.
@@ -199,7 +219,7 @@ export class Repairer {
   private packetIntervalMs(): number {
     if (this.playout !== null) return this.playout.packetIntervalMs;
     const measured = this.host.slice(0).seqIntervalMs;
-    return Number.isNaN(measured) ? 1000 : measured;
+    return Number.isNaN(measured) ? UNKNOWN_PACKET_INTERVAL_MS : measured;
   }
 
   setPlayout(now: number, playout: Playout): void {
@@ -418,7 +438,7 @@ export class Repairer {
           const base = list[i]?.seq ?? 0;
           let wanted = 0;
           const requestId = this.nextRequestId;
-          this.nextRequestId = this.nextRequestId >= 0xffff_fffe ? 1 : this.nextRequestId + 1;
+          this.nextRequestId = this.nextRequestId >= MAX_REQUEST_ID ? 1 : this.nextRequestId + 1;
           while (i < list.length) {
             const m = list[i] as Missing;
             const bit = m.seq - base;
@@ -488,7 +508,11 @@ export class Repairer {
     const st = this.host.slice(s);
     const parent = st.parent;
     if (parent === null || parent === this.host.sourceId || m.tried.includes(parent)) return null;
-    if (now - st.lastDataAt > (this.playout?.packetIntervalMs ?? 1000) * 2 + this.host.protocol.repairGraceMs)
+    if (
+      now - st.lastDataAt >
+      (this.playout?.packetIntervalMs ?? UNKNOWN_PACKET_INTERVAL_MS) * PARENT_SILENT_INTERVALS +
+        this.host.protocol.repairGraceMs
+    )
       return null;
     if ((this.busyUntil.get(parent) ?? -Infinity) > now) return null;
     return parent;
@@ -598,13 +622,15 @@ export class Repairer {
     const configured = this.host.protocol.originLeadMs;
     const rtt = this.playout?.originRttMs;
     if (rtt === undefined || !Number.isFinite(rtt) || rtt < 0) return configured;
-    return Math.min(configured, 1.5 * rtt + 200);
+    return Math.min(configured, ORIGIN_RTT_FACTOR * rtt + ORIGIN_MARGIN_MS);
   }
 
   private timeoutFor(helper: PeerId): number {
     const rtt = this.host.peer(helper)?.rttMs ?? Number.NaN;
     const p = this.host.protocol;
-    return Number.isNaN(rtt) ? p.repairTimeoutMs : Math.min(p.repairTimeoutMs, 2 * rtt + 100);
+    return Number.isNaN(rtt)
+      ? p.repairTimeoutMs
+      : Math.min(p.repairTimeoutMs, HELPER_RTT_FACTOR * rtt + HELPER_MARGIN_MS);
   }
 
   private playTime(s: number, seq: number): number {
@@ -650,7 +676,7 @@ export class Repairer {
         slice: msg.slice,
         requestId: msg.requestId,
         seq,
-        hops: Math.min(255, st.hops),
+        hops: Math.min(MAX_HOPS, st.hops),
         payload,
       });
     }

@@ -1,5 +1,31 @@
-import { EMPTY_BLOOM, bitCount32, type Bloom128, type ForcedReason, type PeerId } from '@chunkycast/wire';
+import {
+  EMPTY_BLOOM,
+  SEQ_NONE,
+  bitCount32,
+  bloomOr,
+  type Bloom128,
+  type ForcedReason,
+  type PeerId,
+} from '@chunkycast/wire';
 import type { SwitchKind } from './types.js';
+
+/**
+ * Blocks measured since a slice's parent changed before its moving-average offset is trusted
+ * (1 − 0.2)^8 ≈ 17% of the old path's weight remains; fewer made latency switches chase their own
+ * transients.
+ */
+const OFFSET_SETTLE_BLOCKS = 8;
+
+/**
+ * The packet interval a hand-off assumes before the slice's own is measured (one packet a second):
+ * a lead counted in packets at this interval errs long, which only hands off later, where one
+ * that errs short could hand off before the new parent sends anything.
+ */
+const UNMEASURED_SEQ_INTERVAL_MS = 1000;
+
+/** Bits of PeerState.sliceFlags, from the peer's advert. */
+export const SLICE_FLAG_RECEIVING = 1;
+export const SLICE_FLAG_ROOT = 2;
 
 /** What we know of one peer: liveness, and the latest advertisement if it is a neighbour. */
 export class PeerState {
@@ -10,7 +36,7 @@ export class PeerState {
   lowerLatencyThreshold = 0;
   upperLatencyThreshold = 0;
   maxLoad = 0;
-  /** Per slice: bit 0 receiving, bit 1 slice source. */
+  /** Per slice: SLICE_FLAG_RECEIVING | SLICE_FLAG_ROOT. */
   readonly sliceFlags: Uint8Array;
   readonly sliceHops: Uint8Array;
   /** Per slice relative arrival offset (ms), NaN when unknown. */
@@ -40,7 +66,7 @@ export class PeerState {
   }
 
   receiving(slice: number): boolean {
-    return ((this.sliceFlags[slice] ?? 0) & 1) !== 0;
+    return ((this.sliceFlags[slice] ?? 0) & SLICE_FLAG_RECEIVING) !== 0;
   }
 
   /** True when every bit of `mask` is in the filter this peer advertised for `slice`. */
@@ -134,8 +160,8 @@ export class SliceState {
   /** During a hand-off, the previous parent still supplies seq < oldParentUntilSeq. */
   oldParent: PeerId | null = null;
   oldParentUntilSeq = 0;
-  readonly children = new Map<PeerId, ChildEntry>();
-  activeChildren = 0;
+  private readonly childEntries = new Map<PeerId, ChildEntry>();
+  private activeChildCount = 0;
   /** Filter of the packets we receive (ancestors' masks), advertised to neighbours. */
   filter: Bloom128 = EMPTY_BLOOM;
   hops = 0;
@@ -171,12 +197,13 @@ export class SliceState {
   auditHistory = 0;
   /** The tree sender of the packet that set highestSeq, −1 when none did (repair, origin). */
   highestSeqFrom = -1;
+  /** Smoothed arrival offset relative to the other slices (offsets.ts), NaN until measured. */
   offsetMs = Number.NaN;
   /** Latency switches of this slice so far, and until when the next one must wait. */
   latencySwitches = 0;
   latencyFrozenUntil = -Infinity;
   /** Blocks folded into offsetMs since the parent last changed. */
-  offsetBlocks = 0;
+  private offsetBlocks = 0;
   pending: PendingSwitch | null = null;
   isSliceSource = false;
   epoch = 0;
@@ -201,6 +228,138 @@ export class SliceState {
     this.ringArrivedAt = new Float64Array(ringSize).fill(-Infinity);
     this.ringSender = new Float64Array(ringSize).fill(-1);
     this.ringFromParent = new Uint8Array(ringSize);
+  }
+
+  /** Our children on this slice: active ones (untilSeq Infinity) and ones draining after a hand-off. */
+  get children(): ReadonlyMap<PeerId, ChildEntry> {
+    return this.childEntries;
+  }
+
+  /** Children we forward to without end (not draining): each counts one in our load. */
+  get activeChildren(): number {
+    return this.activeChildCount;
+  }
+
+  /**
+   * Take `child` from `fromSeq` on. An active child keeps its entry (from the earlier of the two
+   * sequences); a draining one is replaced. True when the child became active (our load grows).
+   */
+  addChild(child: PeerId, fromSeq: number): boolean {
+    const existing = this.childEntries.get(child);
+    if (existing !== undefined && existing.untilSeq === Infinity) {
+      existing.fromSeq = Math.min(existing.fromSeq, fromSeq);
+      return false;
+    }
+    this.childEntries.set(child, {
+      fromSeq,
+      untilSeq: Infinity,
+      drainingSince: Infinity,
+      resentAt: -Infinity,
+    });
+    this.activeChildCount++;
+    return true;
+  }
+
+  /** An active child moved on at `untilSeq`: forward up to it, then drop it. True if it was active. */
+  drainChild(child: PeerId, untilSeq: number, now: number): boolean {
+    const entry = this.childEntries.get(child);
+    if (entry?.untilSeq !== Infinity) return false;
+    entry.untilSeq = untilSeq;
+    entry.drainingSince = now;
+    this.activeChildCount--;
+    return true;
+  }
+
+  /** Drop `child` whatever its state. True if it was active (our load shrinks). */
+  removeChild(child: PeerId): boolean {
+    const entry = this.childEntries.get(child);
+    if (entry === undefined) return false;
+    this.childEntries.delete(child);
+    if (entry.untilSeq !== Infinity) return false;
+    this.activeChildCount--;
+    return true;
+  }
+
+  /**
+   * The true source made us this slice's root for `epoch`: our parent is the true source from its
+   * first packet on, unaudited (it is trusted), and our path is empty (we are the top of the tree).
+   */
+  becomeRoot(trueSource: PeerId, epoch: number, now: number): void {
+    this.pending = null;
+    this.isSliceSource = true;
+    this.parent = trueSource;
+    this.parentFromSeq = 0;
+    this.parentSince = now;
+    this.startAudit(null, 0);
+    this.oldParent = null;
+    this.filter = EMPTY_BLOOM;
+    this.hops = 0;
+    this.floodDecideAt = Infinity;
+    this.everHadParent = true;
+    this.floodEpoch = epoch;
+  }
+
+  /** We no longer root this slice (handed back or unassigned) and have no parent for it yet. */
+  stopRooting(): void {
+    this.isSliceSource = false;
+    this.parent = null;
+  }
+
+  /**
+   * `parent` feeds us from `handoffSeq` on; the audit judges it from `auditFromSeq` on. The old
+   * parent's hand-off (oldParent) is the caller's: it tells the old parent where to stop.
+   */
+  adoptParent(parent: PeerId, handoffSeq: number, auditFromSeq: number, now: number): void {
+    this.parent = parent;
+    this.parentFromSeq = handoffSeq;
+    this.parentSince = now;
+    this.startAudit(parent, auditFromSeq);
+    this.resetOffset();
+    this.lostReason = null;
+    this.everHadParent = true;
+    this.floodSenders = [];
+  }
+
+  /** Fold one block's offset into the moving average with weight `alpha`. */
+  foldOffset(offsetMs: number, alpha: number): void {
+    this.offsetMs = Number.isNaN(this.offsetMs)
+      ? offsetMs
+      : this.offsetMs + alpha * (offsetMs - this.offsetMs);
+    this.offsetBlocks++;
+  }
+
+  /** Whether offsetMs measures the current parent's path (OFFSET_SETTLE_BLOCKS since it changed). */
+  offsetSettled(): boolean {
+    return this.offsetBlocks >= OFFSET_SETTLE_BLOCKS && !Number.isNaN(this.offsetMs);
+  }
+
+  /** A new parent: the offset keeps its value but must settle again before it is trusted. */
+  resetOffset(): void {
+    this.offsetBlocks = 0;
+  }
+
+  /** The first sequence we still want on this slice: the next after the newest we hold (SEQ_NONE before any). */
+  nextSeqWanted(): number {
+    return this.highestSeq >= 0 ? this.highestSeq + 1 : SEQ_NONE;
+  }
+
+  /**
+   * Where a planned parent change hands over: `leadMs` of stream past the newest packet we hold,
+   * at this slice's measured packet interval (SEQ_NONE before any packet).
+   */
+  handoffSeq(leadMs: number): number {
+    if (this.highestSeq < 0) return SEQ_NONE;
+    const interval =
+      Number.isNaN(this.seqIntervalMs) || this.seqIntervalMs <= 0
+        ? UNMEASURED_SEQ_INTERVAL_MS
+        : this.seqIntervalMs;
+    const lead = Math.max(1, Math.ceil(leadMs / interval));
+    return Math.min(SEQ_NONE - 1, this.highestSeq + lead);
+  }
+
+  /** Our filter takes in our parent's path (`parentFilter`) and the parent itself (`parentMask`). */
+  takeInPath(parentFilter: Bloom128, parentMask: Bloom128): void {
+    this.filter = bloomOr(this.filter, bloomOr(parentFilter, parentMask));
   }
 
   get ringSize(): number {

@@ -12,7 +12,7 @@ import {
 import type { Random } from './random.js';
 
 /**
- * Swaplinks: the random graph under the trees (thesis L2982–2998; the algorithm itself is ref. [66],
+ * Swaplinks: the random graph under the trees (thesis §4.2, the Swaplinks graph; the algorithm itself is ref. [66],
  * summarised in shared/briefs/chunkyspread.md §5). Every node keeps multisets of out-links and
  * in-links with |out| = |in| = L, where L follows its capacity. Because in-degree equals out-degree
  * everywhere, a random walk's stationary distribution is proportional to L: walks sample nodes in
@@ -133,7 +133,7 @@ export class Swaplinks {
   }
 
   /**
-   * Keep the degree: start walks for missing links (thesis L2982–2998). A join walk brings one out-
+   * Keep the degree: start walks for missing links (thesis §4.2, the Swaplinks graph). A join walk brings one out-
    * and one in-link; lone deficits (after a neighbour failed) get repair walks. Lost walks expire
    * and are retried.
    */
@@ -372,14 +372,6 @@ export class Swaplinks {
     this.in.delete(peer);
     if (had) this.neighbourCache = null;
     if (had) this.host.neighbourRemoved(peer);
-  }
-
-  /** Leaving gracefully: tell every neighbour its links to us are gone. */
-  unlinkAll(): void {
-    for (const [peer, count] of this.out)
-      for (let i = 0; i < count; i++) this.host.send(peer, link(LinkOp.Remove, LinkDirection.Out, 0));
-    for (const [peer, count] of this.in)
-      for (let i = 0; i < count; i++) this.host.send(peer, link(LinkOp.Remove, LinkDirection.In, 0));
   }
 
   private changeOut(peer: PeerId, delta: number): void {

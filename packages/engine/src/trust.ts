@@ -73,10 +73,10 @@ export const REPLAY_GRACE_MS = 3000;
  * ask one neighbour for all 16 slices at once, and a refused request waits rejectBackoffMs (5 s)
  * before the same neighbour is asked again, so 16 and 4 a second leave room; each one accepted
  * costs us a resend of what we hold, which 50 a second from a flooder made the upload of every
- * honest neighbour (a 300-member run's origin share went from 0 to 40%). A packet repair request
+ * honest neighbour (its audience went to the origin, docs/hostile.md). A packet repair request
  * costs the packets it asks for (up to 32): 64 at once and 32 a second from one requester, a whole
  * 16-slice stream at 2 packets per slice per second; 25 requests a second of 16 packets each from
- * a flooder were served in full and took 46% of a 1000-member audience to the origin. The honest
+ * a flooder were served in full and took much of the audience to the origin. The honest
  * loss scenarios (5% bursty loss, repair on) stay under both buckets; parent requests at 8 and 2
  * a second did not (violations in an honest 300-member run, slower joins).
  */

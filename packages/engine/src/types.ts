@@ -29,7 +29,7 @@ export type Input =
   | { readonly kind: 'peerUnreachable'; readonly peer: PeerId }
   /**
    * Simulator only: start with these Swaplinks links already in place (a pre-built random graph, as
-   * the thesis's static scenario does with its offline Swaplinks trace, L3587–3596). Repeats are
+   * the thesis's static scenario does with its offline Swaplinks trace, thesis §4.4, experimental setup). Repeats are
    * multi-links.
    */
   | { readonly kind: 'installLinks'; readonly out: readonly PeerId[]; readonly in: readonly PeerId[] }
@@ -141,3 +141,31 @@ export type Action =
   /** The host may close its transport to this peer. */
   | { readonly kind: 'disconnect'; readonly peer: PeerId }
   | { readonly kind: 'event'; readonly event: EngineEvent };
+
+/** Counters a host can read for stats; never reset. */
+export interface EngineCounters {
+  packetsDelivered: number;
+  duplicatePackets: number;
+  latePackets: number;
+  strayPackets: number;
+  /** Data packets with a sequence beyond the window (SEQ_WINDOW_SLACK): dropped, a violation each. */
+  forgedSequences: number;
+  /** Slices whose highest sequence turned out forged (set before the window could judge it): reset. */
+  poisonedSlices: number;
+  /** Tree copies a sender sent us again outside REPLAY_GRACE_MS: dropped, a violation each. */
+  replayedPackets: number;
+  /** Requests beyond a peer's bucket (REQUEST_LIMITS): dropped, a violation each. */
+  requestsThrottled: number;
+  /** Parents left for withholding (audit, silence) or for closing loops, and not taken again for a while. */
+  parentsDistrusted: number;
+  /** Members: times we told the true source a slice starves. True source: roots replaced for it. */
+  starvedSliceNotices: number;
+  rootsReplacedForStarving: number;
+  loopsDetected: number;
+  switchesLoad: number;
+  switchesLatency: number;
+  switchesForced: number;
+  switchRejections: number;
+  /** Time of the last completed load or latency switch (the thesis's convergence time, thesis §4.4, time to convergence (Fig. 4.5)). */
+  lastOptimisingSwitchAt: number;
+}

@@ -33,6 +33,10 @@ export const MAX_REPORT_CANDIDATES = 8;
 
 /** Sequence value meaning "no particular packet: start with the next one you get". */
 export const SEQ_NONE = 0xffff_ffff;
+/** Hop counts travel in one byte: senders saturate at this rather than wrap. */
+export const MAX_HOPS = 255;
+/** Loads travel in two bytes (adverts, switch messages): senders saturate at this rather than wrap. */
+export const MAX_LOAD_FIELD = 0xffff;
 
 export const MessageType = {
   Data: 1,

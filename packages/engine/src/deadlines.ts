@@ -1,0 +1,49 @@
+/**
+ * Why an engine wants a `timer` input. The engine keeps one deadline per reason; the host only
+ * needs the soonest (`Engine.nextDeadline`), a debugger or a trace also wants to know which it is
+ * (`Engine.nextDeadlineWithReason`).
+ */
+export type DeadlineReason =
+  /** The periodic round: heartbeats and adverts, failure detection, the load and latency phases (thesis §4.4, experimental setup: every second). */
+  | 'decisionRound'
+  /** A graceful leaver's linger ends: it releases its tree edges and stops (config quitLingerMs). */
+  | 'quitLingerEnd'
+  /** A slice waiting out a flood picks its parent among the senders heard so far (thesis §4.2, initial tree construction). */
+  | 'floodDecision'
+  /** Packet repair: a missing packet's request, retry or origin fetch is due (repair.ts). */
+  | 'repair';
+
+/** The soonest deadline and its reason; `reason` is null when there is none (`atMs` = Infinity). */
+export interface Deadline {
+  readonly atMs: number;
+  readonly reason: DeadlineReason | null;
+}
+
+/** Reasons in the order ties are reported (the order the engine runs them in). */
+const REASONS: readonly DeadlineReason[] = ['decisionRound', 'quitLingerEnd', 'floodDecision', 'repair'];
+
+/** The named deadline table (str0m's `soonest(…, Reason)`): one time per reason, Infinity when unset. */
+export class DeadlineTable {
+  readonly at: Record<DeadlineReason, number> = {
+    decisionRound: Infinity,
+    quitLingerEnd: Infinity,
+    floodDecision: Infinity,
+    repair: Infinity,
+  };
+
+  /** The soonest time of any reason, without allocating (the host asks after every input). */
+  soonestMs(): number {
+    const at = this.at;
+    return Math.min(at.decisionRound, at.quitLingerEnd, at.floodDecision, at.repair);
+  }
+
+  /** The soonest deadline and why; the first reason in REASONS wins a tie. */
+  soonest(): Deadline {
+    let best: Deadline = { atMs: Infinity, reason: null };
+    for (const reason of REASONS) {
+      const atMs = this.at[reason];
+      if (atMs < best.atMs) best = { atMs, reason };
+    }
+    return best;
+  }
+}

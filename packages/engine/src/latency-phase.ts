@@ -1,0 +1,144 @@
+import {
+  MAX_LOAD_FIELD,
+  MessageType,
+  SEQ_NONE,
+  type LatencyPermissionReplyMessage,
+  type LatencyPermissionRequestMessage,
+  type PeerId,
+} from '@chunkycast/wire';
+import { expectedArrivalVia, type PhaseHost } from './phase-host.js';
+import type { SliceState } from './state.js';
+
+/**
+ * The latency phase (thesis §4.2, fine-tuning latency): a member whose parent is inside its LLT–ULT
+ * range asks the parent's permission (`run`), then a neighbour that delivers the slice earlier by
+ * more than the margin (`onPermissionReply`); a parent grants while losing the child keeps it in
+ * its range (`onPermissionRequest`).
+ */
+export class LatencyPhase {
+  /** Permissions granted this decision round: each lowers the load we may still give away. */
+  private grantsThisRound = 0;
+
+  constructor(private readonly host: PhaseHost) {}
+
+  private slice(s: number): SliceState {
+    return this.host.slices[s] as SliceState;
+  }
+
+  /** A new decision round: grants are counted afresh. */
+  newRound(): void {
+    this.grantsThisRound = 0;
+  }
+
+  onPermissionRequest(from: PeerId, msg: LatencyPermissionRequestMessage): void {
+    const entry = this.slice(msg.slice).children.get(from);
+    const active = entry?.untilSeq === Infinity;
+    // Grant only if losing this child keeps us inside LLT–ULT, counting grants already given; a
+    // child over a relayed link may go in any case (latencyPhase: it leaves for a direct parent).
+    const child = this.host.peers.get(from);
+    const granted =
+      active &&
+      ((child !== undefined && this.host.avoidLink(child)) ||
+        this.host.load - 1 - this.grantsThisRound >= this.host.config.lowerLatencyThreshold);
+    if (granted) this.grantsThisRound++;
+    this.host.send(from, {
+      type: MessageType.LatencyPermissionReply,
+      slice: msg.slice,
+      target: msg.target,
+      granted,
+    });
+  }
+
+  onPermissionReply(from: PeerId, msg: LatencyPermissionReplyMessage): void {
+    const s = msg.slice;
+    const st = this.slice(s);
+    const pending = st.pending;
+    if (pending?.kind !== 'permission' || st.parent !== from || pending.target !== msg.target) return;
+    st.pending = null;
+    if (!msg.granted) return;
+    const q = this.host.peers.get(msg.target);
+    if (
+      q === undefined ||
+      !this.host.isNeighbour(msg.target) ||
+      !this.host.eligibleParent(q, msg.target, s, st)
+    )
+      return;
+    if (q.load + 1 > q.upperLatencyThreshold) return;
+    this.host.sendSwitchRequest(s, msg.target, q, from, 'latency');
+  }
+
+  /**
+   * Latency phase (thesis §4.2, fine-tuning latency): for a slice whose parent is inside its LLT–ULT range, move it to a
+   * neighbour that receives it relatively earlier, by more than the margin, if both loads stay in range.
+   * Expected arrival via X = X's advertised relative offset for the slice + half our RTT to X.
+   */
+  run(): void {
+    const slices = this.host.slices.length;
+    // One latency switch in flight at a time.
+    for (const st of this.host.slices)
+      if (st.pending?.kind === 'permission' || st.pending?.kind === 'latency') return;
+    const margin = this.host.config.protocol.latencySwitchMarginMs;
+    const options: { slice: number; target: PeerId; gain: number }[] = [];
+    const neighbours = this.host.neighbours();
+    for (let s = 0; s < slices; s++) {
+      const st = this.slice(s);
+      if (st.isSliceSource || st.parent === null || st.pending !== null || st.oldParent !== null) continue;
+      // Our own measurement must have caught up with the current parent first.
+      if (!st.offsetSettled()) continue;
+      if (this.host.now < st.latencyFrozenUntil) continue;
+      const parent = this.host.peers.get(st.parent);
+      // The parent must be inside its range and stay there without us (thesis §4.2, fine-tuning latency). We gate per
+      // slice: requiring all 16 parents in range at once would, with 10% of nodes outside, leave
+      // (0.9)^16 ≈ 18% of nodes eligible and the latency phase would barely run.
+      if (parent?.hasAdvert !== true || parent.load > parent.upperLatencyThreshold) continue;
+      // A parent over a relayed link may be left even below its LLT (not in the thesis): the flood
+      // and the load phase leave relayed edges on parents at or under LLT, which this rule would
+      // keep for good. It still converges: such a switch goes to a direct target that stays within
+      // its ULT, so it creates no overload, and only an overload (a parent above ULT) is ever
+      // relieved onto a relayed link (childLoadReports).
+      if (parent.load - 1 < parent.lowerLatencyThreshold && !this.host.avoidLink(parent)) continue;
+      // What the current parent costs: our measured offset, plus the penalty if its link is relayed,
+      // so a relayed parent is left for a direct neighbour of similar arrival.
+      const current = st.offsetMs + this.host.linkPenalty(parent);
+      for (const qId of neighbours) {
+        if (qId === st.parent) continue;
+        const q = this.host.peers.get(qId);
+        if (
+          q === undefined ||
+          q.load + 1 > q.upperLatencyThreshold ||
+          !this.host.eligibleParent(q, qId, s, st)
+        )
+          continue;
+        const viaQ = expectedArrivalVia(this.host, q, s);
+        if (viaQ === Infinity) continue;
+        // Offsets are relative to each node's own mean arrival, so comparing ours with a
+        // neighbour's is off by the difference of the two means (±hundreds of ms, above the margin).
+        // Where the neighbour already feeds us some slice we measure that difference; elsewhere we
+        // take it as zero, as the thesis's trick does.
+        const gain = current - (viaQ + this.host.offsets.neighbourBias(qId, q));
+        if (gain > margin) options.push({ slice: s, target: qId, gain });
+      }
+    }
+    if (options.length === 0) return;
+    options.sort((a, b) => b.gain - a.gain);
+    const pick =
+      options[this.host.random.int(Math.min(this.host.config.protocol.candidateSetSize, options.length))];
+    if (pick === undefined) return;
+    const st = this.slice(pick.slice);
+    const parentId = st.parent;
+    if (parentId === null) return;
+    st.pending = {
+      kind: 'permission',
+      target: pick.target,
+      handoffSeq: SEQ_NONE,
+      sentAt: this.host.now,
+      forcedReason: null,
+    };
+    this.host.send(parentId, {
+      type: MessageType.LatencyPermissionRequest,
+      slice: pick.slice,
+      target: pick.target,
+      parentLoadSeen: Math.min(MAX_LOAD_FIELD, this.host.peers.get(parentId)?.load ?? 0),
+    });
+  }
+}

@@ -1,0 +1,398 @@
+import { EMPTY_BLOOM, MessageType, type Message, type PeerId } from '@chunkycast/wire';
+import type { ProtocolConfig } from './config.js';
+import { ParitySwitch, encodeParity } from './parity.js';
+import { shuffleInPlace, type Random } from './random.js';
+import type { Swaplinks } from './swaplinks.js';
+import { ROOT_COMPLAINTS, ROOT_COMPLAINT_GRACE_MS, ROOT_COMPLAINT_WINDOW_MS, SUSPECT_MS } from './trust.js';
+import type { EngineEvent } from './types.js';
+
+/** A slice source that has not acknowledged its assignment within this time is replaced. */
+const ASSIGN_CONFIRM_MS = 2000;
+/** A sampled spare slice source older than this may have left; it is no longer used. */
+const SPARE_SHELF_LIFE_MS = 30_000;
+/**
+ * Spares sampled ahead of need, so a failed slice source is replaced without waiting for a walk.
+ * Not in the thesis (its true source samples on demand); two cover the common case of one failure
+ * plus one spare that itself went stale.
+ */
+const SPARES_AHEAD = 2;
+/**
+ * A member that declined or handed back a root is not asked to root again for this long. Not in
+ * the thesis (its loads never change); here loads do (setLoad: a re-measured uplink), so
+ * a member that could not feed a tree then may well now, and a receive-only one asked again only
+ * declines again (one message). As long as a spare's shelf life: walks find it again by then.
+ */
+const ROOT_DECLINE_HOLD_MS = 30_000;
+/**
+ * ...unless nobody else can root a slice: when a slice has waited this long for a spare (walks
+ * find fresh ones meanwhile), the member that declined longest ago (at least this long ago) is asked
+ * again rather than leaving the slice without a tree for the whole hold (in a four-viewer swarm
+ * whose forwarders all handed back roots at a slow start, the slices they gave back otherwise
+ * reached nobody for the whole hold). 5 s lets a re-measured uplink (or the hand-back's load phase)
+ * settle first; a receive-only member asked again only declines again (one message per 5 s while no
+ * other member can take the slice).
+ */
+const ROOT_RETRY_MS = 5_000;
+/** The payload of a parity packet while parity is off: keeps the parity tree alive for a header. */
+const EMPTY_PAYLOAD: Uint8Array = new Uint8Array(0);
+
+/** What the true source's part needs from its engine: identity, randomness, the graph and the way out. */
+export interface TrueSourceHost {
+  readonly id: PeerId;
+  readonly protocol: ProtocolConfig;
+  /** Slices carrying the stream; the rest (at most one) carry parity. */
+  readonly dataSlices: number;
+  readonly random: Random;
+  /** The engine's counter of roots replaced because their slice starved. */
+  readonly counters: { rootsReplacedForStarving: number };
+  now(): number;
+  send(to: PeerId, message: Message): void;
+  emit(event: EngineEvent): void;
+  requestBootstrap(count: number): void;
+  /** The true source has no Swaplinks links; it only samples members by random walks. */
+  readonly swaplinks: Pick<Swaplinks, 'onSampleResult' | 'pendingSamples' | 'sample' | 'maintain'>;
+}
+
+interface Spare {
+  readonly peer: PeerId;
+  readonly at: number;
+}
+
+/**
+ * The true source's role (thesis §4.2, slice sources): it deals each published packet to one slice
+ * in turn, sends it once to that slice's source, keeps exactly M slice sources (one per slice,
+ * replaced when they fail, decline, or starve their slice), and switches the parity slice on and off
+ * by measured loss. Members never allocate one.
+ */
+export class TrueSource {
+  private readonly sliceSources: (PeerId | null)[];
+  private readonly sliceEpochs: number[];
+  private readonly nextSeq: number[];
+  private publishedPackets = 0;
+  private readonly lastPublished: (Uint8Array | undefined)[] = [];
+  private spares: Spare[] = [];
+  private readonly lastHeardAt = new Map<PeerId, number>();
+  private readonly sliceAssignedAt: number[] = [];
+  /** When each slice last lost its root (for ROOT_RETRY_MS). */
+  private readonly sliceUnrootedAt: number[] = [];
+  private lastBootstrapRequestAt = -Infinity;
+  private readonly sliceConfirmed: boolean[] = [];
+  /** Per slice, members that said it starves, and when (onStarvedSlice). */
+  private readonly rootComplaints = new Map<number, Map<PeerId, number>>();
+  /** Roots replaced because their slice starved, and when: not made roots again for SUSPECT_MS. */
+  private readonly suspectRoots = new Map<PeerId, number>();
+  /** Members that declined or handed back a root, and when: not asked again for ROOT_DECLINE_HOLD_MS. */
+  private readonly declinedRoots = new Map<PeerId, number>();
+  /** Whether parity is real (by measured loss) or empty. */
+  private readonly paritySwitch: ParitySwitch;
+  /** Parity packets sent with a real payload, and empty ones (parity off). */
+  readonly parityCounters = { active: 0, idle: 0 };
+
+  constructor(private readonly host: TrueSourceHost) {
+    const p = host.protocol;
+    this.sliceSources = new Array<PeerId | null>(p.slices).fill(null);
+    this.sliceEpochs = new Array<number>(p.slices).fill(0);
+    this.nextSeq = new Array<number>(p.slices).fill(0);
+    this.paritySwitch = new ParitySwitch(p.parityOnLossFraction, p.parityOffLossFraction, p.parityOffHoldMs);
+    if (p.parityOnLossFraction === 0) this.paritySwitch.active = true;
+  }
+
+  private get now(): number {
+    return this.host.now();
+  }
+
+  /** The slice source of each slice (null while a slice has none). */
+  currentSliceSources(): (PeerId | null)[] {
+    return [...this.sliceSources];
+  }
+
+  /** Stream-wide number of the next packet `publish` deals. */
+  get packetsPublished(): number {
+    return this.publishedPackets;
+  }
+
+  /** Whether the parity slice carries real parity now. */
+  get parityActive(): boolean {
+    return this.paritySwitch.active && this.host.dataSlices < this.host.protocol.slices;
+  }
+
+  /** Sequence number the next published packet of `slice` will carry. */
+  nextSequence(slice: number): number {
+    return this.nextSeq[slice] ?? 0;
+  }
+
+  /** The host's measured loss among members: switches parity on or off (an event when it does). */
+  measureLoss(fraction: number): void {
+    if (this.host.protocol.paritySlices > 0 && this.paritySwitch.measure(this.now, fraction))
+      this.host.emit({ type: 'parity', active: this.paritySwitch.active });
+  }
+
+  publish(payload: Uint8Array): void {
+    const dataSlices = this.host.dataSlices;
+    const s = this.publishedPackets % dataSlices;
+    this.publishedPackets++;
+    this.publishOn(s, payload);
+    if (s === dataSlices - 1 && dataSlices < this.host.protocol.slices) {
+      // The stripe is complete: its parity goes out on the last slice (empty while parity is off).
+      let parity: Uint8Array = EMPTY_PAYLOAD;
+      if (this.paritySwitch.active) {
+        parity = encodeParity(this.lastPublished.slice(0, dataSlices).map((p) => p ?? EMPTY_PAYLOAD));
+        this.parityCounters.active++;
+      } else this.parityCounters.idle++;
+      this.publishOn(dataSlices, parity);
+    }
+  }
+
+  /**
+   * The host numbers its packets (`publish` with `packet`): numbers it skipped are never dealt, and
+   * every slice's next sequence is where round-robin dealing of packet `packet` puts it.
+   */
+  skipTo(packet: number): void {
+    if (!Number.isSafeInteger(packet) || packet < this.publishedPackets)
+      throw new Error(`publish: packet ${packet} is not a whole number ≥ ${this.publishedPackets}`);
+    if (packet === this.publishedPackets) return;
+    const dataSlices = this.host.dataSlices;
+    const withParity = dataSlices < this.host.protocol.slices;
+    // A parity stripe must hold the packets it protects: a skip may only start a new stripe.
+    if (withParity && (packet % dataSlices !== 0 || this.publishedPackets % dataSlices !== 0))
+      throw new Error(`publish: with parity on, packet ${packet} must start a stripe of ${dataSlices}`);
+    this.publishedPackets = packet;
+    const row = Math.floor(packet / dataSlices);
+    for (let s = 0; s < dataSlices; s++) this.nextSeq[s] = row + (s < packet % dataSlices ? 1 : 0);
+    if (withParity) this.nextSeq[dataSlices] = row;
+  }
+
+  private publishOn(s: number, payload: Uint8Array): void {
+    const seq = this.nextSeq[s] ?? 0;
+    this.nextSeq[s] = seq + 1;
+    this.lastPublished[s] = payload;
+    const target = this.sliceSources[s];
+    if (target === null || target === undefined) return;
+    // Each packet of each slice is sent exactly once, to that slice's source (thesis §4.2, overview).
+    this.host.send(target, { type: MessageType.Data, slice: s, seq, bloom: EMPTY_BLOOM, hops: 0, payload });
+  }
+
+  /** Every message a member sends the true source; it takes part in no tree (requests were rate-limited). */
+  onMessage(from: PeerId, message: Message): void {
+    if (message.type === MessageType.SampleResult) {
+      this.host.swaplinks.onSampleResult(from, message.walkId);
+      return;
+    }
+    if (message.type === MessageType.SliceSourceAssign && !message.assigned) {
+      // A member declined to root a slice (receive-only) or handed one back (it cannot feed it):
+      // not asked again for a while; reassign now.
+      const s = message.slice;
+      this.declinedRoots.set(from, this.now);
+      this.spares = this.spares.filter((sp) => sp.peer !== from);
+      if (this.sliceSources[s] === from && this.sliceEpochs[s] === message.epoch) {
+        this.unroot(s);
+        this.host.emit({ type: 'sliceSource', slice: s, epoch: message.epoch, assigned: false });
+        this.assignSliceSources();
+      }
+      return;
+    }
+    if (message.type === MessageType.ForcedParentRequest && message.slice < this.sliceSources.length) {
+      this.onStarvedSlice(from, message.slice);
+      return;
+    }
+    if (this.lastHeardAt.has(from)) {
+      this.lastHeardAt.set(from, this.now);
+      for (let s = 0; s < this.sliceSources.length; s++)
+        if (this.sliceSources[s] === from) this.sliceConfirmed[s] = true;
+    }
+  }
+
+  /** A sampling walk found `peer`: a spare slice source. */
+  onSampled(peer: PeerId): void {
+    if (this.declinedRecently(peer)) return;
+    this.spares.push({ peer, at: this.now });
+    this.assignSliceSources();
+  }
+
+  /**
+   * For a slice without a spare for ROOT_RETRY_MS: the member that declined or handed back a root
+   * longest ago, if that was at least ROOT_RETRY_MS ago, as a spare (and no longer held back: later
+   * bootstrap answers may give it more slices if it takes this one). Undefined if there is none.
+   */
+  private retryDecliner(): Spare | undefined {
+    let oldest: PeerId | null = null;
+    let oldestAt = Infinity;
+    for (const [peer, at] of this.declinedRoots)
+      if (this.now - at >= ROOT_RETRY_MS && at < oldestAt) {
+        oldest = peer;
+        oldestAt = at;
+      }
+    if (oldest === null) return undefined;
+    this.declinedRoots.delete(oldest);
+    return { peer: oldest, at: this.now };
+  }
+
+  /** Whether `peer` declined or handed back a root within ROOT_DECLINE_HOLD_MS, or was replaced for starving its slice. */
+  private declinedRecently(peer: PeerId): boolean {
+    const suspectAt = this.suspectRoots.get(peer);
+    if (suspectAt !== undefined) {
+      if (this.now - suspectAt < SUSPECT_MS) return true;
+      this.suspectRoots.delete(peer);
+    }
+    const at = this.declinedRoots.get(peer);
+    if (at === undefined) return false;
+    if (this.now - at < ROOT_DECLINE_HOLD_MS) return true;
+    this.declinedRoots.delete(peer);
+    return false;
+  }
+
+  /**
+   * A member says slice `s` starves (the member's reportStarvedSlices). Once ROOT_COMPLAINTS distinct
+   * members said so within ROOT_COMPLAINT_WINDOW_MS, the root is replaced and not made a root again
+   * for a while: it feeds nobody, whatever it tells us.
+   */
+  private onStarvedSlice(from: PeerId, s: number): void {
+    const root = this.sliceSources[s] ?? null;
+    if (root === null || from === root) return;
+    if (this.now - (this.sliceAssignedAt[s] ?? -Infinity) < ROOT_COMPLAINT_GRACE_MS) return;
+    let complaints = this.rootComplaints.get(s);
+    if (complaints === undefined) this.rootComplaints.set(s, (complaints = new Map<PeerId, number>()));
+    for (const [peer, at] of complaints)
+      if (this.now - at > ROOT_COMPLAINT_WINDOW_MS) complaints.delete(peer);
+    complaints.set(from, this.now);
+    if (complaints.size < ROOT_COMPLAINTS) return;
+    complaints.clear();
+    this.host.counters.rootsReplacedForStarving++;
+    this.suspectRoots.set(root, this.now);
+    this.spares = this.spares.filter((sp) => sp.peer !== root);
+    this.unroot(s);
+    this.host.emit({ type: 'sliceSource', slice: s, epoch: this.sliceEpochs[s] ?? 0, assigned: false });
+    this.assignSliceSources();
+    this.sample();
+  }
+
+  private unroot(s: number): void {
+    this.sliceSources[s] = null;
+    this.sliceUnrootedAt[s] = this.now;
+  }
+
+  /** The true source keeps exactly M neighbours, each rooting one slice's tree (thesis §4.2, slice sources). */
+  private assignSliceSources(): void {
+    for (let s = 0; s < this.sliceSources.length; s++) {
+      if (this.sliceSources[s] !== null) continue;
+      // The freshest spare; else, once the slice has waited ROOT_RETRY_MS for one, a decliner again.
+      const waitedMs = this.now - (this.sliceUnrootedAt[s] ?? -Infinity);
+      const spare = this.spares.pop() ?? (waitedMs >= ROOT_RETRY_MS ? this.retryDecliner() : undefined);
+      if (spare === undefined) continue;
+      const epoch = (this.sliceEpochs[s] ?? 0) + 1;
+      this.sliceEpochs[s] = epoch;
+      this.sliceSources[s] = spare.peer;
+      this.sliceAssignedAt[s] = this.now;
+      this.sliceConfirmed[s] = false;
+      if (!this.lastHeardAt.has(spare.peer)) this.lastHeardAt.set(spare.peer, this.now);
+      this.host.send(spare.peer, { type: MessageType.SliceSourceAssign, slice: s, epoch, assigned: true });
+      // A new root gets the newest packet at once rather than at the next publish, so its re-flooded
+      // tree has data to carry as soon as it stands (up to one packet interval sooner).
+      const latest = this.lastPublished[s];
+      const latestSeq = (this.nextSeq[s] ?? 0) - 1;
+      if (latest !== undefined && latestSeq >= 0) {
+        this.host.send(spare.peer, {
+          type: MessageType.Data,
+          slice: s,
+          seq: latestSeq,
+          bloom: EMPTY_BLOOM,
+          hops: 0,
+          payload: latest,
+        });
+      }
+      this.host.emit({ type: 'sliceSource', slice: s, epoch, assigned: true });
+    }
+  }
+
+  /**
+   * The rendezvous server's random members root the first trees at once (a sampling walk would add
+   * ~6 one-way latencies, ~2.5 s, to every viewer's startup); walks then keep load-proportional
+   * spares for replacements.
+   */
+  onBootstrap(peers: readonly PeerId[]): void {
+    const fresh = shuffleInPlace(
+      peers.filter(
+        (p) => p !== this.host.id && !this.declinedRecently(p) && !this.spares.some((sp) => sp.peer === p),
+      ),
+      this.host.random,
+    );
+    for (const peer of fresh) this.spares.push({ peer, at: this.now });
+    this.assignSliceSources();
+    this.sample();
+  }
+
+  private sample(): void {
+    const now = this.now;
+    const missing = this.sliceSources.filter((p) => p === null).length;
+    // Keep fresh spares sampled ahead; a spare is refreshed at half its shelf life, before it goes stale.
+    const fresh = this.spares.filter((sp) => now - sp.at < SPARE_SHELF_LIFE_MS / 2).length;
+    const wanted = missing + SPARES_AHEAD - fresh - this.host.swaplinks.pendingSamples();
+    if (
+      missing > this.spares.length &&
+      now - this.lastBootstrapRequestAt >= this.host.protocol.decisionIntervalMs
+    ) {
+      // More trees lost their roots than we hold spares (a large failure burst): ask the rendezvous
+      // server, which knows who is connected now, instead of waiting for walks through a graph
+      // that is itself half broken (after a large burst, walks found replacements tens of seconds late).
+      this.lastBootstrapRequestAt = now;
+      this.host.requestBootstrap(missing + SPARES_AHEAD);
+    }
+    for (let i = 0; i < wanted; i++) {
+      if (this.host.swaplinks.sample(now) === undefined) {
+        this.host.requestBootstrap(this.host.protocol.bootstrapPeers);
+        return;
+      }
+    }
+  }
+
+  /**
+   * The host lost its transport to a peer. If it rooted slices, what we sent it may be lost with the
+   * connection (an assignment included): give its slices new roots now rather than after the
+   * failure timeout.
+   */
+  peerUnreachable(peer: PeerId): void {
+    this.spares = this.spares.filter((sp) => sp.peer !== peer);
+    this.declinedRoots.delete(peer); // gone: never to be asked again
+    this.lastHeardAt.delete(peer);
+    let lost = false;
+    for (let s = 0; s < this.sliceSources.length; s++) {
+      if (this.sliceSources[s] !== peer) continue;
+      this.unroot(s);
+      lost = true;
+      this.host.emit({ type: 'sliceSource', slice: s, epoch: this.sliceEpochs[s] ?? 0, assigned: false });
+    }
+    if (!lost) return;
+    this.assignSliceSources();
+    this.sample();
+  }
+
+  /** The periodic round: replace silent or unconfirmed slice sources, heartbeat the others, sample spares. */
+  tick(): void {
+    const now = this.now;
+    const p = this.host.protocol;
+    this.host.swaplinks.maintain(now); // the source has no links: this only expires lost sampling walks
+    // Spares go stale: a node sampled long ago may have left.
+    this.spares = this.spares.filter((sp) => now - sp.at < SPARE_SHELF_LIFE_MS);
+    const sources = new Set<PeerId>();
+    for (let s = 0; s < this.sliceSources.length; s++) {
+      const src = this.sliceSources[s];
+      if (src === null || src === undefined) continue;
+      const heard = this.lastHeardAt.get(src) ?? -Infinity;
+      // A new slice source acknowledges at once; a spare that died since it was sampled (say, in
+      // the same failure burst) is given up after ASSIGN_CONFIRM_MS instead of the full timeout.
+      const unconfirmed =
+        this.sliceConfirmed[s] !== true && now - (this.sliceAssignedAt[s] ?? now) > ASSIGN_CONFIRM_MS;
+      if (now - heard > p.failureTimeoutMs || unconfirmed) {
+        // Slice source failed: a new random node roots the tree and re-floods it (thesis §4.2, slice sources).
+        this.unroot(s);
+        this.host.emit({ type: 'sliceSource', slice: s, epoch: this.sliceEpochs[s] ?? 0, assigned: false });
+        continue;
+      }
+      sources.add(src);
+    }
+    for (const src of this.lastHeardAt.keys()) if (!sources.has(src)) this.lastHeardAt.delete(src);
+    this.assignSliceSources();
+    for (const src of sources) this.host.send(src, { type: MessageType.Heartbeat });
+    this.sample();
+  }
+}
