@@ -8,7 +8,7 @@ import {
   VIA_TREE,
   type MemberRecord,
   type SimResult,
-} from './simulation.js';
+} from './measurement.js';
 import { percentile } from './stats.js';
 
 /** The run's figures, in the shape other tools read (`summary.json`); keep field names stable. */

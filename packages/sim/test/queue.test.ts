@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { createRandom, type Random } from '@chunkycast/engine';
-import { EventQueue } from '../src/queue.js';
+import { EventQueue } from '../src/net/queue.js';
 
 interface RefItem {
   time: number;

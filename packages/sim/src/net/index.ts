@@ -1,0 +1,6 @@
+export * from './queue.js';
+export * from './transit.js';
+export * from './uplinks.js';
+export * from './rendezvous.js';
+export * from './graph.js';
+export * from './network.js';
