@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { MessageType, type PeerId } from '@chunkycast/wire';
-import { createRandom, Swaplinks, type Engine } from '../src/index.js';
+import { createRandom, Swaplinks, type Engine } from '@chunkycast/engine';
 import { joiningSwarm, Network, prelinkedSwarm, randomTargetLoads } from './harness.js';
 
 function total(links: ReadonlyMap<PeerId, number>): number {
