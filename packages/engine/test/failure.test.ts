@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { ForcedReason, MessageType, RejectReason, TreeRole, type Message } from '@chunkycast/wire';
 import { dataMessage, Solo, type AdvertSpec } from './solo.js';
 
-describe('failure detection (4 s, L3653–3655)', () => {
+describe('failure detection (4 s, thesis §4.4, experimental setup)', () => {
   const A = 101;
   const B = 102;
   const C = 103;

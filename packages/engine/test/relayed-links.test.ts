@@ -78,7 +78,7 @@ describe('forced parent requests prefer direct links', () => {
     for (let seed = 1; seed <= 20; seed++) asked.push(...forcedTargets(seed, [R1, R2]));
     expect(asked).toHaveLength(80);
     expect(asked.filter((p) => p === R1 || p === R2)).toEqual([]);
-    // Both direct ones are used: the anti-implosion pick still spreads requests (L3430–3438).
+    // Both direct ones are used: the anti-implosion pick still spreads requests (thesis §4.2, fine-tuning latency).
     expect(asked).toContain(D1);
     expect(asked).toContain(D2);
   });

@@ -5,7 +5,7 @@ import { dataMessage, Solo } from './solo.js';
 
 const M = 16;
 
-describe('forced parent requests (refused only above ML or on a loop, L3481–3491)', () => {
+describe('forced parent requests (refused only above ML or on a loop, thesis §4.2, initial tree construction and forced parent selection)', () => {
   const NEIGHBOURS = [101, 102, 103, 104, 105, 106, 107, 108, 109, 110];
 
   function forced(slice: number, fromSeq = SEQ_NONE): Parameters<Solo['feed']>[1] {

@@ -70,7 +70,7 @@ export class Population {
 
   /**
    * TL for the next member. The thesis derives TL from degree "in such a way that the sum of target
-   * loads across all nodes is approximately equal to the total volume needed" (§4.4): the planned
+   * loads across all nodes is approximately equal to the total volume needed" (thesis §4.4, experimental setup): the planned
    * population (initial members and scheduled joiners) therefore draws its TLs stratified over the
    * TL range (every value equally often, shuffled), so Σ TL = 16·N up to rounding; independent
    * draws would leave a random shortfall of ~7·√N slices. Churn arrivals draw independently.
@@ -127,7 +127,7 @@ export class Population {
   paretoStayMs(): number {
     const stay = this.options.plan.stay;
     if (stay === null) return Infinity;
-    // Pareto with minimum x_m and mean μ has α = μ / (μ − x_m) (= 10/7 for 90 s and 300 s, §4.4).
+    // Pareto with minimum x_m and mean μ has α = μ / (μ − x_m) (= 10/7 for 90 s and 300 s, thesis §4.4, churn scenario).
     const alpha = stay.meanMs / (stay.meanMs - stay.minMs);
     const u = 1 - this.random.nextFloat();
     return stay.minMs / Math.pow(u, 1 / alpha);

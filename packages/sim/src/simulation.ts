@@ -38,7 +38,7 @@ import type { ScenarioPlan } from './scenarios.js';
 export interface SimOptions {
   readonly plan: ScenarioPlan;
   readonly seed: number;
-  /** 0 (Lat0) or 2 (Lat2): half-width of LLT–ULT in sixteenths of TL (§4.4). */
+  /** 0 (Lat0) or 2 (Lat2): half-width of LLT–ULT in sixteenths of TL (thesis §4.4, experimental setup). */
   readonly lat: number;
   /** Data packets per slice per second. */
   readonly packetsPerSlicePerSecond: number;
@@ -46,10 +46,10 @@ export interface SimOptions {
   readonly streamKbps: number;
   /**
    * Uplink capacity as a multiple of ML's data rate (headroom for control traffic); 0 = unlimited,
-   * the thesis's model, which computed travel times from latency alone (§4.4).
+   * the thesis's model, which computed travel times from latency alone (thesis §4.4, experimental setup).
    */
   readonly uplinkHeadroom: number;
-  /** Long-run fraction of data packets lost on a link (control is reliable, as the thesis's TCP, §4.4). */
+  /** Long-run fraction of data packets lost on a link (control is reliable, as the thesis's TCP, §4.4, experimental setup). */
   readonly dataLoss: number;
   /** Independent loss per packet, or Gilbert–Elliott bursts of mean `lossBurstPackets` (default). */
   readonly lossModel?: 'bernoulli' | 'gilbert';
@@ -71,7 +71,7 @@ export interface SimOptions {
   readonly parity?: 'off' | 'auto' | 'on';
   /** Fraction of churn departures that are graceful quits (the rest fail abruptly). */
   readonly gracefulLeaveFraction: number;
-  /** TL range in slices, uniform (§4.4: 4–28). */
+  /** TL range in slices, uniform (thesis §4.4, experimental setup: 4–28). */
   readonly targetLoadMin: number;
   readonly targetLoadMax: number;
   readonly protocol: Partial<ProtocolConfig>;
@@ -430,7 +430,7 @@ export class Simulation {
     return m;
   }
 
-  /** The thesis's static population: a Swaplinks graph built before the source starts (§4.4). */
+  /** The thesis's static population: a Swaplinks graph built before the source starts (thesis §4.4, experimental setup). */
   private createInitialMembers(count: number): void {
     const created: MemberRecord[] = [];
     for (let i = 0; i < count; i++) created.push(this.newMember(0));

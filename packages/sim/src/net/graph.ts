@@ -17,7 +17,7 @@ const MAX_SWEEPS = 10_000;
 
 /**
  * Configuration model for a directed multigraph (the thesis's static population, built before the
- * source starts, §4.4): node v gets `degree(v)` out-stubs and as many in-stubs, paired at random.
+ * source starts, thesis §4.4, experimental setup): node v gets `degree(v)` out-stubs and as many in-stubs, paired at random.
  * Repeats are multi-links. Every node of `degrees` has an entry, in `degrees`' order.
  */
 export function configurationModel(

@@ -50,7 +50,7 @@ export interface NetworkOptions {
   readonly time: 'whole' | 'real';
   /**
    * Messages on one directed link arrive in the order they were sent even if the link's latency
-   * changes (a reliable ordered transport, as the thesis's TCP control, §4.4). A fixed latency
+   * changes (a reliable ordered transport, as the thesis's TCP control, §4.4, experimental setup). A fixed latency
    * per link keeps that order anyway.
    */
   readonly fifoPerLink: boolean;

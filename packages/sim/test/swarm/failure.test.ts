@@ -17,7 +17,7 @@ function gaps(times: readonly number[]): number[] {
   return out;
 }
 
-describe('heartbeats (1 s, L3651–3653)', () => {
+describe('heartbeats (1 s, thesis §4.4, experimental setup)', () => {
   it('without data, members advertise to every neighbour exactly every 1 s', () => {
     const net = new Network({ seed: 70 });
     const ids = prelinkedSwarm(net, randomTargetLoads(20, 8, 24, createRandom(700)), { withSource: false });
@@ -78,7 +78,7 @@ describe('heartbeats (1 s, L3651–3653)', () => {
   });
 });
 
-describe('graceful quit (L2866–2869)', () => {
+describe('graceful quit (thesis §4.2, overview)', () => {
   let scenario: { net: Network; leaver: PeerId; children: Map<number, PeerId[]>; at: number } | undefined;
 
   /** 40 members; at 20 s the busiest member that roots no slice leaves gracefully. */

@@ -8,7 +8,7 @@
  *   (real-valued), not rounded to whole milliseconds as in the simulator.
  * - Every message goes through `encode`/`decode` from '@chunkycast/wire', so the engine only ever
  *   sees what the wire can carry. A message that fails to decode throws: the test fails.
- * - Links are reliable and ordered (the thesis assumes TCP-like control, §4.4): a per-link latency
+ * - Links are reliable and ordered (the thesis assumes TCP-like control, §4.4, experimental setup): a per-link latency
  *   function, plus FIFO per directed link even if the latency changes. No uplink limit, no loss
  *   model: a test drops messages with its own `drop` function.
  * - `requestBootstrap` is answered by the core's rendezvous with a random subset of the current

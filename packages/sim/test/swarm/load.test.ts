@@ -41,7 +41,7 @@ describe('load phase convergence (static swarm of 80, TL 4..28, ΣTL = 16·N)', 
       `Lat0: ${r.inRange}/${N} (${((100 * r.inRange) / N).toFixed(0)} %) at TL, ${r.above} above, ` +
         `${r.below} below; last load switch at ${(r.lastSwitch / 1000).toFixed(1)} s`,
     );
-    // Thesis: > 80 % exactly at TL (L4321–4323). Capacity exceeds demand by 16 slices, so some
+    // Thesis: > 80 % exactly at TL (thesis §4.4, Fig. 4.2(a)). Capacity exceeds demand by 16 slices, so some
     // nodes must stay below TL.
     expect(r.inRange / N).toBeGreaterThanOrEqual(0.75);
     expect(r.above).toBeLessThanOrEqual(2);
@@ -138,7 +138,7 @@ function switchMessages(net: Network): Step[] {
 function checkSwitch(net: Network): number {
   expect(net.engine(C).parents()[0]).toBe(Q);
   const steps = switchMessages(net);
-  // Exactly one load switch: one instruction, one request, one completion (thesis: 4 messages, L5872–5884).
+  // Exactly one load switch: one instruction, one request, one completion (thesis §4.4, control overhead: 4 messages).
   const [instruction, request, complete] = [
     MessageType.Instruction,
     MessageType.SwitchRequest,
@@ -223,7 +223,7 @@ function checkStream(net: Network): void {
   expect(gap).toBeLessThanOrEqual(300);
 }
 
-describe('a load switch, message by message (L3323–3367)', () => {
+describe('a load switch, message by message (thesis §4.2, fine-tuning load)', () => {
   it('overloaded P moves child C to underloaded Q: report → instruction → request → accept → complete, lossless', () => {
     const net = loadSwitchScenario(50);
     const handoff = checkSwitch(net);

@@ -74,7 +74,7 @@ describe('tree edges in swarms with relayed links', () => {
     );
     expect(off.share).toBeGreaterThan(0.15);
     expect(on.share).toBeLessThan(0.02);
-    // Moving off relays costs nothing but the odd packet of a transient loop (L3311–3317: filters
+    // Moving off relays costs nothing but the odd packet of a transient loop (thesis §4.2, loop avoidance and detection: filters
     // lag a switch), which the latency switches it takes make a little likelier: at most 0.1%.
     expect(on.missing).toBeLessThanOrEqual(on.expected / 1000);
     expect(off.missing).toBeLessThanOrEqual(off.expected / 1000);
