@@ -130,6 +130,8 @@ const DEFAULT_LOSS_BURST_PACKETS = 4;
  * upload serves only the slice sources, so it is never the bottleneck the members' uplinks are.
  */
 const SOURCE_UPLINK_FACTOR = 4;
+/** Lat0 / Lat2 give the LLT–ULT half-width in sixteenths of TL (the thesis's ±2·TL/16). */
+const LAT_STEPS_PER_TARGET_LOAD = 16;
 /** Samples (load, completeness, switch messages, the loss report) are taken this often. */
 const SAMPLE_INTERVAL_MS = 1000;
 /** Progress is reported at most this often, in wall time. */
@@ -200,12 +202,13 @@ export class Simulation {
     const parity = options.parity ?? 'off';
     this.protocol = {
       ...options.protocol,
-      latencyRangeFraction: options.lat / 16,
+      latencyRangeFraction: options.lat / LAT_STEPS_PER_TARGET_LOAD,
       ...(parity === 'off'
         ? {}
         : {
             slices: dataSlices + 1,
             paritySlices: 1,
+            // 'on': thresholds of zero loss keep the true source's parity switched on throughout.
             ...(parity === 'on' ? { parityOnLossFraction: 0, parityOffLossFraction: 0 } : {}),
           }),
     };
@@ -393,6 +396,7 @@ export class Simulation {
       r.fork(MEMBER_ENGINE_STREAM),
     );
     const cfg = engine.config;
+    // A receive-only member (ML 0) still sends control traffic: it gets one slice's uplink.
     const uplinkBytesPerMs = Math.max(cfg.maxLoad, 1) * this.sliceBytesPerMs * this.options.uplinkHeadroom;
     // Logged from a little before the stream's position at the join: repair may bring packets
     // older than the first one the tree delivers.
@@ -895,5 +899,6 @@ export class Simulation {
 
 /** Validate protocol overrides through the engine's own validation (a clear error naming the field). */
 export function checkProtocolOverrides(protocol: Partial<ProtocolConfig>): void {
+  // Any valid member will do: only the overrides are under test.
   resolveConfig({ id: 1, role: 'member', sourceId: 0, targetLoadSlices: 16, protocol });
 }
