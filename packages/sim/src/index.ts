@@ -1,5 +1,4 @@
 export * from './net/index.js';
-export * from './latency.js';
 export * from './stats.js';
 export * from './plot.js';
 export * from './scenarios.js';

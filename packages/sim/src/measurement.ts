@@ -1,7 +1,7 @@
 import type { Engine, EngineCounters, RepairCounters } from '@chunkycast/engine';
 import { MessageType, isSwitchMessage, type Message } from '@chunkycast/wire';
 import type { Adversary } from './adversaries.js';
-import type { LatencyModel } from './latency.js';
+import type { LatencyModel } from './net/latency.js';
 import type { SimOptions } from './simulation.js';
 
 /** How a packet reached a member, as recorded per packet (0 where it never came). */

@@ -13,8 +13,8 @@ import {
 } from '@chunkycast/engine';
 import { MessageType, type Message } from '@chunkycast/wire';
 import { Adversary, type AdversarySpec } from './adversaries.js';
-import { createLatencyModel, type LatencyModel } from './latency.js';
-import { BernoulliLinks, GilbertElliottLinks, type LinkLossModel } from './loss.js';
+import { createLatencyModel, type LatencyModel } from './net/latency.js';
+import { BernoulliLinks, GilbertElliottLinks, type LinkLossModel } from './net/loss.js';
 import {
   MemberRecord,
   Measurement,

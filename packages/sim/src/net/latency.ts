@@ -26,7 +26,7 @@
  * can exceed 395 + 2·90 + 2·40 = 655 ms.
  */
 import { createRandom, type Random } from '@chunkycast/engine';
-import { percentile } from './stats.js';
+import { percentile } from '../stats.js';
 
 export interface LatencyModelOptions {
   seed: number;
