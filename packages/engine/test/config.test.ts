@@ -34,7 +34,7 @@ function expectConfigError(init: EngineInit, field: string): void {
   expect(() => new Engine(init, createRandom(1))).toThrow(ConfigError);
 }
 
-describe('latencyThresholds (LLT/ULT, thesis L2933–2945, L3641–3647)', () => {
+describe('latencyThresholds (LLT/ULT: thesis §4.2, overview; §4.4, experimental setup)', () => {
   it('Lat2: TL 16 gives 14/18 and TL 4 gives 3/5 (ULT rounded up, LLT down)', () => {
     expect(latencyThresholds(16, LAT2)).toEqual({ lower: 14, upper: 18 });
     expect(latencyThresholds(4, LAT2)).toEqual({ lower: 3, upper: 5 });
@@ -64,7 +64,7 @@ describe('latencyThresholds (LLT/ULT, thesis L2933–2945, L3641–3647)', () =>
   });
 });
 
-describe('nodeDegree = max(MND, TL/MinL·MND) (L3229–3231)', () => {
+describe('nodeDegree = max(MND, TL/MinL·MND) (thesis §4.2, parameters)', () => {
   it('matches the formula, MND being the smallest degree', () => {
     for (let tl = 0; tl <= 40; tl++) {
       expect(nodeDegree(tl, 4, 8)).toBe(Math.max(8, Math.round((tl / 4) * 8)));

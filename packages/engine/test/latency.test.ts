@@ -108,7 +108,7 @@ class LatencyRig {
   }
 }
 
-describe('latency phase (L3387–3413)', () => {
+describe('latency phase (thesis §4.2, fine-tuning latency)', () => {
   // We gate per slice (engine.ts latencyPhase explains why): a slice moves for latency only while its
   // own parent is inside LLT–ULT and stays there without us; the thesis gates on all parents at once.
   it('moves a slice for latency only while that slice’s parent is within LLT–ULT', () => {

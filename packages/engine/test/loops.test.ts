@@ -42,7 +42,7 @@ describe('Bloom masks', () => {
   });
 });
 
-describe('loop avoidance (L3296–3309)', () => {
+describe('loop avoidance (thesis §4.2, loop avoidance and detection)', () => {
   it('never asks a neighbour whose advertised filter holds our mask to be our parent', () => {
     for (let seed = 1; seed <= 25; seed++) {
       const solo = new Solo({ id: N, role: 'member', targetLoadSlices: 8 }, seed);
@@ -112,7 +112,7 @@ describe('loop avoidance (L3296–3309)', () => {
   });
 });
 
-describe('loop detection (L3311–3317)', () => {
+describe('loop detection (thesis §4.2, loop avoidance and detection)', () => {
   it('drops a data packet carrying our own mask, reports loopDetected and picks a new parent', () => {
     const solo = nodeWithParent();
     const since = solo.mark();

@@ -1,3 +1,4 @@
+import { parseArgs as parseCommandLine, type ParseArgsConfig } from 'node:util';
 import { DEFAULT_PROTOCOL } from '@chunkycast/engine';
 import { REPORTS_TO_BAN } from '@chunkycast/wire';
 import { ADVERSARY_KINDS, AdversaryParseError, parseAdversaries } from './adversaries.js';
@@ -41,141 +42,178 @@ Options:
   --help                 this text
 `;
 
-function parseNumber(flag: string, value: string | undefined): number {
-  if (value === undefined) throw new UsageError(`${flag} needs a value`);
+/** The flags; every value is a string checked below (`--set` may repeat). */
+const FLAGS = {
+  help: { type: 'boolean', short: 'h' },
+  scenario: { type: 'string' },
+  nodes: { type: 'string' },
+  seed: { type: 'string' },
+  lat: { type: 'string' },
+  out: { type: 'string' },
+  duration: { type: 'string' },
+  'packet-rate': { type: 'string' },
+  'stream-kbps': { type: 'string' },
+  'uplink-headroom': { type: 'string' },
+  'data-loss': { type: 'string' },
+  'loss-model': { type: 'string' },
+  'loss-burst': { type: 'string' },
+  'loss-at': { type: 'string' },
+  parity: { type: 'string' },
+  'buffer-ms': { type: 'string' },
+  graceful: { type: 'string' },
+  set: { type: 'string', multiple: true },
+  adversaries: { type: 'string' },
+  'no-rendezvous-ban': { type: 'boolean' },
+  quiet: { type: 'boolean' },
+} as const satisfies ParseArgsConfig['options'];
+
+function parseNumber(flag: string, value: string): number {
   const n = Number(value);
-  if (!Number.isFinite(n)) throw new UsageError(`${flag} must be a number, got "${value}"`);
+  if (value.trim() === '' || !Number.isFinite(n))
+    throw new UsageError(`${flag} must be a number, got "${value}"`);
   return n;
+}
+
+/** node:util's parse errors, in this command's words. */
+function usageErrorFrom(error: unknown): UsageError | null {
+  if (!(error instanceof Error) || !('code' in error)) return null;
+  const named = /'(-[^' ]+)/.exec(error.message)?.[1] ?? '';
+  switch (error.code) {
+    case 'ERR_PARSE_ARGS_UNKNOWN_OPTION':
+      return new UsageError(`unknown option "${named}" (see --help)`);
+    case 'ERR_PARSE_ARGS_UNEXPECTED_POSITIONAL': {
+      const arg = /'([^']*)'/.exec(error.message)?.[1] ?? '';
+      return new UsageError(`unexpected argument "${arg}" (see --help)`);
+    }
+    case 'ERR_PARSE_ARGS_INVALID_OPTION_VALUE': {
+      // A string flag at the end, or followed by something that looks like a flag; or a value
+      // given to an on/off flag.
+      const flag = named.replace(/^--/, '');
+      const onOff = Object.hasOwn(FLAGS, flag) && FLAGS[flag as keyof typeof FLAGS].type === 'boolean';
+      return onOff
+        ? new UsageError(`${named} takes no value`)
+        : new UsageError(`${named} needs a value (one starting with "-" is written ${named}=VALUE)`);
+    }
+    default:
+      return null;
+  }
 }
 
 export function parseArgs(
   argv: readonly string[],
 ): { options: RunOptions; out: string | undefined; quiet: boolean } | 'help' {
-  let scenario: string | undefined;
-  let out: string | undefined;
-  let quiet = false;
+  let values;
+  try {
+    ({ values } = parseCommandLine({
+      args: [...argv],
+      options: FLAGS,
+      strict: true,
+      allowPositionals: false,
+    }));
+  } catch (error) {
+    throw usageErrorFrom(error) ?? error;
+  }
+  if (values.help === true) return 'help';
   const protocol: Record<string, number> = {};
   const options: Omit<RunOptions, 'scenario'> = { ...DEFAULT_RUN, protocol };
-  for (let i = 0; i < argv.length; i++) {
-    const flag = argv[i] ?? '';
-    const value = argv[i + 1];
-    const take = (): string => {
-      i++;
-      if (value === undefined || value.startsWith('--')) throw new UsageError(`${flag} needs a value`);
-      return value;
-    };
-    switch (flag) {
-      case '--help':
-      case '-h':
-        return 'help';
-      case '--scenario':
-        scenario = take();
-        break;
-      case '--nodes':
-        options.nodes = parseNumber(flag, take());
-        break;
-      case '--seed':
-        options.seed = parseNumber(flag, take());
-        if (!Number.isInteger(options.seed) || options.seed < 0)
-          throw new UsageError('--seed must be a non-negative integer');
-        break;
-      case '--lat': {
-        const lat = parseNumber(flag, take());
-        if (lat !== 0 && lat !== 2) throw new UsageError(`--lat must be 0 or 2, got ${lat}`);
-        options.lat = lat;
-        break;
-      }
-      case '--out':
-        out = take();
-        break;
-      case '--duration':
-        options.durationS = parseNumber(flag, take());
-        if (options.durationS <= 0) throw new UsageError('--duration must be positive');
-        break;
-      case '--packet-rate':
-        options.packetsPerSlicePerSecond = parseNumber(flag, take());
-        if (options.packetsPerSlicePerSecond <= 0 || options.packetsPerSlicePerSecond > 100)
-          throw new UsageError('--packet-rate must be in (0, 100]');
-        break;
-      case '--stream-kbps':
-        options.streamKbps = parseNumber(flag, take());
-        if (options.streamKbps <= 0) throw new UsageError('--stream-kbps must be positive');
-        break;
-      case '--uplink-headroom':
-        options.uplinkHeadroom = parseNumber(flag, take());
-        if (options.uplinkHeadroom < 0 || (options.uplinkHeadroom > 0 && options.uplinkHeadroom < 1))
-          throw new UsageError('--uplink-headroom must be 0 (unlimited) or at least 1');
-        break;
-      case '--data-loss':
-        options.dataLoss = parseNumber(flag, take());
-        if (options.dataLoss < 0 || options.dataLoss >= 1)
-          throw new UsageError('--data-loss must be in [0, 1)');
-        break;
-      case '--loss-model': {
-        const model = take();
-        if (model !== 'gilbert' && model !== 'bernoulli')
-          throw new UsageError(`--loss-model must be gilbert or bernoulli, got "${model}"`);
-        options.lossModel = model;
-        break;
-      }
-      case '--loss-burst':
-        options.lossBurstPackets = parseNumber(flag, take());
-        if (options.lossBurstPackets < 1 || options.lossBurstPackets > 1000)
-          throw new UsageError('--loss-burst must be in [1, 1000]');
-        break;
-      case '--loss-at': {
-        const where = take();
-        if (where !== 'all' && where !== 'sources')
-          throw new UsageError(`--loss-at must be all or sources, got "${where}"`);
-        options.lossAt = where;
-        break;
-      }
-      case '--parity': {
-        const mode = take();
-        if (mode !== 'off' && mode !== 'auto' && mode !== 'on')
-          throw new UsageError(`--parity must be off, auto or on, got "${mode}"`);
-        options.parity = mode;
-        break;
-      }
-      case '--buffer-ms':
-        options.playbackBufferMs = parseNumber(flag, take());
-        if (options.playbackBufferMs < 0 || options.playbackBufferMs > 60_000)
-          throw new UsageError('--buffer-ms must be in [0, 60000]');
-        break;
-      case '--graceful':
-        options.gracefulLeaveFraction = parseNumber(flag, take());
-        if (options.gracefulLeaveFraction < 0 || options.gracefulLeaveFraction > 1)
-          throw new UsageError('--graceful must be in [0, 1]');
-        break;
-      case '--set': {
-        const pair = take();
-        const eq = pair.indexOf('=');
-        const key = pair.slice(0, eq);
-        if (eq <= 0 || !isProtocolKey(key))
-          throw new UsageError(`--set expects NAME=VALUE with a protocol constant name, got "${pair}"`);
-        protocol[key] = parseNumber(`--set ${key}`, pair.slice(eq + 1));
-        break;
-      }
-      case '--adversaries':
-        try {
-          options.adversaries = parseAdversaries(take());
-        } catch (error) {
-          if (error instanceof AdversaryParseError) throw new UsageError(error.message);
-          throw error;
-        }
-        break;
-      case '--no-rendezvous-ban':
-        options.rendezvousBan = false;
-        break;
-      case '--quiet':
-        quiet = true;
-        break;
-      default:
-        throw new UsageError(`unknown option "${flag}" (see --help)`);
+  const number = (flag: keyof typeof FLAGS): number | undefined => {
+    const value = values[flag];
+    return typeof value === 'string' ? parseNumber(`--${flag}`, value) : undefined;
+  };
+  const nodes = number('nodes');
+  if (nodes !== undefined) options.nodes = nodes;
+  const seed = number('seed');
+  if (seed !== undefined) {
+    if (!Number.isInteger(seed) || seed < 0) throw new UsageError('--seed must be a non-negative integer');
+    options.seed = seed;
+  }
+  const lat = number('lat');
+  if (lat !== undefined) {
+    if (lat !== 0 && lat !== 2) throw new UsageError(`--lat must be 0 or 2, got ${lat}`);
+    options.lat = lat;
+  }
+  const durationS = number('duration');
+  if (durationS !== undefined) {
+    if (durationS <= 0) throw new UsageError('--duration must be positive');
+    options.durationS = durationS;
+  }
+  const packetRate = number('packet-rate');
+  if (packetRate !== undefined) {
+    if (packetRate <= 0 || packetRate > 100) throw new UsageError('--packet-rate must be in (0, 100]');
+    options.packetsPerSlicePerSecond = packetRate;
+  }
+  const streamKbps = number('stream-kbps');
+  if (streamKbps !== undefined) {
+    if (streamKbps <= 0) throw new UsageError('--stream-kbps must be positive');
+    options.streamKbps = streamKbps;
+  }
+  const headroom = number('uplink-headroom');
+  if (headroom !== undefined) {
+    if (headroom < 0 || (headroom > 0 && headroom < 1))
+      throw new UsageError('--uplink-headroom must be 0 (unlimited) or at least 1');
+    options.uplinkHeadroom = headroom;
+  }
+  const dataLoss = number('data-loss');
+  if (dataLoss !== undefined) {
+    if (dataLoss < 0 || dataLoss >= 1) throw new UsageError('--data-loss must be in [0, 1)');
+    options.dataLoss = dataLoss;
+  }
+  const model = values['loss-model'];
+  if (model !== undefined) {
+    if (model !== 'gilbert' && model !== 'bernoulli')
+      throw new UsageError(`--loss-model must be gilbert or bernoulli, got "${model}"`);
+    options.lossModel = model;
+  }
+  const burst = number('loss-burst');
+  if (burst !== undefined) {
+    if (burst < 1 || burst > 1000) throw new UsageError('--loss-burst must be in [1, 1000]');
+    options.lossBurstPackets = burst;
+  }
+  const where = values['loss-at'];
+  if (where !== undefined) {
+    if (where !== 'all' && where !== 'sources')
+      throw new UsageError(`--loss-at must be all or sources, got "${where}"`);
+    options.lossAt = where;
+  }
+  const parity = values.parity;
+  if (parity !== undefined) {
+    if (parity !== 'off' && parity !== 'auto' && parity !== 'on')
+      throw new UsageError(`--parity must be off, auto or on, got "${parity}"`);
+    options.parity = parity;
+  }
+  const bufferMs = number('buffer-ms');
+  if (bufferMs !== undefined) {
+    if (bufferMs < 0 || bufferMs > 60_000) throw new UsageError('--buffer-ms must be in [0, 60000]');
+    options.playbackBufferMs = bufferMs;
+  }
+  const graceful = number('graceful');
+  if (graceful !== undefined) {
+    if (graceful < 0 || graceful > 1) throw new UsageError('--graceful must be in [0, 1]');
+    options.gracefulLeaveFraction = graceful;
+  }
+  for (const pair of values.set ?? []) {
+    const eq = pair.indexOf('=');
+    const key = pair.slice(0, eq);
+    if (eq <= 0 || !isProtocolKey(key))
+      throw new UsageError(`--set expects NAME=VALUE with a protocol constant name, got "${pair}"`);
+    protocol[key] = parseNumber(`--set ${key}`, pair.slice(eq + 1));
+  }
+  if (values.adversaries !== undefined) {
+    try {
+      options.adversaries = parseAdversaries(values.adversaries);
+    } catch (error) {
+      if (error instanceof AdversaryParseError) throw new UsageError(error.message);
+      throw error;
     }
   }
+  if (values['no-rendezvous-ban'] === true) options.rendezvousBan = false;
+  const scenario = values.scenario;
   if (scenario === undefined) throw new UsageError('--scenario is required (see --help)');
   if (!isScenario(scenario))
     throw new UsageError(`unknown scenario "${scenario}"; choose one of ${SCENARIO_NAMES.join(', ')}`);
-  return { options: { ...options, protocol: protocol, scenario }, out, quiet };
+  return {
+    options: { ...options, protocol: protocol, scenario },
+    out: values.out,
+    quiet: values.quiet === true,
+  };
 }

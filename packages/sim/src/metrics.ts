@@ -8,7 +8,7 @@ import {
   VIA_TREE,
   type MemberRecord,
   type SimResult,
-} from './simulation.js';
+} from './measurement.js';
 import { percentile } from './stats.js';
 
 /** The run's figures, in the shape other tools read (`summary.json`); keep field names stable. */
@@ -350,7 +350,7 @@ export function summarize(
   const survivors = result.members.filter((m) => m.leftAt === Infinity);
   const median = Math.max(1, result.medianLatencyMs);
 
-  // Load at the end (L4276–4331): excess = (load − TL)/TL.
+  // Load at the end (thesis §4.4, Fig. 4.2(a)): excess = (load − TL)/TL.
   const excess: number[] = [];
   let within = 0;
   let within25 = 0;
@@ -394,7 +394,7 @@ export function summarize(
     if (d !== undefined && d > 0) stretch.push(sumMs / slices / d);
   }
 
-  // Startup: join → all slices (L4490–4530). Joiners in `join`/`churn`, everyone else from the stream start.
+  // Startup: join → all slices (thesis §4.4, Fig. 4.3(b)). Joiners in `join`/`churn`, everyone else from the stream start.
   const startupPopulation =
     plan.joiners > 0 || plan.poissonJoinsPerSecond > 0
       ? result.members.filter((m) => m.joinedAt > 0)
@@ -408,7 +408,7 @@ export function summarize(
     else startup.push((m.completeAt - m.startupFrom) / 1000);
   }
 
-  // Convergence: time of the last successful load or latency switch (L4860–4890).
+  // Convergence: time of the last successful load or latency switch (thesis §4.4, time to convergence, Fig. 4.5).
   let lastSwitch = plan.streamStartMs;
   for (const m of result.members)
     lastSwitch = Math.max(lastSwitch, m.finalCounters?.lastOptimisingSwitchAt ?? -Infinity);
@@ -505,7 +505,7 @@ export function summarize(
     }
   }
 
-  // Playback disruption per slice with a 0 s and a 5 s buffer (L6040–6082), replayed from packet delays.
+  // Playback disruption per slice with a 0 s and a 5 s buffer (thesis §4.4, Fig. 4.8(a)), replayed from packet delays.
   const disruption0: number[] = [];
   const disruption5: number[] = [];
   for (const m of result.members) {
@@ -535,7 +535,7 @@ export function summarize(
     }
   }
 
-  // Recovery after a burst (L5920–5950): gaps in fresh packets after the failure, per member, across slices.
+  // Recovery after a burst (thesis §4.4, Fig. 4.7(a, b)): gaps in fresh packets after the failure, per member, across slices.
   let recovery: Summary['recovery'] = null;
   const recoverySeconds: number[] = [];
   const recoveryFromFailure: number[] = [];

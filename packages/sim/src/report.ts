@@ -3,7 +3,7 @@ import { join } from 'node:path';
 import type { Distributions, Summary } from './metrics.js';
 import type { BanSummary } from './adversaries.js';
 import { cdfPlot, linePlot } from './plot.js';
-import type { SecondSample } from './simulation.js';
+import type { SecondSample } from './measurement.js';
 
 export interface ReportFiles {
   readonly summary: string;

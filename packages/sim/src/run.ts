@@ -2,7 +2,8 @@ import { DEFAULT_PROTOCOL, type ProtocolConfig } from '@chunkycast/engine';
 import { summarizeAdversaries, summarizeBans, type AdversarySpec } from './adversaries.js';
 import { summarize, type Distributions, type Summary } from './metrics.js';
 import { planScenario, SCENARIO_NAMES, type ScenarioName } from './scenarios.js';
-import { Simulation, checkProtocolOverrides, type SimProgress, type SimResult } from './simulation.js';
+import type { SimResult } from './measurement.js';
+import { Simulation, checkProtocolOverrides, type SimProgress } from './simulation.js';
 
 /** Everything `npm run sim` accepts, with defaults. */
 export interface RunOptions {

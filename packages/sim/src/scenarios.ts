@@ -1,5 +1,5 @@
 /**
- * The thesis's evaluation scenarios (§4.4, L3710–3784), parameterised by population size.
+ * The thesis's evaluation scenarios (thesis §4.4, the four scenarios), parameterised by population size.
  */
 export const SCENARIO_NAMES = ['static', 'join', 'burst10', 'burst50', 'churn'] as const;
 export type ScenarioName = (typeof SCENARIO_NAMES)[number];
@@ -58,10 +58,10 @@ export function planScenario(name: ScenarioName, nodes: number, durationS?: numb
   };
   switch (name) {
     case 'static':
-      // All members present from the start; the graph exists before the source starts (L3730–3744).
+      // All members present from the start; the graph exists before the source starts (thesis §4.4, static scenario).
       return { ...base, ...withDuration(120, 20) };
     case 'join': {
-      // 3750 present, 1250 join at 50/s from t = 20 s (L3756–3765): three quarters present.
+      // 3750 present, 1250 join at 50/s from t = 20 s (thesis §4.4, join scenario): three quarters present.
       const initial = Math.round(nodes * 0.75);
       return {
         ...base,
@@ -74,7 +74,7 @@ export function planScenario(name: ScenarioName, nodes: number, durationS?: numb
     }
     case 'burst10':
     case 'burst50': {
-      // A fraction of the members fails at once "at the 30th instant" (L5926–5930); we then watch 60 s.
+      // A fraction of the members fails at once "at the 30th instant" (thesis §4.4, Fig. 4.7(a)); we then watch 60 s.
       const plan = withDuration(90, 20);
       return {
         ...base,
@@ -86,7 +86,7 @@ export function planScenario(name: ScenarioName, nodes: number, durationS?: numb
     }
     case 'churn': {
       // Poisson 10 joins/s, Pareto stay (min 90 s, mean 300 s), 1000 s of churn + 200 s settling
-      // (L3779–3790). The join rate is the thesis's for 5000 members and scales with the population,
+      // (thesis §4.4, churn scenario). The join rate is the thesis's for 5000 members and scales with the population,
       // so a small run churns at the same relative rate.
       const durationMs = Math.round((durationS ?? 1200) * 1000);
       const churnEndMs = Math.min(1_000_000, Math.round(durationMs * (1000 / 1200)));

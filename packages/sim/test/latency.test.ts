@@ -6,7 +6,7 @@ import {
   maxLatencyMs,
   medianLatencyMs,
   type LatencyModel,
-} from '../src/latency.js';
+} from '../src/net/latency.js';
 import { max, mean, min } from '../src/stats.js';
 
 function randomIds(seed: number, count: number): number[] {

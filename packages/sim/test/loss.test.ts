@@ -6,7 +6,7 @@ import {
   solveGilbertElliott,
   type GilbertElliottParams,
   type LinkLossModel,
-} from '../src/loss.js';
+} from '../src/net/loss.js';
 
 /** A few directed links, including both directions of one pair and ids near the top of uint32. */
 const LINKS: readonly (readonly [number, number])[] = [

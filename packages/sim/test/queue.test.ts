@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { createRandom, type Random } from '@chunkycast/engine';
-import { EventQueue } from '../src/queue.js';
+import { EventQueue } from '../src/net/queue.js';
 
 interface RefItem {
   time: number;
@@ -122,6 +122,40 @@ describe('EventQueue', () => {
       const counts = compareWithReference(seed, 32, 100_000);
       expect(counts.beyondHorizon).toBeGreaterThan(20_000);
     }
+  });
+
+  it('with realTimes, orders any finite times like a stable sort (ties FIFO)', () => {
+    const random = createRandom(6);
+    const queue = new EventQueue<number>({ realTimes: true });
+    const reference = new ReferenceQueue();
+    let equalTimePops = 0;
+    let lastPopped = -1;
+    for (let id = 0; id < 50_000; id++) {
+      if (random.nextFloat() < 0.55) {
+        // Fractions of a millisecond, and many exact repeats of a time (ties).
+        const delay = random.int(4) === 0 ? 0 : random.int(5000) / 3;
+        queue.push(queue.nowMs + delay, id);
+        reference.push(queue.nowMs + delay, id);
+      } else {
+        const expected = reference.pop();
+        const actual = queue.pop();
+        expect([actual, expected === undefined ? undefined : queue.nowMs]).toEqual([
+          expected?.id,
+          expected?.time,
+        ]);
+        if (expected !== undefined && expected.time === lastPopped) equalTimePops++;
+        if (expected !== undefined) lastPopped = expected.time;
+      }
+      expect(queue.peekTime()).toBe(reference.peekTime());
+    }
+    expect(equalTimePops).toBeGreaterThan(1000);
+    expect(Number.isInteger(lastPopped)).toBe(false);
+    expect(() => {
+      queue.push(queue.nowMs - 0.5, -1);
+    }).toThrow(RangeError);
+    expect(() => {
+      queue.push(Number.NaN, -1);
+    }).toThrow(RangeError);
   });
 
   it('keeps FIFO between events that waited in the overflow heap and later direct pushes', () => {

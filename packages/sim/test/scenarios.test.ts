@@ -119,7 +119,7 @@ describe('static scenario, 300 members', () => {
     expect(treeProblems(lat0)).toEqual([]);
     expect(notReceiving(lat0)).toEqual([]);
     expect(lat0.summary.load.atTargetFraction).toBeGreaterThanOrEqual(0.8);
-    // A forced request (join, loop, lost parent) may push a parent past ULT = TL (L3460–3470); the load
+    // A forced request (join, loop, lost parent) may push a parent past ULT = TL (thesis §4.2, initial tree construction and forced parent selection); the load
     // phase pulls it back, so at any moment only a few are above.
     expect(lat0.result.members.filter((m) => m.finalLoad > m.targetLoad).length).toBeLessThanOrEqual(6);
     expect(lat0.summary.overhead.switchesPerNodeTotal.latency).toBe(0);

@@ -1,28 +1,40 @@
 /**
- * A tiny deterministic in-memory network for the engine's unit tests.
+ * A small deterministic network for the engine's multi-node tests, on the simulator's network core
+ * (`src/net/`: the same event queue, codec transit, links and rendezvous as `Simulation`).
  *
  * - Engines are held by id; virtual time only moves inside `runUntil`.
- * - One priority queue (time, then insertion order) holds messages, engine timers, bootstrap answers
- *   and scheduled callbacks, so everything happens in time order and ties are FIFO.
+ * - One queue (time, then insertion order) holds messages, engine timers, bootstrap answers and
+ *   scheduled callbacks, so everything happens in time order and ties are FIFO. Times are exact
+ *   (real-valued), not rounded to whole milliseconds as in the simulator.
  * - Every message goes through `encode`/`decode` from '@chunkycast/wire', so the engine only ever
  *   sees what the wire can carry. A message that fails to decode throws: the test fails.
- * - Links are reliable and ordered (the thesis assumes TCP-like control, L3559–3602): a per-link
- *   latency function, plus FIFO per directed link even if the latency changes.
- * - `requestBootstrap` is answered with random current members, chosen with the network's seed.
+ * - Links are reliable and ordered (the thesis assumes TCP-like control, §4.4, experimental setup): a per-link latency
+ *   function, plus FIFO per directed link even if the latency changes. No uplink limit, no loss
+ *   model: a test drops messages with its own `drop` function.
+ * - `requestBootstrap` is answered by the core's rendezvous with a random subset of the current
+ *   members (`shuffle` sampling), chosen with the network's seed.
  * - Everything an engine does is recorded per node for assertions.
  */
-import { decode, encode, type Message, type PeerId } from '@chunkycast/wire';
+import { EMPTY_BLOOM, MessageType, type Bloom128, type Message, type PeerId } from '@chunkycast/wire';
 import {
   createRandom,
   Engine,
-  shuffleInPlace,
   type Action,
   type EngineEvent,
   type EngineInit,
   type ProtocolConfig,
   type Random,
   type Role,
-} from '../src/index.js';
+} from '@chunkycast/engine';
+import {
+  configurationModel,
+  Network as NetworkCore,
+  NET_BOOTSTRAP,
+  NET_DELIVER,
+  NET_HOST_KINDS,
+  netEvent,
+  type NetEvent,
+} from '../../src/net/index.js';
 
 export interface Delivery {
   readonly time: number;
@@ -75,59 +87,22 @@ export interface NetworkOptions {
   readonly trace?: boolean;
 }
 
-type QueueItem =
-  | { kind: 'msg'; time: number; seq: number; from: PeerId; to: PeerId; bytes: Uint8Array }
-  | { kind: 'timer'; time: number; seq: number; node: PeerId }
-  | { kind: 'bootstrap'; time: number; seq: number; node: PeerId; peers: PeerId[] }
-  | { kind: 'call'; time: number; seq: number; fn: () => void };
+/** An engine's timer fires (stale unless it is still the one scheduled for that node). */
+const EV_TIMER = NET_HOST_KINDS;
+/** A callback scheduled with `at` (its number in `gen`). */
+const EV_CALL = NET_HOST_KINDS + 1;
 
-/** Binary min-heap on (time, seq). */
-class Heap {
-  private readonly items: QueueItem[] = [];
+/** One-way latency when a test gives none (ms). */
+const DEFAULT_LATENCY_MS = 50;
+/** How long the rendezvous server takes to answer when a test gives no delay (ms). */
+const DEFAULT_BOOTSTRAP_DELAY_MS = 50;
+/** Fork labels of the network's random streams: the rendezvous's, and within it the graph's. */
+const RENDEZVOUS_STREAM = 0xb007;
+const GRAPH_STREAM = 0x9a9;
 
-  get size(): number {
-    return this.items.length;
-  }
-
-  peek(): QueueItem | undefined {
-    return this.items[0];
-  }
-
-  private static less(a: QueueItem, b: QueueItem): boolean {
-    return a.time < b.time || (a.time === b.time && a.seq < b.seq);
-  }
-
-  push(item: QueueItem): void {
-    const items = this.items;
-    items.push(item);
-    let i = items.length - 1;
-    while (i > 0) {
-      const parent = (i - 1) >> 1;
-      if (!Heap.less(items[i]!, items[parent]!)) break;
-      [items[i], items[parent]] = [items[parent]!, items[i]!];
-      i = parent;
-    }
-  }
-
-  pop(): QueueItem | undefined {
-    const items = this.items;
-    const top = items[0];
-    const last = items.pop();
-    if (top === undefined || last === undefined || items.length === 0) return top;
-    items[0] = last;
-    let i = 0;
-    for (;;) {
-      const l = 2 * i + 1;
-      const r = l + 1;
-      let m = i;
-      if (l < items.length && Heap.less(items[l]!, items[m]!)) m = l;
-      if (r < items.length && Heap.less(items[r]!, items[m]!)) m = r;
-      if (m === i) break;
-      [items[i], items[m]] = [items[m]!, items[i]!];
-      i = m;
-    }
-    return top;
-  }
+/** The undirected pair {a, b} (a closed transport stops both directions). */
+function pairKey(a: PeerId, b: PeerId): string {
+  return a < b ? `${a}:${b}` : `${b}:${a}`;
 }
 
 function emptyLog(): NodeLog {
@@ -152,21 +127,37 @@ export class Network {
   readonly messageCounts = new Map<number, number>();
   droppedMessages = 0;
   private clock = 0;
-  private seq = 0;
-  private readonly queue = new Heap();
+  private readonly core: NetworkCore;
   private readonly scheduledTimer = new Map<PeerId, number>();
-  private readonly linkLast = new Map<string, number>();
+  /** Callbacks scheduled with `at`, by number. */
+  private readonly calls = new Map<number, () => void>();
+  private nextCall = 0;
   private readonly closedPairs = new Set<string>();
-  private readonly latency: LatencyFn;
   private readonly options: NetworkOptions;
   private published = 0;
 
   constructor(options: NetworkOptions) {
     this.options = options;
     this.sourceId = options.sourceId ?? 0;
-    this.random = createRandom(options.seed).fork(0xb007);
-    const lat = options.latency ?? 50;
-    this.latency = typeof lat === 'number' ? () => lat : lat;
+    this.random = createRandom(options.seed).fork(RENDEZVOUS_STREAM);
+    const lat = options.latency ?? DEFAULT_LATENCY_MS;
+    const latency: LatencyFn = typeof lat === 'number' ? () => lat : lat;
+    const bootstrapDelayMs = options.bootstrapDelayMs ?? DEFAULT_BOOTSTRAP_DELAY_MS;
+    this.core = new NetworkCore({
+      latencyMs: latency,
+      time: 'real',
+      fifoPerLink: true,
+      // A closed transport, or the test's own drop rule, loses the message.
+      loses: (from, to, message) =>
+        this.closedPairs.has(pairKey(from, to)) ||
+        this.options.drop?.(from, to, message, this.clock) === true,
+      rendezvous: {
+        sampling: 'shuffle',
+        random: this.random,
+        pool: () => this.members(),
+        answerDelayMs: () => bootstrapDelayMs,
+      },
+    });
   }
 
   get now(): number {
@@ -247,7 +238,9 @@ export class Network {
 
   /** Run `fn` at virtual time `time` (in order with everything else due then). */
   at(time: number, fn: () => void): void {
-    this.queue.push({ kind: 'call', time: Math.max(time, this.clock), seq: this.seq++, fn });
+    const id = this.nextCall++;
+    this.calls.set(id, fn);
+    this.core.push(Math.max(time, this.clock), netEvent(EV_CALL, 0, 0, null, null, id));
   }
 
   /** Abrupt failure: the engine disappears with all its traffic, in flight or future. */
@@ -292,54 +285,60 @@ export class Network {
 
   /** Process everything due up to and including `time`, then set the clock to `time`. */
   runUntil(time: number): void {
+    const queue = this.core.queue;
     for (;;) {
-      const top = this.queue.peek();
-      if (top === undefined || top.time > time) break;
-      this.queue.pop();
-      this.clock = Math.max(this.clock, top.time);
-      this.process(top);
+      const next = queue.peekTime();
+      if (next === undefined || next > time) break;
+      const ev = queue.pop();
+      if (ev === undefined) break;
+      this.clock = Math.max(this.clock, queue.nowMs);
+      this.process(ev, queue.nowMs);
     }
     this.clock = Math.max(this.clock, time);
   }
 
-  private process(item: QueueItem): void {
-    switch (item.kind) {
-      case 'call':
-        item.fn();
-        return;
-      case 'timer': {
-        if (this.scheduledTimer.get(item.node) !== item.time) return; // superseded
-        this.scheduledTimer.delete(item.node);
-        const e = this.engines.get(item.node);
-        if (e === undefined) return;
-        if (e.nextDeadline() <= this.clock) this.input(item.node, { kind: 'timer' });
-        else this.schedule(item.node);
+  private process(ev: NetEvent, time: number): void {
+    switch (ev.kind) {
+      case EV_CALL: {
+        const fn = this.calls.get(ev.gen);
+        this.calls.delete(ev.gen);
+        fn?.();
         return;
       }
-      case 'bootstrap':
-        this.input(item.node, { kind: 'bootstrap', peers: item.peers });
+      case EV_TIMER: {
+        if (this.scheduledTimer.get(ev.node) !== time) return; // superseded
+        this.scheduledTimer.delete(ev.node);
+        const e = this.engines.get(ev.node);
+        if (e === undefined) return;
+        if (e.nextDeadline() <= this.clock) this.input(ev.node, { kind: 'timer' });
+        else this.schedule(ev.node);
         return;
-      case 'msg': {
-        if (this.dead.has(item.from) || this.dead.has(item.to)) {
+      }
+      case NET_BOOTSTRAP:
+        this.input(ev.node, { kind: 'bootstrap', peers: ev.peers ?? [] });
+        return;
+      case NET_DELIVER: {
+        const to = ev.node;
+        if (this.dead.has(ev.from) || this.dead.has(to) || ev.bytes === null) {
           this.droppedMessages++;
           return;
         }
-        const decoded = decode(item.bytes);
+        const decoded = this.core.transit.decode(ev.bytes);
         if (!decoded.ok) {
           throw new Error(
-            `message ${item.from}→${item.to} does not decode: ${decoded.error.kind} ${decoded.error.message}`,
+            `message ${ev.from}→${to} does not decode: ${decoded.error.kind} ${decoded.error.message}`,
           );
         }
         const message = decoded.message;
         this.messageCounts.set(message.type, (this.messageCounts.get(message.type) ?? 0) + 1);
-        if (this.options.recordMessages !== false && this.engines.has(item.to))
-          this.log(item.to).received.push({ time: this.clock, to: item.from, message });
-        const endpoint = this.endpoints.get(item.to);
+        if (this.options.recordMessages !== false && this.engines.has(to))
+          this.log(to).received.push({ time: this.clock, to: ev.from, message });
+        const endpoint = this.endpoints.get(to);
         if (endpoint !== undefined) {
-          endpoint(this.clock, item.from, message);
+          endpoint(this.clock, ev.from, message);
           return;
         }
-        this.input(item.to, { kind: 'message', from: item.from, message });
+        this.input(to, { kind: 'message', from: ev.from, message });
         return;
       }
     }
@@ -356,20 +355,18 @@ export class Network {
     const time = Math.max(deadline, this.clock);
     if (this.scheduledTimer.get(id) === time) return;
     this.scheduledTimer.set(id, time);
-    this.queue.push({ kind: 'timer', time, seq: this.seq++, node: id });
+    this.core.push(time, netEvent(EV_TIMER, id));
   }
 
   private transmit(from: PeerId, to: PeerId, message: Message, delayMs?: number): void {
-    const bytes = encode(message);
-    const pair = from < to ? `${from}:${to}` : `${to}:${from}`;
-    if (this.closedPairs.has(pair) || this.options.drop?.(from, to, message, this.clock) === true) {
-      this.droppedMessages++;
-      return;
-    }
-    const key = `${from}>${to}`;
-    const time = Math.max(this.clock + (delayMs ?? this.latency(from, to)), this.linkLast.get(key) ?? 0);
-    this.linkLast.set(key, time);
-    this.queue.push({ kind: 'msg', time, seq: this.seq++, from, to, bytes });
+    const bytes = this.core.transit.encode(message);
+    const outcome = this.core.carry(from, to, message, bytes, this.clock, {
+      sizeBytes: bytes.byteLength,
+      droppable: false,
+      lossy: true,
+      ...(delayMs === undefined ? {} : { delayMs }),
+    });
+    if (outcome !== 'sent') this.droppedMessages++;
   }
 
   private apply(id: PeerId, actions: readonly Action[]): void {
@@ -395,25 +392,14 @@ export class Network {
         case 'event':
           log.events.push({ time: this.clock, event: action.event });
           break;
-        case 'requestBootstrap': {
+        case 'requestBootstrap':
           log.bootstrapRequests++;
-          const candidates = this.members().filter((m) => m !== id);
-          shuffleInPlace(candidates, this.random);
-          this.queue.push({
-            kind: 'bootstrap',
-            time: this.clock + (this.options.bootstrapDelayMs ?? 50),
-            seq: this.seq++,
-            node: id,
-            peers: candidates.slice(0, action.count),
-          });
+          this.core.requestBootstrap(id, action.count, this.clock);
           break;
-        }
-        case 'disconnect': {
+        case 'disconnect':
           log.disconnects.push({ time: this.clock, peer: action.peer });
-          const pair = id < action.peer ? `${id}:${action.peer}` : `${action.peer}:${id}`;
-          this.closedPairs.add(pair);
+          this.closedPairs.add(pairKey(id, action.peer));
           break;
-        }
       }
     }
     this.schedule(id);
@@ -475,48 +461,6 @@ function traceAction(action: Action): string {
 
 // ───────────── graph and swarm builders ─────────────
 
-/**
- * Configuration model for a directed multigraph: node v gets exactly `degree(v)` out-links and as
- * many in-links; stubs are paired at random, self-loops are swapped away. Repeats are multi-links.
- */
-export function configurationModel(
-  degrees: ReadonlyMap<PeerId, number>,
-  random: Random,
-): Map<PeerId, { out: PeerId[]; in: PeerId[] }> {
-  const outStubs: PeerId[] = [];
-  const inStubs: PeerId[] = [];
-  for (const [id, d] of degrees) {
-    for (let i = 0; i < d; i++) {
-      outStubs.push(id);
-      inStubs.push(id);
-    }
-  }
-  shuffleInPlace(inStubs, random);
-  const n = outStubs.length;
-  for (let guard = 0; ; guard++) {
-    let fixed = true;
-    for (let i = 0; i < n; i++) {
-      if (outStubs[i] !== inStubs[i]) continue;
-      fixed = false;
-      const j = random.int(n);
-      if (outStubs[i] !== inStubs[j] && outStubs[j] !== inStubs[i]) {
-        [inStubs[i], inStubs[j]] = [inStubs[j]!, inStubs[i]!];
-      }
-    }
-    if (fixed) break;
-    if (guard > 10_000) throw new Error('configurationModel: cannot remove self-loops');
-  }
-  const result = new Map<PeerId, { out: PeerId[]; in: PeerId[] }>();
-  for (const id of degrees.keys()) result.set(id, { out: [], in: [] });
-  for (let i = 0; i < n; i++) {
-    const a = outStubs[i]!;
-    const b = inStubs[i]!;
-    result.get(a)!.out.push(b);
-    result.get(b)!.in.push(a);
-  }
-  return result;
-}
-
 export interface SwarmOptions {
   readonly maxLoadSlices?: (id: PeerId, targetLoad: number) => number | undefined;
   /** When the true source starts (default at once). */
@@ -543,7 +487,7 @@ export function prelinkedSwarm(
     ids.push(id);
     degrees.set(id, e.config.linksPerDirection);
   });
-  const graph = configurationModel(degrees, net.random.fork(0x9a9));
+  const graph = configurationModel(degrees, net.random.fork(GRAPH_STREAM), 'sweep');
   for (const id of ids) {
     const links = graph.get(id)!;
     net.installLinks(id, links.out, links.in);
@@ -612,6 +556,18 @@ export function deliveryCounts(net: Network, id: PeerId, slices: number): Map<nu
     m.set(d.seq, (m.get(d.seq) ?? 0) + 1);
   }
   return counts;
+}
+
+/** A data packet as a scripted slice source sends it: the payload is `seq` as 4 bytes. */
+export function dataMessage(
+  slice: number,
+  seq: number,
+  bloom: Bloom128 = EMPTY_BLOOM,
+  hops = 1,
+): Extract<Message, { type: typeof MessageType.Data }> {
+  const payload = new Uint8Array(4);
+  new DataView(payload.buffer).setUint32(0, seq);
+  return { type: MessageType.Data, slice, seq, bloom, hops, payload };
 }
 
 /** The payload the publisher put in packet (slice, seq): index seq·M + slice. */

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { MessageType, type PeerId } from '@chunkycast/wire';
-import { createRandom, Swaplinks, type Engine } from '../src/index.js';
+import { createRandom, Swaplinks, type Engine } from '@chunkycast/engine';
 import { joiningSwarm, Network, prelinkedSwarm, randomTargetLoads } from './harness.js';
 
 function total(links: ReadonlyMap<PeerId, number>): number {
@@ -87,7 +87,7 @@ describe('Swaplinks joins', () => {
   });
 
   it('concurrent joins (thesis join scenario: 50 joins/s into a running swarm) keep degrees near L', () => {
-    // 60 members present, 40 join at 50/s (the thesis: 3750 present + 1250 joining at 50/s, L3750–3760).
+    // 60 members present, 40 join at 50/s (the thesis: 3750 present + 1250 joining at 50/s, §4.4, join scenario).
     const net = new Network({ seed: 22, recordMessages: false });
     const tls = randomTargetLoads(100, 4, 28, createRandom(220));
     prelinkedSwarm(net, tls.slice(0, 60), { withSource: false });

@@ -21,12 +21,12 @@
  * transitDomains² table; `latencyMs` is two map lookups and a handful of additions.
  *
  * Defaults: 12 domains × 16 stubs, core latencies with median 266 ms and maximum 395 ms, 20 ms
- * across a domain, stub delays 10–90 ms, access delays 2–40 ms, 4 ms inside a stub. Over 5000
- * members and 30 seeds this gave medians over random pairs of 386–410 ms (mean 399.5) and maxima
- * over all pairs of 643–653 ms; no pair can exceed 395 + 2·90 + 2·40 = 655 ms.
+ * across a domain, stub delays 10–90 ms, access delays 2–40 ms, 4 ms inside a stub: chosen to land
+ * on the thesis's median and maximum (how close they land: docs/results/latency-model.md). No pair
+ * can exceed 395 + 2·90 + 2·40 = 655 ms.
  */
 import { createRandom, type Random } from '@chunkycast/engine';
-import { percentile } from './stats.js';
+import { percentile } from '../stats.js';
 
 export interface LatencyModelOptions {
   seed: number;

@@ -5,7 +5,7 @@
 // through — so it hands back the roots above ULT (shedRoots) and the true source roots them elsewhere.
 import { describe, expect, it } from 'vitest';
 import type { PeerId } from '@chunkycast/wire';
-import type { ProtocolConfig } from '../src/index.js';
+import type { ProtocolConfig } from '@chunkycast/engine';
 import { Network } from './harness.js';
 
 const SLICES = 16;

@@ -18,11 +18,17 @@
  *
  * Buckets are reused arrays with read/write indices (no `shift()`), and the heap is three parallel
  * arrays, so the steady state allocates nothing per event. All state is per instance.
+ *
+ * With `realTimes`, times may be any finite number (the engine tests' network schedules at
+ * fractions of a millisecond): every event then lives in the heap, still ordered by (time,
+ * insertion), so equal times stay FIFO.
  */
 
 export interface EventQueueOptions {
   /** Span of the wheel in milliseconds: a power of two in [32, 2^24]. Default 8192. */
   wheelSizeMs?: number;
+  /** Accept any finite time, not only whole milliseconds (a heap only, no wheel). Default false. */
+  realTimes?: boolean;
 }
 
 const DEFAULT_WHEEL_SIZE_MS = 8192;
@@ -36,6 +42,7 @@ function lowestBit(bits: number): number {
 
 export class EventQueue<T> {
   private readonly wheelSize: number;
+  private readonly realTimes: boolean;
   private readonly mask: number;
   private readonly buckets: (T | undefined)[][];
   /** Read index per bucket. */
@@ -60,6 +67,7 @@ export class EventQueue<T> {
       throw new RangeError(`wheelSizeMs must be a power of two in [32, 2^24], got ${size}`);
     }
     this.wheelSize = size;
+    this.realTimes = options.realTimes ?? false;
     this.mask = size - 1;
     this.buckets = [];
     for (let i = 0; i < size; i++) this.buckets.push([]);
@@ -79,10 +87,19 @@ export class EventQueue<T> {
   }
 
   /**
-   * Schedules `event` at `timeMs`, a safe integer no earlier than `nowMs`. Events of equal time pop
+   * Schedules `event` at `timeMs`, a safe integer (any finite number with `realTimes`) no earlier
+   * than `nowMs`. Events of equal time pop
    * in the order they were pushed.
    */
   push(timeMs: number, event: T): void {
+    if (this.realTimes) {
+      if (!Number.isFinite(timeMs)) throw new RangeError(`event time must be finite, got ${timeMs}`);
+      if (timeMs < this.now) {
+        throw new RangeError(`event time ${timeMs} ms is earlier than the current time ${this.now} ms`);
+      }
+      this.heapPush(timeMs, event);
+      return;
+    }
     if (!Number.isSafeInteger(timeMs)) {
       throw new RangeError(`event time must be a safe integer number of ms, got ${timeMs}`);
     }
@@ -98,6 +115,13 @@ export class EventQueue<T> {
    * `size` to tell an undefined event apart), and sets `nowMs` to its time.
    */
   pop(): T | undefined {
+    if (this.realTimes) {
+      if (this.heapSize === 0) return undefined;
+      this.now = this.heapTimes[0] as number;
+      const top = this.heapEvents[0] as T;
+      this.heapRemoveTop();
+      return top;
+    }
     if (this.wheelCount === 0) {
       if (this.heapSize === 0) return undefined;
       this.now = this.heapTimes[0] as number;
