@@ -16,7 +16,6 @@ import {
   type FloodMessage,
   type Message,
   type PeerId,
-  type ProbeMessage,
   type SliceSourceAssignMessage,
   type TreeLeaveMessage,
 } from '@chunkycast/wire';
@@ -38,6 +37,8 @@ import { LoadPhase } from './load-phase.js';
 import type { PhaseHost } from './phase-host.js';
 import { TrueSource } from './source.js';
 import { Switching, type SwitchHost } from './switching.js';
+import { Flooding, type FloodHost } from './flood.js';
+import { LoopProbes, type LoopHost } from './loops.js';
 import { PeerState, SLICE_FLAG_RECEIVING, SLICE_FLAG_ROOT, SliceState } from './state.js';
 import { Swaplinks } from './swaplinks.js';
 import {
@@ -51,7 +52,6 @@ import {
   REPLAY_GRACE_MS,
   REPLAY_SHARE,
   STARVED_SLICE_MS,
-  SILENT_PARENT_SHARE,
   Trust,
   type RequestKind,
 } from './trust.js';
@@ -96,17 +96,8 @@ const WINDOW_REFERENCE_RANK = 3;
 const MAX_PLAUSIBLE_RTT_MS = 60_000;
 /** Weight of a new RTT sample in the smoothed RTT (TCP's SRTT uses 1/8; adverts come once a second, so faster). */
 const RTT_SMOOTHING = 0.25;
-/**
- * Ranks of flood senders (floodDecide): one at its ML only after every one below it, one above its
- * ULT after those within it, and otherwise in the order their floods came (a tiny weight per place).
- */
-const FLOOD_FULL_PENALTY = 100;
-const FLOOD_BUSY_PENALTY = 0.5;
-const FLOOD_ARRIVAL_ORDER_WEIGHT = 1e-3;
 /** A sender of packets we do not take (not our parent) is told to stop at most this often per slice. */
 const STRAY_NOTICE_INTERVAL_MS = 1000;
-/** Flood senders remembered per slice, in arrival order. */
-const MAX_FLOOD_SENDERS = 16;
 
 /** Requests that cost us work or upload, by kind: rate-limited per peer (trust.ts). */
 const REQUEST_KIND: readonly (RequestKind | undefined)[] = (() => {
@@ -204,6 +195,9 @@ export class Engine {
   private failingPeer: PeerId | null = null;
   /** Relative arrival offsets of the slices (offsets.ts), the latency phase's measure. */
   private readonly offsets: ArrivalOffsets;
+  /** Tree construction by controlled flooding (flood.ts) and loop probes (loops.ts), members only. */
+  private readonly flooding: Flooding;
+  private readonly loops: LoopProbes;
   /** Parent switching, both sides of the handshake (switching.ts), members only. */
   private readonly switching: Switching;
   /** The load phase (load-phase.ts) and the latency phase (latency-phase.ts), members only. */
@@ -251,7 +245,7 @@ export class Engine {
     // eslint-disable-next-line @typescript-eslint/no-this-alias -- the phases read live engine state through getters
     const engine = this;
     // One host object for the member's sub-protocols: getters, so they read the engine's live state.
-    const memberHost: PhaseHost & SwitchHost = {
+    const memberHost: PhaseHost & SwitchHost & FloodHost & LoopHost = {
       get id() {
         return engine.id;
       },
@@ -301,13 +295,27 @@ export class Engine {
       liveEdgeSeq: () => this.liveEdgeSeq(),
       touchPeer: (peer) => this.peer(peer),
       sendProbe: (s) => {
-        this.sendProbe(s);
+        this.loops.sendProbe(s);
       },
-      isBelow: (peer, s, st) => this.isBelow(peer, s, st),
-      relayedRank: (peer) => this.relayedRank(peer),
+      isBelow: (peer, s, st) => this.flooding.isBelow(peer, s, st),
+      relayedRank: (peer) => this.flooding.relayedRank(peer),
+      requestParent: (s, reason, exclude) => {
+        this.switching.requestParent(s, reason, exclude);
+      },
+      floodDecisionAt: (at) => {
+        if (at < this.deadlines.at.floodDecision) this.deadlines.at.floodDecision = at;
+      },
+      leaveLoop: (s) => {
+        this.leaveLoop(s);
+      },
+      distrust: (peer, reason, share) => {
+        this.distrust(peer, reason, share);
+      },
       isSuspect: (peer) => this.trust.isSuspect(peer, this.now),
     };
     this.switching = new Switching(memberHost);
+    this.flooding = new Flooding(memberHost);
+    this.loops = new LoopProbes(memberHost);
     this.loadPhase = new LoadPhase(memberHost);
     this.latencyPhase = new LatencyPhase(memberHost);
     if (this.config.role === 'source')
@@ -710,7 +718,7 @@ export class Engine {
       this.deadlines.at.floodDecision = Infinity;
       for (let s = 0; s < this.sliceStates.length; s++) {
         const st = this.slice(s);
-        if (st.floodDecideAt <= this.now) this.floodDecide(s);
+        if (st.floodDecideAt <= this.now) this.flooding.decide(s);
         else if (st.floodDecideAt < this.deadlines.at.floodDecision)
           this.deadlines.at.floodDecision = st.floodDecideAt;
       }
@@ -815,7 +823,7 @@ export class Engine {
       case MessageType.Heartbeat:
         return; // liveness: lastHeardAt is set above for every message
       case MessageType.Probe:
-        this.onProbe(from, message);
+        this.loops.onProbe(from, message);
         return;
       case MessageType.LoadReport:
         this.loadPhase.onLoadReport(from, message);
@@ -839,7 +847,7 @@ export class Engine {
         this.latencyPhase.onPermissionReply(from, message);
         return;
       case MessageType.Flood:
-        this.onFlood(from, message);
+        this.flooding.onFlood(from, message);
         return;
       case MessageType.ForcedParentRequest:
         this.switching.onForcedParentRequest(from, message);
@@ -1536,150 +1544,7 @@ export class Engine {
     return until === undefined || until <= this.now;
   }
 
-  // ───────────────────────────── loops, probes, floods ─────────────────────────────
-
-  private onProbe(from: PeerId, msg: ProbeMessage): void {
-    const st = this.slice(msg.slice);
-    if (st.parent !== from) return;
-    if (bloomContains(msg.bloom, this.mask)) {
-      this.counters.loopsDetected++;
-      this.emit({ type: 'loopDetected', slice: msg.slice, by: 'probe' });
-      this.leaveLoop(msg.slice);
-      return;
-    }
-    if (msg.probeId === st.lastProbeSeen || msg.hops >= MAX_HOPS) return;
-    st.lastProbeSeen = msg.probeId;
-    const probe: ProbeMessage = {
-      type: MessageType.Probe,
-      slice: msg.slice,
-      probeId: msg.probeId,
-      bloom: bloomOr(msg.bloom, this.mask),
-      hops: msg.hops + 1,
-    };
-    for (const [child, entry] of st.children) if (entry.untilSeq === Infinity) this.send(child, probe);
-  }
-
-  private onFlood(from: PeerId, msg: FloodMessage): void {
-    const s = msg.slice;
-    const st = this.slice(s);
-    if (!this.swaplinks.isNeighbour(from)) return;
-    if (msg.epoch > st.floodEpoch) {
-      st.floodEpoch = msg.epoch;
-      st.floodSenders = [];
-      // Controlled flooding (Chainsaw-like, thesis §4.2, initial tree construction and forced parent selection): forward the first copy of each epoch once.
-      const out: FloodMessage = {
-        type: MessageType.Flood,
-        slice: s,
-        epoch: msg.epoch,
-        bloom: bloomOr(msg.bloom, this.mask),
-        hops: Math.min(MAX_HOPS, msg.hops + 1),
-      };
-      for (const n of this.swaplinks.neighbours()) if (n !== from) this.send(n, out);
-      if (!st.isSliceSource && !this.fedByTree(s, st))
-        st.floodDecideAt = this.now + this.config.protocol.floodCollectMs;
-      if (st.floodDecideAt < this.deadlines.at.floodDecision)
-        this.deadlines.at.floodDecision = st.floodDecideAt;
-    }
-    if (
-      msg.epoch === st.floodEpoch &&
-      st.floodDecideAt !== Infinity &&
-      st.floodSenders.length < MAX_FLOOD_SENDERS
-    ) {
-      if (!bloomContains(msg.bloom, this.mask))
-        st.floodSenders.push({ peer: from, bloom: msg.bloom, hops: msg.hops });
-    }
-  }
-
-  /**
-   * Whether the tree still feeds us slice `s`: we receive it, and our parent says it does too. A
-   * parent that has none (a root that handed the slice back and is looking for a place in the new
-   * tree, itself below all of us) belongs to the dead tree a flood replaces, even while our last
-   * packet is younger than the receiving timeout — 5 s in a live stream, longer than a re-flood
-   * takes: its children kept it, it could not rejoin below them, and the slice stopped for good.
-   */
-  private fedByTree(s: number, st: SliceState): boolean {
-    if (!this.sliceReceiving(st)) return false;
-    if (st.isSliceSource || st.parent === null) return true;
-    const parent = this.peers.get(st.parent);
-    return parent?.hasAdvert !== true || parent.receiving(s);
-  }
-
-  /**
-   * Whether `peer` is in our own subtree of slice `s` (our child, or its advertised filter holds our
-   * mask). The flood passes through our subtree too — a root that handed its slice back keeps its
-   * children, and so does a dead root's child — and asking a descendant to be our parent only earns
-   * a Loop refusal and a reject back-off on a neighbour we may need later.
-   */
-  private isBelow(peer: PeerId, s: number, st: SliceState): boolean {
-    return st.children.has(peer) || this.peers.get(peer)?.filterContains(s, this.mask) === true;
-  }
-
-  /** 1 if tree edges should avoid the link to `peer` (relayed), else 0. */
-  private relayedRank(peer: PeerId): number {
-    const q = this.peers.get(peer);
-    return q !== undefined && this.avoidLink(q) ? 1 : 0;
-  }
-
-  /** Pick a parent among the neighbours the flood came from (thesis §4.2, initial tree construction and forced parent selection). */
-  private floodDecide(s: number): void {
-    const st = this.slice(s);
-    st.floodDecideAt = Infinity;
-    if (st.isSliceSource || st.pending !== null || this.fedByTree(s, st)) return;
-    if (st.parent !== null) {
-      // Our parent belongs to the dead tree the flood replaces.
-      this.send(st.parent, { type: MessageType.TreeLeave, slice: s, role: TreeRole.Child });
-      st.parent = null;
-    }
-    if (st.floodSenders.length === 0) {
-      this.switching.requestParent(s, ForcedReason.Join, []);
-      return;
-    }
-    // Only senders one level closer to the slice source than we are (the fewest flood hops): then
-    // every choice points strictly towards the root and the new tree cannot close a cycle even
-    // before any data flows. Among them, room under ML by the latest adverts, and at random among
-    // the best few so the slice source's neighbours are not all asked at once (thesis §4.2, fine-tuning latency).
-    let minHops = Infinity;
-    for (const sender of st.floodSenders) minHops = Math.min(minHops, sender.hops);
-    let scored = st.floodSenders
-      .map((sender, index) => {
-        const q = this.peers.get(sender.peer);
-        const full = q?.hasAdvert === true && q.load + 1 > q.maxLoad ? FLOOD_FULL_PENALTY : 0;
-        const busy = q?.hasAdvert === true && q.load + 1 > q.upperLatencyThreshold ? FLOOD_BUSY_PENALTY : 0;
-        return {
-          index,
-          peer: sender.peer,
-          hops: sender.hops,
-          score: full + busy + index * FLOOD_ARRIVAL_ORDER_WEIGHT,
-        };
-      })
-      .filter((c) => c.hops === minHops && !this.isBelow(c.peer, s, st));
-    // Senders over relayed links only when no direct one is at that level (relayedLinkPenaltyMs).
-    if (scored.some((c) => this.relayedRank(c.peer) === 0))
-      scored = scored.filter((c) => this.relayedRank(c.peer) === 0);
-    if (scored.length === 0) {
-      // Every sender at that level is in our own subtree: the tree above us is not there yet. Ask
-      // the neighbours that qualify now (none, usually: acquireMissingParents asks again each round;
-      // a root that handed its slice back keeps asking as a planned hand-off, see handBackRoot).
-      st.floodLevel = minHops + 1;
-      st.floodSenders = [];
-      this.switching.requestParent(
-        s,
-        st.lostReason === ForcedReason.ParentQuit ? ForcedReason.ParentQuit : ForcedReason.Join,
-        [],
-      );
-      return;
-    }
-    scored.sort((a, b) => a.score - b.score);
-    const best =
-      scored[this.random.int(Math.min(this.config.protocol.candidateSetSize, scored.length))]?.index ?? 0;
-    st.floodLevel = minHops + 1;
-    const [chosen] = st.floodSenders.splice(best, 1);
-    if (chosen === undefined) return;
-    // Until data flows, the chosen sender's flood path stands in for our received filter, so we
-    // refuse as children the nodes upstream of us on it.
-    st.filter = chosen.bloom;
-    this.switching.sendForced(s, chosen.peer, ForcedReason.Flood);
-  }
+  // ───────────────────────────── rooting a slice (the member's side of source.ts) ─────────────────────────────
 
   private onSliceSourceAssign(from: PeerId, msg: SliceSourceAssignMessage): void {
     if (from !== this.config.sourceId) {
@@ -1759,7 +1624,7 @@ export class Engine {
     this.switching.acquireMissingParents();
     this.loadPhase.childReports();
     this.latencyPhase.run();
-    this.probeSilentSlices();
+    this.loops.probeSilentSlices();
     this.auditParents();
     this.reportStarvedSlices();
   }
@@ -1892,49 +1757,6 @@ export class Engine {
     if (excess <= 0) return;
     rooted.sort((a, b) => this.slice(a).activeChildren - this.slice(b).activeChildren || a - b);
     for (const s of rooted.slice(0, excess)) this.handBackRoot(s);
-  }
-
-  /** No data from a parent for a while: send a probe down our subtree; if it comes back to us, there is a loop (thesis §4.2, loop avoidance and detection). */
-  private probeSilentSlices(): void {
-    const after = this.config.protocol.probeAfterSilenceMs;
-    for (let s = 0; s < this.sliceStates.length; s++) {
-      const st = this.slice(s);
-      const parentId = st.parent;
-      if (parentId !== null && !st.isSliceSource && st.pending === null) {
-        // Safety net: our parent says it receives this slice but has sent us nothing for a while (it
-        // lost track of us, e.g. a TreeLeave crossed a re-request). Find another parent.
-        const parent = this.peers.get(parentId);
-        const silentFor = this.now - Math.max(st.lastDataAt, st.parentSince);
-        if (parent?.hasAdvert === true && parent.receiving(s) && silentFor > 2 * after) {
-          // Saying it receives while sending us nothing is also what a withholder does: not
-          // taken again for a while, and twice cuts it off.
-          this.distrust(
-            parentId,
-            `parent silent ${Math.round(silentFor)} ms on slice ${s}`,
-            SILENT_PARENT_SHARE,
-          );
-          continue;
-        }
-      }
-      if (st.parent === null || st.isSliceSource || st.activeChildren === 0) continue;
-      if (this.now - Math.max(st.lastDataAt, st.parentSince) < after || this.now - st.lastProbeSentAt < after)
-        continue;
-      this.sendProbe(s);
-    }
-  }
-
-  /** A probe down our subtree on slice `s`: it comes back to us only round a loop (thesis §4.2, loop avoidance and detection). */
-  private sendProbe(s: number): void {
-    const st = this.slice(s);
-    st.lastProbeSentAt = this.now;
-    const probe: ProbeMessage = {
-      type: MessageType.Probe,
-      slice: s,
-      probeId: this.random.nextU32(),
-      bloom: this.mask,
-      hops: 1,
-    };
-    for (const [child, entry] of st.children) if (entry.untilSeq === Infinity) this.send(child, probe);
   }
 
   // ───────────────────────────── quitting ─────────────────────────────

@@ -81,7 +81,7 @@ describe('tree edges in swarms with relayed links', () => {
   });
 
   it('the network lab’s `mixed` homes: far fewer relayed tree edges, bounded by the public home’s ULT', () => {
-    // e2e/src/lab/scenarios.mjs: v1–v3 behind port-preserving NATs (v1 and v2 on thin uplinks),
+    // tools/src/lab/scenarios.ts: v1–v3 behind port-preserving NATs (v1 and v2 on thin uplinks),
     // v4 and v5 behind symmetric NATs, v6 and v7 on one LAN, v8 public; no delay to speak of. A
     // symmetric-NAT home reaches only the public one directly, so v8 is the sole direct parent of
     // v4 and v5: once it is at its ULT, the rest of their slices must come over relays.
