@@ -400,16 +400,19 @@ export class Engine {
 
   /** The earliest time this engine wants a `timer` input; Infinity when it needs none. */
   nextDeadline(): number {
-    if (this.stopped) return Infinity;
-    this.deadlines.at.repair = this.repair.nextDeadline();
-    return this.deadlines.soonestMs();
+    // Without allocating: hosts ask after every input (the simulator millions of times a run).
+    return this.stopped ? Infinity : this.refreshedDeadlines().soonestMs();
   }
 
   /** `nextDeadline` and why it is due (which timer of deadlines.ts); for traces and debugging. */
   nextDeadlineWithReason(): Deadline {
-    if (this.stopped) return { atMs: Infinity, reason: null };
+    return this.stopped ? { atMs: Infinity, reason: null } : this.refreshedDeadlines().soonest();
+  }
+
+  /** The table with the repairer's deadline, which the repairer keeps itself (it moves with every packet). */
+  private refreshedDeadlines(): DeadlineTable {
     this.deadlines.at.repair = this.repair.nextDeadline();
-    return this.deadlines.soonest();
+    return this.deadlines;
   }
 
   /** Whether a graceful quit is under way (its linger has not ended). */
