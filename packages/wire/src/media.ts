@@ -22,12 +22,21 @@ export const MAX_SEGMENT_BYTES = 64 * 1024 * 1024;
 /** The most packets one segment may have (u16 index; 4096 × 16 KiB covers the segment bound). */
 export const MAX_SEGMENT_PACKETS = 4096;
 
+/**
+ * The header count of a packet cut from a segment still being written (issue 14): its index is then
+ * only bounded by MAX_SEGMENT_PACKETS, and the segment's signed announcement says how many there are.
+ */
+export const OPEN_SEGMENT_COUNT = 0;
+
 export interface MediaPacket {
   /** The segment's media sequence number (EXT-X-MEDIA-SEQUENCE numbering). */
   readonly segment: number;
   /** 0‥count−1; packet i travels on slice i mod M. */
   readonly index: number;
-  /** Packets in the segment: a multiple of the slice count M, so every slice carries the same number. */
+  /**
+   * Packets in the segment: a multiple of the slice count M, so every slice carries the same number;
+   * OPEN_SEGMENT_COUNT (0) for a segment cut while it was written, whose length was not known yet.
+   */
   readonly count: number;
   readonly bytes: Uint8Array;
 }
@@ -46,10 +55,11 @@ export type MediaDecodeResult =
 export function encodeMediaPacket(packet: MediaPacket): Uint8Array {
   if (!Number.isInteger(packet.segment) || packet.segment < 0 || packet.segment > 0xffff_ffff)
     throw new RangeError(`segment ${packet.segment} is not a u32`);
-  if (!Number.isInteger(packet.count) || packet.count < 1 || packet.count > MAX_SEGMENT_PACKETS)
-    throw new RangeError(`count ${packet.count} is outside 1‥${MAX_SEGMENT_PACKETS}`);
-  if (!Number.isInteger(packet.index) || packet.index < 0 || packet.index >= packet.count)
-    throw new RangeError(`index ${packet.index} is outside 0‥${packet.count - 1}`);
+  if (!Number.isInteger(packet.count) || packet.count < 0 || packet.count > MAX_SEGMENT_PACKETS)
+    throw new RangeError(`count ${packet.count} is outside 0‥${MAX_SEGMENT_PACKETS}`);
+  const indexBound = packet.count === OPEN_SEGMENT_COUNT ? MAX_SEGMENT_PACKETS : packet.count;
+  if (!Number.isInteger(packet.index) || packet.index < 0 || packet.index >= indexBound)
+    throw new RangeError(`index ${packet.index} is outside 0‥${indexBound - 1}`);
   if (packet.bytes.length > MAX_MEDIA_PACKET_PAYLOAD_BYTES)
     throw new RangeError(`packet of ${packet.bytes.length} bytes exceeds ${MAX_MEDIA_PACKET_PAYLOAD_BYTES}`);
   const out = new Uint8Array(MEDIA_PACKET_HEADER_BYTES + packet.bytes.length);
@@ -67,9 +77,11 @@ export function decodeMediaPacket(payload: Uint8Array): MediaDecodeResult {
   const segment = readU32(payload, 0);
   const index = readU16(payload, 4);
   const count = readU16(payload, 6);
-  if (count === 0 || count > MAX_SEGMENT_PACKETS)
-    return fail('limitExceeded', `packet count ${count} is outside 1‥${MAX_SEGMENT_PACKETS}`);
-  if (index >= count) return fail('invalidValue', `packet index ${index} is not below its count ${count}`);
+  if (count > MAX_SEGMENT_PACKETS)
+    return fail('limitExceeded', `packet count ${count} is outside 0‥${MAX_SEGMENT_PACKETS}`);
+  const indexBound = count === OPEN_SEGMENT_COUNT ? MAX_SEGMENT_PACKETS : count;
+  if (index >= indexBound)
+    return fail('invalidValue', `packet index ${index} is not below its bound ${indexBound}`);
   const bytes = payload.subarray(MEDIA_PACKET_HEADER_BYTES);
   if (bytes.length > MAX_MEDIA_PACKET_PAYLOAD_BYTES)
     return fail(
@@ -107,6 +119,25 @@ export function planPackets(
 /** The plan of a segment announced with `packets` packets: how a receiver finds each packet's bytes. */
 export function announcedPlan(segmentBytes: number, packets: number): PacketPlan {
   return { packets, packetBytes: Math.max(1, Math.ceil(segmentBytes / packets)) };
+}
+
+/**
+ * The plan of an announced segment: fixed-size packets for one cut while written (`packetBytes`),
+ * else evenly spread (`announcedPlan`).
+ */
+export function planOf(a: {
+  readonly bytes: number;
+  readonly packets: number;
+  readonly packetBytes?: number;
+}): PacketPlan {
+  return a.packetBytes === undefined
+    ? announcedPlan(a.bytes, a.packets)
+    : { packets: a.packets, packetBytes: a.packetBytes };
+}
+
+/** The count a packet of this announced segment carries in its header (0 for one cut while written). */
+export function headerCount(a: { readonly packets: number; readonly packetBytes?: number }): number {
+  return a.packetBytes === undefined ? a.packets : OPEN_SEGMENT_COUNT;
 }
 
 /** Byte range [start, end) of packet `index` under a plan (empty for trailing packets past the end). */

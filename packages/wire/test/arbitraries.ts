@@ -8,6 +8,7 @@ import {
   LinkDirection,
   LinkOp,
   MAX_ANNOUNCED_PACKETS,
+  MAX_MEDIA_PACKET_PAYLOAD_BYTES,
   MAX_REPAIR_PACKETS,
   MAX_URI_LENGTH,
   MAX_REPORT_CANDIDATES,
@@ -103,24 +104,43 @@ const hexOfBytes = (bytes: number): fc.Arbitrary<string> =>
  */
 export const signedAnnouncement = (maxPackets = 64, maxUriLength = 64): fc.Arbitrary<SignedAnnouncement> =>
   fc.integer({ min: 1, max: Math.min(maxPackets, MAX_ANNOUNCED_PACKETS) }).chain((packets) =>
-    record({
-      stream: fc.stringMatching(/^[A-Za-z0-9._-]{1,64}$/),
-      sequence: u32(),
-      uri: fc
-        .oneof(
-          fc.string({ unit: 'binary-ascii', maxLength: Math.min(maxUriLength, MAX_URI_LENGTH) }),
-          fc.string({ unit: 'binary', maxLength: Math.min(maxUriLength, MAX_URI_LENGTH) }),
-        )
-        .filter((uri) => uri.length <= MAX_URI_LENGTH),
-      bytes: fc.integer({ min: 0, max: 64 * 1024 * 1024 }),
-      packets: fc.constant(packets),
-      firstPacket: fc.integer({ min: 0, max: Number.MAX_SAFE_INTEGER }),
-      sha256: hexOfBytes(32),
-      packetHashes: hexOfBytes(16 * packets),
-      durationMs: fc.integer({ min: 0, max: 3_600_000 }),
-      publishedAtMs: fc.integer({ min: 0, max: Number.MAX_SAFE_INTEGER }),
-      signature: fc.uint8Array({ minLength: 1, maxLength: 96 }).map((b) => Buffer.from(b).toString('base64')),
-    }),
+    fc
+      .record({
+        stream: fc.stringMatching(/^[A-Za-z0-9._-]{1,64}$/),
+        sequence: u32(),
+        uri: fc
+          .oneof(
+            fc.string({ unit: 'binary-ascii', maxLength: Math.min(maxUriLength, MAX_URI_LENGTH) }),
+            fc.string({ unit: 'binary', maxLength: Math.min(maxUriLength, MAX_URI_LENGTH) }),
+          )
+          .filter((uri) => uri.length <= MAX_URI_LENGTH),
+        bytes: fc.integer({ min: 0, max: 64 * 1024 * 1024 }),
+        packets: fc.constant(packets),
+        firstPacket: fc.integer({ min: 0, max: Number.MAX_SAFE_INTEGER }),
+        sha256: hexOfBytes(32),
+        packetHashes: hexOfBytes(16 * packets),
+        durationMs: fc.integer({ min: 0, max: 3_600_000 }),
+        publishedAtMs: fc.integer({ min: 0, max: Number.MAX_SAFE_INTEGER }),
+        signature: fc
+          .uint8Array({ minLength: 1, maxLength: 96 })
+          .map((b) => Buffer.from(b).toString('base64')),
+        // A segment cut while written (issue 14) in one case of four: its size follows its packets.
+        progressive: fc.option(
+          fc.record({
+            packetBytes: fc.integer({ min: 1, max: MAX_MEDIA_PACKET_PAYLOAD_BYTES }),
+            partial: fc.boolean(),
+            fill: fc.double({ min: 0, max: 1, noNaN: true }),
+          }),
+          { freq: 3 },
+        ),
+      })
+      .map(({ progressive, ...a }): SignedAnnouncement => {
+        if (progressive === null) return a;
+        const { packetBytes, partial, fill } = progressive;
+        const bytes = partial ? packets * packetBytes : Math.floor(fill * packets * packetBytes);
+        const { signature, ...rest } = a;
+        return { ...rest, bytes, packetBytes, partial, signature };
+      }),
   );
 
 /** One arbitrary per message type, keyed by the type's name in `MessageType`. */

@@ -2,8 +2,12 @@ import { describe, expect, it } from 'vitest';
 import fc from 'fast-check';
 import {
   MAX_MEDIA_PACKET_PAYLOAD_BYTES,
+  MAX_SEGMENT_PACKETS,
   MEDIA_PACKET_HEADER_BYTES,
+  OPEN_SEGMENT_COUNT,
   decodeMediaPacket,
+  headerCount,
+  planOf,
   encodeMediaPacket,
   packetPlace,
   packetRange,
@@ -28,7 +32,7 @@ describe('media packets', () => {
     );
   });
 
-  it('refuse truncated headers, zero or oversized counts, indexes past the count and oversized payloads', () => {
+  it('refuse truncated headers, oversized counts, indexes past the count and oversized payloads', () => {
     const header = (segment: number, index: number, count: number): Uint8Array => {
       const b = new Uint8Array(MEDIA_PACKET_HEADER_BYTES);
       new DataView(b.buffer).setUint32(0, segment, true);
@@ -41,7 +45,6 @@ describe('media packets', () => {
       return r.ok ? 'ok' : r.error.kind;
     };
     expect(kind(new Uint8Array(7))).toBe('truncated');
-    expect(kind(header(1, 0, 0))).toBe('limitExceeded');
     expect(kind(header(1, 0, 4097))).toBe('limitExceeded');
     expect(kind(header(1, 16, 16))).toBe('invalidValue');
     const big = new Uint8Array(MEDIA_PACKET_HEADER_BYTES + MAX_MEDIA_PACKET_PAYLOAD_BYTES + 1);
@@ -79,6 +82,35 @@ describe('media packets', () => {
   it('cuts a typical 2 s segment (~240 KB) into one row of 16 packets', () => {
     expect(planPackets(240_000, 16)).toEqual({ packets: 16, packetBytes: 15_000 });
     expect(planPackets(300_000, 16).packets).toBe(32);
+  });
+});
+
+describe('packets of a segment cut while written (count 0)', () => {
+  it('round-trip with any index below MAX_SEGMENT_PACKETS', () => {
+    for (const index of [0, 17, MAX_SEGMENT_PACKETS - 1]) {
+      const bytes = new Uint8Array([1, 2, 3]);
+      const decoded = decodeMediaPacket(
+        encodeMediaPacket({ segment: 7, index, count: OPEN_SEGMENT_COUNT, bytes }),
+      );
+      expect(decoded.ok && decoded.packet).toEqual({ segment: 7, index, count: 0, bytes });
+    }
+    expect(() =>
+      encodeMediaPacket({ segment: 7, index: MAX_SEGMENT_PACKETS, count: 0, bytes: new Uint8Array() }),
+    ).toThrow(RangeError);
+    const header = new Uint8Array(MEDIA_PACKET_HEADER_BYTES);
+    new DataView(header.buffer).setUint16(4, MAX_SEGMENT_PACKETS, true);
+    const r = decodeMediaPacket(header);
+    expect(r.ok ? 'ok' : r.error.kind).toBe('invalidValue');
+  });
+
+  it('are planned at their fixed size, and the header count says which plan applies', () => {
+    const progressive = { bytes: 40_000, packets: 16, packetBytes: 4096 };
+    expect(planOf(progressive)).toEqual({ packets: 16, packetBytes: 4096 });
+    expect(packetRange(planOf(progressive), 40_000, 9)).toEqual([36_864, 40_000]);
+    expect(packetRange(planOf(progressive), 40_000, 10)).toEqual([40_000, 40_000]);
+    expect(planOf({ bytes: 40_000, packets: 16 })).toEqual({ packets: 16, packetBytes: 2500 });
+    expect(headerCount(progressive)).toBe(OPEN_SEGMENT_COUNT);
+    expect(headerCount({ packets: 16 })).toBe(16);
   });
 });
 
