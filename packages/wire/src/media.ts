@@ -3,7 +3,9 @@
  * over the slices, and how a viewer reads them back. Every packet names its segment and place, so a
  * viewer can assemble segments in any arrival order and before the segment's announcement arrives.
  *
- * Layout (little-endian): segment u32 · index u16 · count u16 · bytes.
+ * Layout (little-endian): segment u32 · index u16 · count u16 · bytes. A packet of a segment cut
+ * while it was written (count 0, issue 14) has more before its bytes: packetBytes u16 ·
+ * packetNumber u48 · Ed25519 signature (64 bytes) — see `SignedPacketFields`.
  */
 
 /** Bytes of the media-packet header. */
@@ -24,9 +26,31 @@ export const MAX_SEGMENT_PACKETS = 4096;
 
 /**
  * The header count of a packet cut from a segment still being written (issue 14): its index is then
- * only bounded by MAX_SEGMENT_PACKETS, and the segment's signed announcement says how many there are.
+ * only bounded by MAX_SEGMENT_PACKETS, it carries `SignedPacketFields`, and the segment's signed
+ * announcement, made once the segment is complete, says how many packets there are.
  */
 export const OPEN_SEGMENT_COUNT = 0;
+/** Bytes of an Ed25519 signature (RFC 8032). */
+export const PACKET_SIGNATURE_BYTES = 64;
+/** Header bytes of a packet with `SignedPacketFields`: the plain header, u16, u48, signature. */
+export const SIGNED_MEDIA_PACKET_HEADER_BYTES = MEDIA_PACKET_HEADER_BYTES + 2 + 6 + PACKET_SIGNATURE_BYTES;
+/** The largest packet number a u48 carries (Data sequence numbers are u32, so 2^36 is reached first). */
+const MAX_PACKET_NUMBER = 2 ** 48 - 1;
+
+/**
+ * What a packet of a segment still being written carries so that it can be checked on arrival,
+ * before any announcement of its segment exists: the true source signs (`packetSigningBytes`) the
+ * stream, the segment and index, the segment's fixed packet size, the stream-wide packet number
+ * (which gives its slice and sequence, `packetPlace`, so it cannot be replayed elsewhere in the
+ * trees) and the SHA-256 of its bytes.
+ */
+export interface SignedPacketFields {
+  /** Bytes in every packet of the segment but its last data packet (`packetBytes` of its announcement). */
+  readonly packetBytes: number;
+  /** Stream-wide number of this packet in the order the true source deals them (firstPacket + index). */
+  readonly packetNumber: number;
+  readonly signature: Uint8Array;
+}
 
 export interface MediaPacket {
   /** The segment's media sequence number (EXT-X-MEDIA-SEQUENCE numbering). */
@@ -39,6 +63,8 @@ export interface MediaPacket {
    */
   readonly count: number;
   readonly bytes: Uint8Array;
+  /** Present exactly when count is OPEN_SEGMENT_COUNT. */
+  readonly signed?: SignedPacketFields;
 }
 
 export type MediaDecodeErrorKind = 'truncated' | 'invalidValue' | 'limitExceeded';
@@ -62,11 +88,22 @@ export function encodeMediaPacket(packet: MediaPacket): Uint8Array {
     throw new RangeError(`index ${packet.index} is outside 0‥${indexBound - 1}`);
   if (packet.bytes.length > MAX_MEDIA_PACKET_PAYLOAD_BYTES)
     throw new RangeError(`packet of ${packet.bytes.length} bytes exceeds ${MAX_MEDIA_PACKET_PAYLOAD_BYTES}`);
-  const out = new Uint8Array(MEDIA_PACKET_HEADER_BYTES + packet.bytes.length);
+  const signed = packet.signed;
+  if ((packet.count === OPEN_SEGMENT_COUNT) !== (signed !== undefined))
+    throw new RangeError('a packet carries signed fields exactly when its count is 0');
+  if (signed !== undefined) checkSignedFields(signed, packet.bytes.length);
+  const headerBytes = signed === undefined ? MEDIA_PACKET_HEADER_BYTES : SIGNED_MEDIA_PACKET_HEADER_BYTES;
+  const out = new Uint8Array(headerBytes + packet.bytes.length);
   writeU32(out, 0, packet.segment);
   writeU16(out, 4, packet.index);
   writeU16(out, 6, packet.count);
-  out.set(packet.bytes, MEDIA_PACKET_HEADER_BYTES);
+  if (signed !== undefined) {
+    writeU16(out, 8, signed.packetBytes);
+    writeU32(out, 10, signed.packetNumber % 0x1_0000_0000);
+    writeU16(out, 14, Math.floor(signed.packetNumber / 0x1_0000_0000));
+    out.set(signed.signature, 16);
+  }
+  out.set(packet.bytes, headerBytes);
   return out;
 }
 
@@ -82,13 +119,77 @@ export function decodeMediaPacket(payload: Uint8Array): MediaDecodeResult {
   const indexBound = count === OPEN_SEGMENT_COUNT ? MAX_SEGMENT_PACKETS : count;
   if (index >= indexBound)
     return fail('invalidValue', `packet index ${index} is not below its bound ${indexBound}`);
-  const bytes = payload.subarray(MEDIA_PACKET_HEADER_BYTES);
-  if (bytes.length > MAX_MEDIA_PACKET_PAYLOAD_BYTES)
-    return fail(
-      'limitExceeded',
-      `packet payload of ${bytes.length} bytes exceeds ${MAX_MEDIA_PACKET_PAYLOAD_BYTES}`,
-    );
-  return { ok: true, packet: { segment, index, count, bytes } };
+  if (count !== OPEN_SEGMENT_COUNT) {
+    const bytes = payload.subarray(MEDIA_PACKET_HEADER_BYTES);
+    if (bytes.length > MAX_MEDIA_PACKET_PAYLOAD_BYTES)
+      return fail(
+        'limitExceeded',
+        `packet payload of ${bytes.length} bytes exceeds ${MAX_MEDIA_PACKET_PAYLOAD_BYTES}`,
+      );
+    return { ok: true, packet: { segment, index, count, bytes } };
+  }
+  if (payload.length < SIGNED_MEDIA_PACKET_HEADER_BYTES)
+    return fail('truncated', `signed media packet of ${payload.length} bytes is shorter than its header`);
+  const packetBytes = readU16(payload, 8);
+  const packetNumber = readU32(payload, 10) + readU16(payload, 14) * 0x1_0000_0000;
+  const bytes = payload.subarray(SIGNED_MEDIA_PACKET_HEADER_BYTES);
+  if (packetBytes === 0 || packetBytes > MAX_MEDIA_PACKET_PAYLOAD_BYTES)
+    return fail('invalidValue', `packet size ${packetBytes} is outside 1‥${MAX_MEDIA_PACKET_PAYLOAD_BYTES}`);
+  if (bytes.length > packetBytes)
+    return fail('limitExceeded', `packet payload of ${bytes.length} bytes exceeds its size ${packetBytes}`);
+  const signature = payload.subarray(16, SIGNED_MEDIA_PACKET_HEADER_BYTES);
+  return {
+    ok: true,
+    packet: { segment, index, count, bytes, signed: { packetBytes, packetNumber, signature } },
+  };
+}
+
+function checkSignedFields(signed: SignedPacketFields, payloadBytes: number): void {
+  const { packetBytes, packetNumber, signature } = signed;
+  if (!Number.isInteger(packetBytes) || packetBytes < 1 || packetBytes > MAX_MEDIA_PACKET_PAYLOAD_BYTES)
+    throw new RangeError(`packetBytes ${packetBytes} is outside 1‥${MAX_MEDIA_PACKET_PAYLOAD_BYTES}`);
+  if (payloadBytes > packetBytes)
+    throw new RangeError(`payload of ${payloadBytes} bytes exceeds ${packetBytes}`);
+  if (!Number.isInteger(packetNumber) || packetNumber < 0 || packetNumber > MAX_PACKET_NUMBER)
+    throw new RangeError(`packetNumber ${packetNumber} is not a u48`);
+  if (signature.length !== PACKET_SIGNATURE_BYTES)
+    throw new RangeError(`a signature is ${PACKET_SIGNATURE_BYTES} bytes, not ${signature.length}`);
+}
+
+/** Tag of the packet signature, so that it cannot be taken for an announcement's or another version's. */
+const PACKET_SIGNING_TAG = 'chunkycast-packet-v1';
+
+/**
+ * The exact bytes the broadcaster signs for a packet of a segment cut while written: the tag, the
+ * stream id (u8 length, then its characters, which STREAM_ID_PATTERN keeps ASCII), segment u32, index
+ * u16, packetBytes u16, packetNumber u48 and the SHA-256 (32 bytes) of the packet's bytes — all
+ * little-endian, one encoding per value.
+ */
+export function packetSigningBytes(
+  stream: string,
+  packet: {
+    readonly segment: number;
+    readonly index: number;
+    readonly signed: Omit<SignedPacketFields, 'signature'>;
+  },
+  payloadSha256: Uint8Array,
+): Uint8Array {
+  if (payloadSha256.length !== 32) throw new RangeError('a SHA-256 digest is 32 bytes');
+  if (stream.length > 255 || !/^[\x20-\x7e]*$/.test(stream))
+    throw new RangeError('stream id must be ≤ 255 ASCII');
+  const tag = PACKET_SIGNING_TAG;
+  const out = new Uint8Array(tag.length + 1 + stream.length + 4 + 2 + 2 + 6 + 32);
+  let at = 0;
+  for (let i = 0; i < tag.length; i++) out[at++] = tag.charCodeAt(i);
+  out[at++] = stream.length;
+  for (let i = 0; i < stream.length; i++) out[at++] = stream.charCodeAt(i);
+  writeU32(out, at, packet.segment);
+  writeU16(out, at + 4, packet.index);
+  writeU16(out, at + 6, packet.signed.packetBytes);
+  writeU32(out, at + 8, packet.signed.packetNumber % 0x1_0000_0000);
+  writeU16(out, at + 12, Math.floor(packet.signed.packetNumber / 0x1_0000_0000));
+  out.set(payloadSha256, at + 14);
+  return out;
 }
 
 export interface PacketPlan {

@@ -92,21 +92,14 @@ export interface SegmentAnnouncement {
   /** Unix ms at which the true source saw the segment finished (the packager's write time if known). */
   readonly publishedAtMs: number;
   /**
-   * Present (with `partial`) on a segment the true source cut while the packager was still writing
-   * it (issue 14): every packet but the segment's last data packet holds exactly this many bytes, and
-   * packet i covers [i·packetBytes, (i+1)·packetBytes) ∩ [0, bytes). Absent: the segment was cut
-   * whole, its bytes spread evenly over `packets` (`planPackets`). Such packets carry count 0 in
-   * their header (`OPEN_SEGMENT_COUNT`): their segment's length was unknown when they were cut.
+   * Present on a segment the true source cut while the packager was still writing it (issue 14):
+   * every packet but the segment's last data packet holds exactly this many bytes, so packet i
+   * covers [i·packetBytes, (i+1)·packetBytes) ∩ [0, bytes). Absent: the segment was cut whole, its
+   * bytes spread evenly over `packets` (`planPackets`). Its packets travelled before this
+   * announcement existed, each signed on its own (`SignedPacketFields`); this announcement, made when
+   * the segment is complete, then covers them all like any other.
    */
   readonly packetBytes?: number;
-  /**
-   * True on an announcement of a segment still being written: only its first `packets` packets
-   * (all full, so `bytes` = packets × packetBytes) are announced, and `sha256` is the hash of those
-   * bytes. Later announcements of the same sequence list more packets; the one with `partial` false
-   * is the whole segment and its `sha256` the segment's. A receiver checks each packet against its
-   * hash here on arrival, as for a whole segment, so a packet never waits for the segment's end.
-   */
-  readonly partial?: boolean;
 }
 
 /** Whether an announcement describes a segment cut while it was written (`packetBytes` is set). */
@@ -274,9 +267,9 @@ export function encodeTrackerMessage(message: ClientMessage | ServerMessage): st
 
 /** The exact bytes the broadcaster signs: fixed field order, no signature. */
 export function announcementSigningBytes(a: SegmentAnnouncement): Uint8Array {
-  // A segment cut while written signs two more fields under its own tag, so neither kind of
+  // A segment cut while written signs one more field under its own tag, so neither kind of
   // signature can be taken for the other; a whole segment signs exactly what it did before.
-  const progressive = a.packetBytes === undefined ? [] : [a.packetBytes, a.partial === true];
+  const progressive = a.packetBytes === undefined ? [] : [a.packetBytes];
   const canonical = JSON.stringify([
     a.packetBytes === undefined ? 'chunkycast-segment-v3' : 'chunkycast-segment-v4',
     a.stream,
@@ -413,23 +406,13 @@ function packetHashes(o: Json): string {
   return hashes;
 }
 
-/** The two fields of a segment cut while written: both or neither, and consistent with its size. */
-function progressiveFields(
-  o: Json,
-  bytes: number,
-  packets: number,
-): { packetBytes: number; partial: boolean } | null {
-  if (o.packetBytes === undefined && o.partial === undefined) return null;
+/** `packetBytes` of a segment cut while written: its packets must hold its bytes. */
+function progressiveFields(o: Json, bytes: number, packets: number): { packetBytes: number } | null {
+  if (o.packetBytes === undefined) return null;
   const packetBytes = int(o, 'packetBytes', 1, MAX_MEDIA_PACKET_PAYLOAD_BYTES);
-  if (typeof o.partial !== 'boolean') throw new Invalid('invalidField', '"partial" must be a boolean');
-  if (o.partial ? bytes !== packets * packetBytes : bytes > packets * packetBytes)
-    throw new Invalid(
-      'invalidField',
-      o.partial
-        ? '"bytes" of a partial announcement must be "packets" full packets'
-        : '"packets" of "packetBytes" cannot hold "bytes"',
-    );
-  return { packetBytes, partial: o.partial };
+  if (bytes > packets * packetBytes)
+    throw new Invalid('invalidField', '"packets" of "packetBytes" cannot hold "bytes"');
+  return { packetBytes };
 }
 
 function announcement(o: Json): SignedAnnouncement {
@@ -479,7 +462,7 @@ const NON_ASCII = /[\u0080-\uffff]/g;
 
 /**
  * The canonical text of a signed announcement outside a tracker frame (the peer message
- * `Announcement`): its eleven fields (thirteen for a segment cut while written) in a fixed order as JSON, and every character outside ASCII
+ * `Announcement`): its eleven fields (twelve for a segment cut while written) in a fixed order as JSON, and every character outside ASCII
  * escaped as \uXXXX, so that one character is one byte and the text is its own UTF-8 encoding.
  * A decoder accepts a text only if it is exactly this for what it parsed (one encoding per value).
  */
@@ -495,7 +478,7 @@ export function announcementText(a: SignedAnnouncement): string {
     packetHashes: a.packetHashes,
     durationMs: a.durationMs,
     publishedAtMs: a.publishedAtMs,
-    ...(a.packetBytes === undefined ? {} : { packetBytes: a.packetBytes, partial: a.partial === true }),
+    ...(a.packetBytes === undefined ? {} : { packetBytes: a.packetBytes }),
     signature: a.signature,
   }).replace(NON_ASCII, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`);
 }

@@ -120,30 +120,26 @@ describe('Announcement messages', () => {
 });
 
 describe('announcements of a segment cut while written (issue 14)', () => {
-  const partial: SignedAnnouncement = { ...base, bytes: 2 * 16_384, packetBytes: 16_384, partial: true };
+  const progressive: SignedAnnouncement = { ...base, bytes: 20_000, packetBytes: 16_384 };
 
-  it('carry packetBytes and partial after publishedAtMs, and round-trip', () => {
-    const text = announcementText(partial);
-    expect(text).toContain('"publishedAtMs":1700000000123,"packetBytes":16384,"partial":true,"signature"');
-    const message = { type: MessageType.Announcement, announcement: partial } as const;
+  it('carry packetBytes after publishedAtMs, and round-trip', () => {
+    const text = announcementText(progressive);
+    expect(text).toContain('"publishedAtMs":1700000000123,"packetBytes":16384,"signature"');
+    const message = { type: MessageType.Announcement, announcement: progressive } as const;
     expect(decode(encode(message))).toStrictEqual({ ok: true, message });
-    const final = { ...partial, bytes: 20_000, partial: false };
-    expect(validateAnnouncement(final)).toStrictEqual({ ok: true, message: final });
   });
 
-  it('are refused unless both fields are there and the size agrees with the packets', () => {
+  it('are refused when packetBytes is out of range or its packets cannot hold the bytes', () => {
     const refused = (value: unknown): string => {
       const r = validateAnnouncement(value);
       return r.ok ? 'ok' : r.error.message;
     };
-    expect(refused({ ...base, packetBytes: 16_384 })).toContain('"partial" must be a boolean');
-    expect(refused({ ...base, partial: true })).toContain('"packetBytes" must be an integer');
-    expect(refused({ ...partial, packetBytes: 0 })).toContain('"packetBytes" must be an integer');
-    expect(refused({ ...partial, packetBytes: 16_385 })).toContain('"packetBytes" must be an integer');
-    // A partial one lists full packets only; a whole one's packets must hold its bytes.
-    expect(refused({ ...partial, bytes: 2 * 16_384 - 1 })).toContain('must be "packets" full packets');
-    expect(refused({ ...partial, partial: false, bytes: 2 * 16_384 + 1 })).toContain('cannot hold');
-    expect(refused({ ...partial, partial: 'yes' })).toContain('"partial" must be a boolean');
+    expect(refused(progressive)).toBe('ok');
+    expect(refused({ ...progressive, packetBytes: 0 })).toContain('"packetBytes" must be an integer');
+    expect(refused({ ...progressive, packetBytes: 16_385 })).toContain('"packetBytes" must be an integer');
+    expect(refused({ ...progressive, packetBytes: 'x' })).toContain('"packetBytes" must be an integer');
+    expect(refused({ ...progressive, bytes: 2 * 16_384 + 1 })).toContain('cannot hold');
+    expect(refused({ ...progressive, bytes: 2 * 16_384 })).toBe('ok');
   });
 });
 

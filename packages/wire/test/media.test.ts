@@ -5,7 +5,11 @@ import {
   MAX_SEGMENT_PACKETS,
   MEDIA_PACKET_HEADER_BYTES,
   OPEN_SEGMENT_COUNT,
+  PACKET_SIGNATURE_BYTES,
+  SIGNED_MEDIA_PACKET_HEADER_BYTES,
   decodeMediaPacket,
+  packetSigningBytes,
+  type SignedPacketFields,
   headerCount,
   planOf,
   encodeMediaPacket,
@@ -85,22 +89,92 @@ describe('media packets', () => {
   });
 });
 
-describe('packets of a segment cut while written (count 0)', () => {
-  it('round-trip with any index below MAX_SEGMENT_PACKETS', () => {
-    for (const index of [0, 17, MAX_SEGMENT_PACKETS - 1]) {
-      const bytes = new Uint8Array([1, 2, 3]);
-      const decoded = decodeMediaPacket(
-        encodeMediaPacket({ segment: 7, index, count: OPEN_SEGMENT_COUNT, bytes }),
-      );
-      expect(decoded.ok && decoded.packet).toEqual({ segment: 7, index, count: 0, bytes });
-    }
+describe('packets of a segment cut while written (count 0, signed)', () => {
+  const signed = (packetNumber = 2 ** 40 + 5, packetBytes = 4096): SignedPacketFields => ({
+    packetBytes,
+    packetNumber,
+    signature: Uint8Array.from({ length: PACKET_SIGNATURE_BYTES }, (_, i) => i),
+  });
+
+  it('round-trip with any index below MAX_SEGMENT_PACKETS and a u48 packet number', () => {
+    for (const index of [0, 17, MAX_SEGMENT_PACKETS - 1])
+      for (const packetNumber of [0, 2 ** 32 + 1, 2 ** 48 - 1]) {
+        const packet = {
+          segment: 7,
+          index,
+          count: OPEN_SEGMENT_COUNT,
+          bytes: Uint8Array.of(1, 2, 3),
+          signed: signed(packetNumber),
+        };
+        const encoded = encodeMediaPacket(packet);
+        expect(encoded.length).toBe(SIGNED_MEDIA_PACKET_HEADER_BYTES + 3);
+        const decoded = decodeMediaPacket(encoded);
+        expect(decoded.ok && decoded.packet).toEqual(packet);
+      }
+  });
+
+  it('refuse to encode signed fields with a count, or a count 0 without them, or bad fields', () => {
+    const bytes = new Uint8Array(10);
+    expect(() => encodeMediaPacket({ segment: 1, index: 0, count: 0, bytes })).toThrow(RangeError);
+    expect(() => encodeMediaPacket({ segment: 1, index: 0, count: 16, bytes, signed: signed() })).toThrow(
+      RangeError,
+    );
     expect(() =>
-      encodeMediaPacket({ segment: 7, index: MAX_SEGMENT_PACKETS, count: 0, bytes: new Uint8Array() }),
+      encodeMediaPacket({ segment: 1, index: 0, count: 0, bytes, signed: signed(2 ** 48) }),
     ).toThrow(RangeError);
-    const header = new Uint8Array(MEDIA_PACKET_HEADER_BYTES);
-    new DataView(header.buffer).setUint16(4, MAX_SEGMENT_PACKETS, true);
-    const r = decodeMediaPacket(header);
-    expect(r.ok ? 'ok' : r.error.kind).toBe('invalidValue');
+    expect(() => encodeMediaPacket({ segment: 1, index: 0, count: 0, bytes, signed: signed(0, 5) })).toThrow(
+      RangeError,
+    );
+    expect(() =>
+      encodeMediaPacket({ segment: 1, index: MAX_SEGMENT_PACKETS, count: 0, bytes, signed: signed() }),
+    ).toThrow(RangeError);
+  });
+
+  it('refuse to decode a short signed header, a zero or oversized packet size, or a payload beyond it', () => {
+    const kind = (b: Uint8Array): string => {
+      const r = decodeMediaPacket(b);
+      return r.ok ? 'ok' : r.error.kind;
+    };
+    const good = encodeMediaPacket({
+      segment: 1,
+      index: 0,
+      count: 0,
+      bytes: new Uint8Array(100),
+      signed: signed(9, 100),
+    });
+    expect(kind(good)).toBe('ok');
+    expect(kind(good.subarray(0, SIGNED_MEDIA_PACKET_HEADER_BYTES - 1))).toBe('truncated');
+    const view = new DataView(good.buffer);
+    view.setUint16(8, 99, true);
+    expect(kind(good)).toBe('limitExceeded');
+    view.setUint16(8, 0, true);
+    expect(kind(good)).toBe('invalidValue');
+    view.setUint16(8, MAX_MEDIA_PACKET_PAYLOAD_BYTES + 1, true);
+    expect(kind(good)).toBe('invalidValue');
+    view.setUint16(8, 100, true);
+    view.setUint16(4, MAX_SEGMENT_PACKETS, true);
+    expect(kind(good)).toBe('invalidValue');
+  });
+
+  it('sign every field that places the packet, and the hash of its bytes', () => {
+    const hash = new Uint8Array(32).fill(7);
+    const packet = { segment: 5, index: 3, signed: { packetBytes: 4096, packetNumber: 2 ** 33 + 1 } };
+    const bytes = packetSigningBytes('live', packet, hash);
+    const variants = [
+      packetSigningBytes('livf', packet, hash),
+      packetSigningBytes('live', { ...packet, segment: 6 }, hash),
+      packetSigningBytes('live', { ...packet, index: 4 }, hash),
+      packetSigningBytes(
+        'live',
+        { ...packet, signed: { packetBytes: 4095, packetNumber: 2 ** 33 + 1 } },
+        hash,
+      ),
+      packetSigningBytes('live', { ...packet, signed: { packetBytes: 4096, packetNumber: 1 } }, hash),
+      packetSigningBytes('live', packet, new Uint8Array(32).fill(8)),
+    ];
+    for (const other of variants) expect(Buffer.from(other).equals(Buffer.from(bytes))).toBe(false);
+    expect(Buffer.from(bytes.subarray(0, 20)).toString('latin1')).toBe('chunkycast-packet-v1');
+    expect(() => packetSigningBytes('live', packet, new Uint8Array(31))).toThrow(RangeError);
   });
 
   it('are planned at their fixed size, and the header count says which plan applies', () => {
