@@ -1,7 +1,9 @@
+import { sha256 } from '@noble/hashes/sha2.js';
 import {
-  announcedPlan,
+  PACKET_HASH_HEX,
   announcementSigningBytes,
   packetRange,
+  planOf,
   type MediaPacket,
   type SignedAnnouncement,
 } from '@chunkycast/wire';
@@ -19,6 +21,11 @@ const MAX_SEQUENCE_AHEAD = 4;
  * repair (issue 4) the missing packets are not coming; the loader goes to the origin at once.
  */
 export const INCOMPLETE_GIVE_UP_MS = 2500;
+/**
+ * Byte-range waiters per segment at most (LL-HLS parts: hls.js asks for one part at a time, a few
+ * with retries), so a page cannot make the store keep an unbounded list.
+ */
+const MAX_RANGE_WAITERS = 16;
 
 export type SegmentVerdict = 'complete' | 'waiting' | 'failed';
 
@@ -29,11 +36,25 @@ export type SegmentVerdict = 'complete' | 'waiting' | 'failed';
  */
 export type AnnounceOutcome = 'added' | 'known' | 'badSignature' | 'refused';
 
+interface RangeWaiter {
+  readonly start: number;
+  readonly end: number;
+  readonly resolve: (bytes: Uint8Array | null) => void;
+}
+
 interface Entry {
+  readonly sequence: number;
   announcement: SignedAnnouncement | null;
   /** Local time the announcement arrived (ms, host clock). */
   announcedAt: number;
+  /** Packets in the segment; 0 while unknown (a segment cut while written, before its announcement). */
   count: number;
+  /**
+   * The fixed packet size of a segment cut while written (from its first signed packet or its
+   * announcement); null for a segment cut whole or not known yet.
+   */
+  packetBytes: number | null;
+  rangeWaiters: RangeWaiter[];
   packets: (Uint8Array | undefined)[];
   received: number;
   bytes: Uint8Array | null;
@@ -144,11 +165,18 @@ export class SegmentStore {
     const entry = this.entry(a.sequence, a.packets, true);
     if (entry === null) return 'refused';
     if (entry.announcement !== null) return 'known';
-    if (entry.count !== a.packets) {
-      // Packets arrived claiming another count: they cannot be this segment's; start over.
-      entry.count = a.packets;
+    if (entry.packetBytes !== (a.packetBytes ?? null) || (entry.count !== a.packets && entry.count !== 0)) {
+      // Packets arrived claiming another size or count: they cannot be this segment's; start over.
       entry.packets = new Array<Uint8Array | undefined>(a.packets);
       entry.received = 0;
+    }
+    entry.count = a.packets;
+    entry.packetBytes = a.packetBytes ?? null;
+    // Signed packets came before anyone knew how many there would be: any beyond the count are not
+    // this segment's (the source's signature says otherwise only if it contradicts itself).
+    if (entry.packets.length > a.packets) {
+      entry.packets.length = a.packets;
+      entry.received = entry.packets.reduce((n, p) => (p === undefined ? n : n + 1), 0);
     }
     entry.announcement = a;
     entry.announcedAt = this.options.now();
@@ -159,15 +187,14 @@ export class SegmentStore {
     return 'added';
   }
 
-  /** A media packet from the mesh. Returns false if it was refused or a duplicate. */
+  /**
+   * A media packet from the mesh, already checked against its signed announcement or, for a segment
+   * still being written, its own signature (the caller's `inspectPacket`). Returns false if it was
+   * refused or a duplicate.
+   */
   addPacket(packet: MediaPacket): boolean {
     const entry = this.entry(packet.segment, packet.count, false);
-    if (entry !== null && entry.count === 0 && entry.announcement === null) {
-      // Created by a waiter before anything was known about the segment: the first packet sizes it.
-      entry.count = packet.count;
-      entry.packets = new Array<Uint8Array | undefined>(packet.count);
-    }
-    if (entry === null || entry.count !== packet.count || entry.failed) {
+    if (entry === null || entry.failed || !this.fits(entry, packet)) {
       this.counters.refusedPackets++;
       return false;
     }
@@ -180,8 +207,32 @@ export class SegmentStore {
     entry.received++;
     this.counters.packetsReceived++;
     this.counters.bytesReceived += packet.bytes.length;
+    this.wakeRanges(entry);
     this.tryComplete(packet.segment, entry);
     return true;
+  }
+
+  /**
+   * Whether a packet belongs in an entry, sizing an entry nothing was known about: a signed packet
+   * (count 0) of a segment cut while written needs the same packet size and an index within the
+   * announced count once there is one; a packet cut whole needs the entry's count.
+   */
+  private fits(entry: Entry, packet: MediaPacket): boolean {
+    const fresh = entry.announcement === null && entry.received === 0;
+    const signed = packet.signed;
+    if (signed !== undefined) {
+      if (fresh && entry.packetBytes === null) {
+        entry.packetBytes = signed.packetBytes;
+        entry.count = 0;
+      }
+      return entry.packetBytes === signed.packetBytes && (entry.count === 0 || packet.index < entry.count);
+    }
+    if (fresh && entry.count === 0 && entry.packetBytes === null) {
+      // Created by a waiter before anything was known about the segment: the first packet sizes it.
+      entry.count = packet.count;
+      entry.packets = new Array<Uint8Array | undefined>(packet.count);
+    }
+    return entry.count === packet.count;
   }
 
   verdict(sequence: number): SegmentVerdict {
@@ -212,7 +263,7 @@ export class SegmentStore {
     const a = e?.announcement ?? null;
     if (e === undefined || a === null || e.bytes !== null || e.failed || e.verifying || e.received === 0)
       return null;
-    const plan = announcedPlan(a.bytes, a.packets);
+    const plan = planOf(a);
     const runs: { start: number; end: number; indexes: number[] }[] = [];
     for (let i = 0; i < e.count; i++) {
       if (e.packets[i] !== undefined) continue;
@@ -242,8 +293,10 @@ export class SegmentStore {
   }
 
   /**
-   * Places bytes fetched from the origin for packet `index` (not counted as mesh bytes). The
-   * segment is released only if the whole then matches the signed hash, as for mesh packets.
+   * Places bytes fetched from the origin (or a neighbour's repair) for packet `index` (not counted
+   * as mesh bytes), if they match the packet's announced hash: every packet held is checked, so a
+   * byte range can be served before the segment is complete (`range`). The segment is released
+   * only if the whole then matches the signed hash, as for mesh packets.
    */
   fillPacket(
     sequence: number,
@@ -254,8 +307,17 @@ export class SegmentStore {
     const e = this.entries.get(sequence);
     if (e === undefined || e.announcement === null || e.failed || e.bytes !== null) return false;
     if (index < 0 || index >= e.count || e.packets[index] !== undefined) return false;
+    const expected = e.announcement.packetHashes.slice(
+      index * PACKET_HASH_HEX,
+      (index + 1) * PACKET_HASH_HEX,
+    );
+    if (bytesToHex(sha256(bytes).subarray(0, PACKET_HASH_HEX / 2)) !== expected) {
+      this.counters.hashMismatches++;
+      return false;
+    }
     e.packets[index] = bytes.slice();
     e.received++;
+    this.wakeRanges(e);
     if (from === 'origin') this.counters.packetsFilledFromOrigin++;
     else {
       this.counters.packetsRepaired++;
@@ -308,9 +370,82 @@ export class SegmentStore {
     });
   }
 
+  /**
+   * Verified bytes [start, end) of a segment before it is complete (an LL-HLS part): every packet
+   * covering them is here, each one checked on arrival (its announced hash, or for a segment still
+   * being written its own signature). Null while any is missing, or when the segment's packet
+   * layout is not known yet (a segment cut whole, before its announcement).
+   */
+  range(sequence: number, start: number, end: number): Uint8Array | null {
+    const e = this.entries.get(sequence);
+    if (e === undefined || e.failed || !(start >= 0 && end > start)) return null;
+    if (e.bytes !== null) return end <= e.bytes.length ? e.bytes.slice(start, end) : null;
+    const a = e.announcement;
+    const packetBytes = e.packetBytes ?? (a === null ? null : planOf(a).packetBytes);
+    if (packetBytes === null || (a !== null && end > a.bytes)) return null;
+    const first = Math.floor(start / packetBytes);
+    const last = Math.floor((end - 1) / packetBytes);
+    const out = new Uint8Array(end - start);
+    for (let i = first; i <= last; i++) {
+      const packet = e.packets[i];
+      if (packet === undefined) return null;
+      const packetStart = i * packetBytes;
+      const from = Math.max(start, packetStart);
+      const to = Math.min(end, packetStart + packet.length);
+      // A short packet is the segment's last data packet: nothing lies beyond it.
+      if (to < Math.min(end, packetStart + packetBytes)) return null;
+      out.set(packet.subarray(from - packetStart, to - packetStart), from - start);
+    }
+    return out;
+  }
+
+  /** Waits for `range(sequence, start, end)`; null at the timeout, an abort, or a failed segment. */
+  waitRange(
+    sequence: number,
+    start: number,
+    end: number,
+    timeoutMs: number,
+    signal?: AbortSignal,
+  ): Promise<Uint8Array | null> {
+    const ready = this.range(sequence, start, end);
+    if (ready !== null) return Promise.resolve(ready);
+    if (timeoutMs <= 0 || signal?.aborted === true || !this.expects(sequence)) return Promise.resolve(null);
+    const entry = this.entry(sequence, 0, true);
+    if (entry === null || entry.rangeWaiters.length >= MAX_RANGE_WAITERS) return Promise.resolve(null);
+    return new Promise((resolve) => {
+      const finish = (bytes: Uint8Array | null): void => {
+        clearTimeout(timer);
+        signal?.removeEventListener('abort', onAbort);
+        const at = entry.rangeWaiters.indexOf(waiter);
+        if (at >= 0) entry.rangeWaiters.splice(at, 1);
+        resolve(bytes);
+      };
+      const waiter: RangeWaiter = { start, end, resolve: finish };
+      const onAbort = (): void => {
+        finish(null);
+      };
+      const timer = setTimeout(() => {
+        finish(null);
+      }, timeoutMs);
+      signal?.addEventListener('abort', onAbort);
+      entry.rangeWaiters.push(waiter);
+    });
+  }
+
   /** Releases every waiter (with null): the session is closing. */
   close(): void {
-    for (const e of this.entries.values()) for (const w of [...e.waiters]) w(null);
+    for (const e of this.entries.values()) {
+      for (const w of [...e.waiters]) w(null);
+      for (const w of [...e.rangeWaiters]) w.resolve(null);
+    }
+  }
+
+  /** Hands byte ranges now available to their waiters (after a packet or the whole segment). */
+  private wakeRanges(entry: Entry): void {
+    for (const w of [...entry.rangeWaiters]) {
+      const bytes = entry.failed ? null : this.range(entry.sequence, w.start, w.end);
+      if (bytes !== null || entry.failed) w.resolve(bytes);
+    }
   }
 
   private entry(sequence: number, count: number, announced: boolean): Entry | null {
@@ -321,9 +456,12 @@ export class SegmentStore {
       return null;
     if (this.newestAnnounced >= 0 && sequence < this.newestAnnounced - MAX_SEGMENTS_KEPT) return null;
     e = {
+      sequence,
       announcement: null,
       announcedAt: 0,
       count,
+      packetBytes: null,
+      rangeWaiters: [],
       packets: new Array<Uint8Array | undefined>(count),
       received: 0,
       bytes: null,
@@ -341,20 +479,30 @@ export class SegmentStore {
     const sequences = [...this.entries.keys()].sort((a, b) => a - b);
     for (const s of sequences.slice(0, sequences.length - MAX_SEGMENTS_KEPT)) {
       const e = this.entries.get(s);
-      if (e !== undefined) for (const w of [...e.waiters]) w(null);
+      if (e !== undefined) {
+        for (const w of [...e.waiters]) w(null);
+        for (const w of [...e.rangeWaiters]) w.resolve(null);
+      }
       this.entries.delete(s);
     }
   }
 
   private tryComplete(sequence: number, entry: Entry): void {
     const a = entry.announcement;
-    if (a === null || entry.verifying || entry.bytes !== null || entry.received < entry.count) return;
+    if (
+      a === null ||
+      entry.verifying ||
+      entry.bytes !== null ||
+      entry.count === 0 ||
+      entry.received < entry.count
+    )
+      return;
     entry.verifying = true;
     void this.verify(sequence, entry, a);
   }
 
   private async verify(sequence: number, entry: Entry, a: SignedAnnouncement): Promise<void> {
-    const plan = announcedPlan(a.bytes, a.packets);
+    const plan = planOf(a);
     const out = new Uint8Array(a.bytes);
     let sizesMatch = true;
     for (let i = 0; i < a.packets; i++) {
@@ -378,12 +526,14 @@ export class SegmentStore {
       this.counters.hashMismatches++;
       this.options.onProblem?.(`segment ${sequence} does not match its signed hash: dropped`);
       for (const w of [...entry.waiters]) w(null);
+      this.wakeRanges(entry);
       return;
     }
     entry.bytes = out;
     entry.packets = [];
     this.counters.segmentsComplete++;
     for (const w of [...entry.waiters]) w(out);
+    this.wakeRanges(entry);
   }
 }
 

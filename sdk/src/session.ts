@@ -9,10 +9,11 @@ import {
   MAX_BOOTSTRAP_PEERS,
   MessageType,
   PACKET_HASH_HEX,
-  announcedPlan,
   RepairNakReason,
   decodeMediaPacket,
   encodeMediaPacket,
+  headerCount,
+  planOf,
   packetPlace,
   packetRange,
   ROUTE_TYPES,
@@ -41,6 +42,7 @@ import {
   streamKbps,
   type UploadCapacityMode,
 } from './capacity.js';
+import { PacketSignatures } from './packet-signatures.js';
 import { SegmentStore, bytesToHex, importPublicKey } from './segments.js';
 import {
   SYSTEM_CLOCK,
@@ -116,29 +118,51 @@ const MAX_REPAIR_BUDGETS = 1024;
 const REPAIR_RANDOM_SALT = 0x5eed_5eed;
 
 /**
- * Checks a media packet against its segment's signed announcement before the engine forwards it:
- * the first 16 bytes of its SHA-256 must equal the announced ones, and a tree packet (`place`) must
- * travel on the slice and under the sequence the announcement's `firstPacket` gives it, so a genuine
- * payload replayed under a forged sequence is refused too (issue 18). A packet of a segment not yet
- * announced is held (the announcement usually arrives first; see MeshNode's HOLD_MAX_MS).
+ * Checks a media packet before the engine forwards it. Against its segment's signed announcement
+ * when there is one: the first 16 bytes of its SHA-256 must equal the announced ones, and a tree
+ * packet (`place`) must travel on the slice and under the sequence the announcement's `firstPacket`
+ * gives it, so a genuine payload replayed under a forged sequence is refused too (issue 18). A packet
+ * of a segment still being written (count 0, issue 14) comes before any announcement: it is checked
+ * by its own signature (`signatures`; 'hold' while that is verified), its place by its signed packet
+ * number. Any other packet of a segment not yet announced is held (the announcement usually arrives
+ * first; see MeshNode's HOLD_MAX_MS).
  */
 export function inspectPacket(
   store: SegmentStore,
   payload: Uint8Array,
   place?: { readonly slice: number; readonly seq: number; readonly dataSlices: number },
+  signatures?: PacketSignatures,
 ): DataVerdict {
   const decoded = decodeMediaPacket(payload);
   if (!decoded.ok) return 'reject';
-  const { segment, index, count, bytes } = decoded.packet;
+  const packet = decoded.packet;
+  const { segment, index, count, bytes, signed } = packet;
   const announcement = store.announcement(segment);
-  if (announcement === null) return 'hold';
-  if (count !== announcement.packets) return 'reject';
+  const digest = sha256(bytes);
+  if (announcement === null) {
+    if (signed === undefined || signatures === undefined) return 'hold';
+    if (place !== undefined) {
+      const dealt = packetPlace(signed.packetNumber, 0, place.dataSlices);
+      if (dealt.slice !== place.slice || dealt.seq !== place.seq) return 'reject';
+    }
+    const verdict = signatures.check({ ...packet, signed }, digest);
+    return verdict === 'valid' ? 'accept' : verdict === 'forged' ? 'reject' : 'hold';
+  }
+  if (count !== headerCount(announcement) && count !== announcement.packets) return 'reject';
+  if (index >= announcement.packets) return 'reject';
+  if (signed !== undefined) {
+    if (
+      signed.packetBytes !== announcement.packetBytes ||
+      signed.packetNumber !== announcement.firstPacket + index
+    )
+      return 'reject';
+  }
   if (place !== undefined) {
     const dealt = packetPlace(announcement.firstPacket, index, place.dataSlices);
     if (dealt.slice !== place.slice || dealt.seq !== place.seq) return 'reject';
   }
   const expected = announcement.packetHashes.slice(index * PACKET_HASH_HEX, (index + 1) * PACKET_HASH_HEX);
-  return bytesToHex(sha256(bytes).subarray(0, PACKET_HASH_HEX / 2)) === expected ? 'accept' : 'reject';
+  return bytesToHex(digest.subarray(0, PACKET_HASH_HEX / 2)) === expected ? 'accept' : 'reject';
 }
 
 /** Host hooks for non-browser runtimes and tests. */
@@ -226,6 +250,9 @@ export class MeshSession extends EventTarget implements SegmentProvider {
   private store: SegmentStore | null = null;
   /** Announcements neighbours pass on: verified, placed and passed on once (see AnnouncementRelay). */
   private relay: AnnouncementRelay | null = null;
+  /** Signatures of packets of segments still being written (issue 14), checked before their announcement. */
+  private signatures: PacketSignatures | null = null;
+  private recheckScheduled = false;
   private closed = false;
   private readonly timers: ReturnType<typeof setInterval>[] = [];
   private peerId: number | null = null;
@@ -374,6 +401,19 @@ export class MeshSession extends EventTarget implements SegmentProvider {
     });
     await store.seed(welcome.announcements);
     this.store = store;
+    this.signatures = new PacketSignatures({
+      stream: this.options.stream,
+      publicKey,
+      // One recheck for the verifications that finish together: each recheck hashes every held packet.
+      settled: () => {
+        if (this.recheckScheduled) return;
+        this.recheckScheduled = true;
+        setTimeout(() => {
+          this.recheckScheduled = false;
+          this.node?.recheckHeld();
+        }, 0);
+      },
+    });
     this.relay = new AnnouncementRelay({
       stream: this.options.stream,
       store,
@@ -480,7 +520,12 @@ export class MeshSession extends EventTarget implements SegmentProvider {
         },
         ...(this.host.onEvent === undefined ? {} : { onEvent: this.host.onEvent }),
         inspectData: (slice, seq, payload) =>
-          inspectPacket(store, payload, { slice, seq, dataSlices: node.engine.config.dataSlices }),
+          inspectPacket(
+            store,
+            payload,
+            { slice, seq, dataSlices: node.engine.config.dataSlices },
+            this.signatures ?? undefined,
+          ),
         onRepair: (from, message) => {
           if (this.node === node) this.onRepair(from, message);
         },
@@ -822,7 +867,7 @@ export class MeshSession extends EventTarget implements SegmentProvider {
           });
           return;
         }
-        const plan = announcedPlan(announcement.bytes, announcement.packets);
+        const plan = planOf(announcement);
         let served = 0;
         for (let index = 0; index < message.count && served < MAX_REPAIR_PACKETS_PER_REQUEST; index++) {
           if (((message.missing[index >> 3] ?? 0) & (1 << (index & 7))) === 0) continue;
@@ -877,7 +922,7 @@ export class MeshSession extends EventTarget implements SegmentProvider {
       return null;
     const announcement = store.announcement(sequence);
     if (announcement === null) return null;
-    const plan = announcedPlan(announcement.bytes, announcement.packets);
+    const plan = planOf(announcement);
     try {
       await Promise.all(
         runs.map(async (run) => {

@@ -1,0 +1,208 @@
+// Segments cut while the packager writes them (issue 14): packets signed one by one travel before
+// their segment's announcement; the store assembles them, serves verified byte ranges (LL-HLS parts)
+// and completes the segment when the announcement of the whole arrives.
+import { createHash } from 'node:crypto';
+import { describe, expect, it } from 'vitest';
+import { SegmentStore, bytesToBase64, inspectPacket } from '@chunkycast/sdk/core';
+import { PacketSignatures } from '../src/packet-signatures.js';
+import {
+  OPEN_SEGMENT_COUNT,
+  announcementSigningBytes,
+  decodeMediaPacket,
+  encodeMediaPacket,
+  packetPlace,
+  packetSigningBytes,
+  type MediaPacket,
+  type SegmentAnnouncement,
+  type SignedAnnouncement,
+} from '@chunkycast/wire';
+
+const STREAM = 'live';
+const PACKET_BYTES = 4096;
+const SLICES = 16;
+
+async function keys(): Promise<CryptoKeyPair> {
+  return await crypto.subtle.generateKey({ name: 'Ed25519' }, false, ['sign', 'verify']);
+}
+
+function segmentBytes(sequence: number, size: number): Uint8Array {
+  const out = new Uint8Array(size);
+  // Not periodic in 256 bytes, so no two packets hold the same bytes.
+  for (let i = 0; i < size; i++) out[i] = (i * 13 + (i >> 8) * 7 + sequence * 5) & 0xff;
+  return out;
+}
+
+/** The packets a true source cuts from a segment as it is written: full ones, the tail, padding. */
+async function signedPackets(
+  key: CryptoKey,
+  sequence: number,
+  bytes: Uint8Array,
+  firstPacket: number,
+): Promise<MediaPacket[]> {
+  const dataPackets = Math.ceil(bytes.length / PACKET_BYTES);
+  const total = Math.ceil(dataPackets / SLICES) * SLICES;
+  const out: MediaPacket[] = [];
+  for (let index = 0; index < total; index++) {
+    const payload = bytes.subarray(
+      Math.min(bytes.length, index * PACKET_BYTES),
+      Math.min(bytes.length, (index + 1) * PACKET_BYTES),
+    );
+    const fields = { packetBytes: PACKET_BYTES, packetNumber: firstPacket + index };
+    const digest = new Uint8Array(createHash('sha256').update(payload).digest());
+    const message = packetSigningBytes(STREAM, { segment: sequence, index, signed: fields }, digest);
+    const signature = new Uint8Array(await crypto.subtle.sign('Ed25519', key, Uint8Array.from(message)));
+    out.push({
+      segment: sequence,
+      index,
+      count: OPEN_SEGMENT_COUNT,
+      bytes: payload,
+      signed: { ...fields, signature },
+    });
+  }
+  return out;
+}
+
+async function finalAnnouncement(
+  key: CryptoKey,
+  sequence: number,
+  bytes: Uint8Array,
+  packets: readonly MediaPacket[],
+  firstPacket: number,
+): Promise<SignedAnnouncement> {
+  const a: SegmentAnnouncement = {
+    stream: STREAM,
+    sequence,
+    uri: `live${sequence}.ts`,
+    bytes: bytes.length,
+    packets: packets.length,
+    firstPacket,
+    sha256: createHash('sha256').update(bytes).digest('hex'),
+    packetHashes: packets
+      .map((p) => createHash('sha256').update(p.bytes).digest('hex').slice(0, 32))
+      .join(''),
+    durationMs: 2000,
+    publishedAtMs: 1_700_000_000_000,
+    packetBytes: PACKET_BYTES,
+  };
+  const sig = new Uint8Array(
+    await crypto.subtle.sign('Ed25519', key, Uint8Array.from(announcementSigningBytes(a))),
+  );
+  return { ...a, signature: bytesToBase64(sig) };
+}
+
+/** Polls a check that answers 'hold' while a WebCrypto verification runs. */
+async function settle(check: () => string): Promise<string> {
+  for (let i = 0; i < 200; i++) {
+    const verdict = check();
+    if (verdict !== 'hold') return verdict;
+    await new Promise((resolve) => setTimeout(resolve, 1));
+  }
+  return 'hold';
+}
+
+describe('packets of a segment cut while written', () => {
+  it('are checked by their own signature before the announcement, and by it after', async () => {
+    const { privateKey, publicKey } = await keys();
+    const store = new SegmentStore({ stream: STREAM, publicKey, now: () => 0 });
+    let settled = 0;
+    const signatures = new PacketSignatures({ stream: STREAM, publicKey, settled: () => settled++ });
+    const bytes = segmentBytes(3, 30_000);
+    const packets = await signedPackets(privateKey, 3, bytes, 160);
+    const payload = encodeMediaPacket(packets[2] as MediaPacket);
+    const place = { ...packetPlace(162, 0, SLICES), dataSlices: SLICES };
+    expect(inspectPacket(store, payload, place, signatures)).toBe('hold');
+    expect(await settle(() => inspectPacket(store, payload, place, signatures))).toBe('accept');
+    expect(settled).toBe(1);
+    expect(signatures.counters.verified).toBe(1);
+    // The same genuine packet on another slice or sequence: its signed number says where it belongs.
+    expect(inspectPacket(store, payload, { ...place, slice: (place.slice + 1) % SLICES }, signatures)).toBe(
+      'reject',
+    );
+    // Another packet's bytes under this packet's signature: forged.
+    const forged = encodeMediaPacket({
+      ...(packets[2] as MediaPacket),
+      bytes: (packets[3] as MediaPacket).bytes,
+    });
+    expect(await settle(() => inspectPacket(store, forged, place, signatures))).toBe('reject');
+    expect(signatures.counters.forged).toBe(1);
+    // Another stream's key signed it: forged too.
+    const other = await keys();
+    const foreign = encodeMediaPacket(
+      (await signedPackets(other.privateKey, 3, bytes, 160))[2] as MediaPacket,
+    );
+    expect(await settle(() => inspectPacket(store, foreign, place, signatures))).toBe('reject');
+    // Without a checker (a repair reply) a signed packet of an unannounced segment waits.
+    expect(inspectPacket(store, payload)).toBe('hold');
+    // Once announced, the announcement decides, at no signature cost.
+    await store.announce(await finalAnnouncement(privateKey, 3, bytes, packets, 160));
+    const before = signatures.counters.verified + signatures.counters.forged;
+    expect(inspectPacket(store, payload, place, signatures)).toBe('accept');
+    expect(inspectPacket(store, forged, place, signatures)).toBe('reject');
+    expect(signatures.counters.verified + signatures.counters.forged).toBe(before);
+    // A signed packet whose number disagrees with the announcement's firstPacket is refused.
+    const misplaced = await signedPackets(privateKey, 3, bytes, 161);
+    expect(inspectPacket(store, encodeMediaPacket(misplaced[2] as MediaPacket), undefined, signatures)).toBe(
+      'reject',
+    );
+  });
+
+  it('are assembled, served as byte ranges before the end, and completed by the announcement', async () => {
+    const { privateKey, publicKey } = await keys();
+    const store = new SegmentStore({ stream: STREAM, publicKey, now: () => 0 });
+    const bytes = segmentBytes(9, 30_000); // 8 packets of data (7 full), padded to 16
+    const packets = await signedPackets(privateKey, 9, bytes, 0);
+    expect(packets).toHaveLength(16);
+    const part = store.waitRange(9, 5000, 12_000, 5000);
+    for (const p of packets.slice(0, 2)) expect(store.addPacket(p)).toBe(true);
+    expect(store.range(9, 5000, 12_000)).toBeNull(); // packet 2 (8192‥12288) is not here
+    expect(store.addPacket(packets[2] as MediaPacket)).toBe(true);
+    expect(await part).toEqual(bytes.subarray(5000, 12_000));
+    expect(store.addPacket(packets[2] as MediaPacket)).toBe(false); // duplicate
+    // A whole-segment packet cannot join a segment cut while written.
+    expect(store.addPacket({ segment: 9, index: 3, count: 16, bytes: new Uint8Array(10) })).toBe(false);
+    // Every packet, then the announcement: the segment is complete.
+    for (const p of packets.slice(3)) expect(store.addPacket(p)).toBe(true);
+    expect(store.verdict(9)).toBe('waiting');
+    const whole = store.wait(9, 5000);
+    await store.announce(await finalAnnouncement(privateKey, 9, bytes, packets, 0));
+    expect(await whole).toEqual(bytes);
+    // The tail is served up to the segment's end, not beyond.
+    expect(store.range(9, 28_000, 30_000)).toEqual(bytes.subarray(28_000));
+    expect(store.range(9, 28_000, 30_001)).toBeNull();
+  });
+
+  it('do not serve the tail before the segment is known to end there', async () => {
+    const { privateKey, publicKey } = await keys();
+    const store = new SegmentStore({ stream: STREAM, publicKey, now: () => 0 });
+    const bytes = segmentBytes(4, 10_000); // 3 packets: 4096, 4096, 1808
+    const packets = await signedPackets(privateKey, 4, bytes, 0);
+    for (const p of packets) store.addPacket(p);
+    // The short packet says the data ends at 10,000: a range beyond cannot be filled.
+    expect(store.range(4, 8192, 10_000)).toEqual(bytes.subarray(8192));
+    expect(store.range(4, 8192, 12_288)).toBeNull();
+  });
+
+  it('beyond the announced count are dropped when the announcement arrives', async () => {
+    const { privateKey, publicKey } = await keys();
+    const store = new SegmentStore({ stream: STREAM, publicKey, now: () => 0 });
+    const bytes = segmentBytes(6, 8192);
+    const packets = await signedPackets(privateKey, 6, bytes, 0);
+    for (const p of packets) store.addPacket(p);
+    // A stray signed packet past the end (index 20; a real source never sends one).
+    const [stray] = await signedPackets(privateKey, 6, segmentBytes(6, 21 * PACKET_BYTES), 0).then((l) =>
+      l.slice(20),
+    );
+    expect(store.addPacket(stray as MediaPacket)).toBe(true);
+    const done = store.wait(6, 5000);
+    await store.announce(await finalAnnouncement(privateKey, 6, bytes, packets, 0));
+    expect(await done).toEqual(bytes);
+    expect(store.addPacket(stray as MediaPacket)).toBe(false);
+  });
+
+  it('decode back to what was signed', async () => {
+    const { privateKey } = await keys();
+    const [packet] = await signedPackets(privateKey, 1, segmentBytes(1, 5000), 32);
+    const decoded = decodeMediaPacket(encodeMediaPacket(packet as MediaPacket));
+    expect(decoded.ok && decoded.packet).toEqual(packet);
+  });
+});
