@@ -25,7 +25,8 @@ import {
   type SegmentAnnouncement,
   type SignedAnnouncement,
 } from '@chunkycast/wire';
-import { parseMediaPlaylist, PlaylistError } from './playlist.js';
+import { parseMediaPlaylist, PlaylistError, type MediaPlaylist } from './playlist.js';
+import { packetBytesFor, pushWhileWritten } from './progressive.js';
 
 /**
  * How often the playlist is read. ffmpeg lists a segment only once it is written, so a segment
@@ -61,6 +62,43 @@ export const MAX_SEGMENTS_HELD_WHILE_DISCONNECTED = 3;
  */
 export type WhileDisconnected = 'feed' | 'hold';
 
+/**
+ * When the source deals a segment (issue 14).
+ * - 'while-written' (default): while the packager writes it, as the origin streams the segment in
+ *   progress (`progressive.ts`); each packet is signed on its own and leaves as soon as it is full,
+ *   and the segment is announced when it is complete. A segment the origin does not stream (a plain
+ *   file server, or one listed before the source got to it) is cut whole once listed.
+ * - 'when-listed': once the playlist lists it, whole (the behaviour before issue 14).
+ * 'hold' mode (for viewers that predate mesh announcements) implies 'when-listed'.
+ */
+export type PushMode = 'while-written' | 'when-listed';
+
+/** After a segment pushed while written ends, the playlist is read this often until it lists it. */
+const LISTING_RETRY_MS = 25;
+/** …at most this many times (1 s): the origin ends the stream only once the playlist lists it. */
+const LISTING_ATTEMPTS = 40;
+/** The next segment's file is looked for this often right after one ends (ffmpeg opens it at once)… */
+const SUCCESSOR_RETRY_MS = 20;
+/** …this many times (0.5 s) before the 250 ms playlist poll takes over again. */
+const SUCCESSOR_RETRIES = 25;
+
+/**
+ * The URI of the segment after `uri` as a numbering packager names it: its last run of digits plus
+ * one, width kept (live12.ts → live13.ts, seg_0099.ts → seg_0100.ts); null without digits.
+ */
+export function successorUri(uri: string): string | null {
+  // The digits of the file name, not of its directory or extension (v2/live9.m4s → v2/live10.m4s).
+  const nameStart = uri.lastIndexOf('/') + 1;
+  const dot = uri.lastIndexOf('.');
+  const stemEnd = dot > nameStart ? dot : uri.length;
+  const match = /(\d+)(\D*)$/.exec(uri.slice(nameStart, stemEnd));
+  if (match === null) return null;
+  const digits = match[1] ?? '';
+  const next = String(Number(digits) + 1).padStart(digits.length, '0');
+  const at = nameStart + match.index;
+  return uri.slice(0, at) + next + (match[2] ?? '') + uri.slice(stemEnd);
+}
+
 /** The tracker's structured log sink, as the SDK's mesh host takes it. */
 export type SourceLogFn = LogFn;
 
@@ -91,6 +129,8 @@ export interface TrueSourceOptions {
   readonly iceServers?: readonly IceServer[];
   /** Segments cut while the tracker is away (default 'feed'; see WhileDisconnected). */
   readonly whileDisconnected?: WhileDisconnected;
+  /** When segments are dealt (default 'while-written'; see PushMode). */
+  readonly push?: PushMode;
   /** Reconnection after a lost tracker (default the SDK's policy). */
   readonly reconnect?: Partial<ReconnectPolicy>;
   /**
@@ -119,6 +159,10 @@ export interface TrueSourceStats {
   readonly segmentsDroppedWhileDisconnected: number;
   /** Mesh nodes rebuilt because the tracker gave the source another id after a reconnect. */
   readonly nodeRebuilds: number;
+  /** Segments dealt while the packager wrote them (the rest were cut whole once listed). */
+  readonly segmentsPushedWhileWritten: number;
+  /** Segments whose stream broke after packets had left: never announced, viewers take the origin's. */
+  readonly segmentsAbandoned: number;
 }
 
 export interface TrueSource {
@@ -202,13 +246,19 @@ export async function startTrueSource(options: TrueSourceOptions): Promise<TrueS
   let nextPacket = 0;
   let segmentsDropped = 0;
 
-  const sendSegment = (announcement: SignedAnnouncement, packets: readonly Uint8Array[]): void => {
-    // Announce first: viewers can then verify the segment the moment its last packet arrives. To
-    // the tracker (queued by the client while it is away) and, but for the legacy 'hold' mode, over
-    // the mesh to every linked peer (the slice sources pass it on), on the same ordered channels
-    // as the packets, ahead of them.
+  /**
+   * To the tracker (queued by the client while it is away) and, but for the legacy 'hold' mode, over
+   * the mesh to every linked peer (the slice sources pass it on), on the same ordered channels as
+   * the packets.
+   */
+  const announce = (announcement: SignedAnnouncement): void => {
     tracker.send({ type: 'announce', announcement });
     if (whileDisconnected === 'feed') current.broadcastAnnouncement(announcement);
+  };
+
+  const sendSegment = (announcement: SignedAnnouncement, packets: readonly Uint8Array[]): void => {
+    // Announce first: viewers can then verify the segment the moment its last packet arrives.
+    announce(announcement);
     // Each packet under the number its announcement signs (a dropped held segment leaves a gap).
     packets.forEach((packet, index) => {
       current.publish(packet, announcement.firstPacket + index);
@@ -265,6 +315,16 @@ export async function startTrueSource(options: TrueSourceOptions): Promise<TrueS
   let lastSequence: number | null = null;
   let segmentsPublished = 0;
   let bytesPublished = 0;
+  const pushMode: PushMode = whileDisconnected === 'hold' ? 'when-listed' : (options.push ?? 'while-written');
+  let segmentsPushed = 0;
+  let segmentsAbandoned = 0;
+  /** The stream's rate (bytes/s) over the last segment dealt: it sizes the next one's packets. */
+  let recentBytesPerSecond: number | null = null;
+  /** The newest playlist read (a segment pushed while written takes its duration from it). */
+  let latestPlaylist: MediaPlaylist | null = null;
+  /** A segment is being pushed while written: the poll publishes nothing meanwhile. */
+  let pushing = false;
+  const pushAbort = new AbortController();
   const state = { stopped: false };
   // A function, not a read of `state.stopped`: stop() may run while a poll awaits.
   const isStopped = (): boolean => state.stopped;
@@ -283,10 +343,26 @@ export async function startTrueSource(options: TrueSourceOptions): Promise<TrueS
     return new Uint8Array(await response.arrayBuffer());
   };
 
+  const signAnnouncement = async (announcement: SegmentAnnouncement): Promise<SignedAnnouncement> => {
+    const signature = new Uint8Array(
+      await crypto.subtle.sign(
+        'Ed25519',
+        options.signingKey,
+        Uint8Array.from(announcementSigningBytes(announcement)),
+      ),
+    );
+    return { ...announcement, signature: bytesToBase64(signature) };
+  };
+
+  const noteRate = (bytes: number, durationMs: number): void => {
+    if (durationMs > 0) recentBytesPerSecond = (bytes * 1000) / durationMs;
+  };
+
   const publishSegment = async (sequence: number, uri: string, durationMs: number): Promise<void> => {
     const url = new URL(uri, options.playlistUrl).toString();
     const bytes = await fetchBytes(url);
     if (bytes.length > MAX_SEGMENT_BYTES) throw new Error(`segment ${sequence} is ${bytes.length} bytes`);
+    noteRate(bytes.length, durationMs);
     const plan = planPackets(bytes.length, SLICES);
     if (plan.packets > MAX_ANNOUNCED_PACKETS)
       throw new Error(
@@ -313,14 +389,7 @@ export async function startTrueSource(options: TrueSourceOptions): Promise<TrueS
       durationMs,
       publishedAtMs: Date.now(),
     };
-    const signature = new Uint8Array(
-      await crypto.subtle.sign(
-        'Ed25519',
-        options.signingKey,
-        Uint8Array.from(announcementSigningBytes(announcement)),
-      ),
-    );
-    const signed: SignedAnnouncement = { ...announcement, signature: bytesToBase64(signature) };
+    const signed = await signAnnouncement(announcement);
     const packets = Array.from({ length: plan.packets }, (_, index) =>
       encodeMediaPacket({ segment: sequence, index, count: plan.packets, bytes: packetBytes(index) }),
     );
@@ -347,16 +416,136 @@ export async function startTrueSource(options: TrueSourceOptions): Promise<TrueS
     log('debug', 'segment published', { sequence, bytes: bytes.length, packets: plan.packets });
   };
 
+  const readPlaylist = async (): Promise<MediaPlaylist> => {
+    const response = await fetch(options.playlistUrl, {
+      headers: { 'X-Chunkycast-Role': 'source' },
+      signal: AbortSignal.timeout(FETCH_TIMEOUT_MS),
+    });
+    if (!response.ok) throw new Error(`GET ${options.playlistUrl}: HTTP ${response.status}`);
+    const playlist = parseMediaPlaylist(await response.text());
+    latestPlaylist = playlist;
+    return playlist;
+  };
+
+  /**
+   * Pushes the segment after the newest listed one while the packager writes it. 'notGrowing': the
+   * origin does not stream it (not started yet, or an origin that cannot); 'done': pushed and
+   * announced, or abandoned after a broken stream; 'behind': the source is not at the live edge.
+   */
+  const pushNext = async (): Promise<'notGrowing' | 'done' | 'behind'> => {
+    const last = latestPlaylist?.segments.at(-1);
+    if (last === undefined || lastSequence === null || last.sequence !== lastSequence) return 'behind';
+    const uri = successorUri(last.uri);
+    if (uri === null) return 'notGrowing';
+    const sequence = last.sequence + 1;
+    const firstPacket = nextPacket;
+    const packetBytes = packetBytesFor(recentBytesPerSecond);
+    const outcome = await pushWhileWritten({
+      url: new URL(uri, options.playlistUrl).toString(),
+      stream,
+      sequence,
+      firstPacket,
+      packetBytes,
+      slices: SLICES,
+      signingKey: options.signingKey,
+      publish: (packet, packetNumber) => {
+        current.publish(packet, packetNumber);
+      },
+      signal: pushAbort.signal,
+    });
+    if (outcome.kind === 'notGrowing') return 'notGrowing';
+    if (outcome.kind === 'broken') {
+      if (outcome.packets === 0) return 'notGrowing';
+      // Packets left under these numbers: the next segment starts after them, at a whole row.
+      nextPacket += Math.ceil(outcome.packets / SLICES) * SLICES;
+      lastSequence = sequence;
+      segmentsAbandoned++;
+      log('warn', 'true source: the stream of a segment broke; viewers take it from the origin', {
+        sequence,
+        packets: outcome.packets,
+        error: outcome.error,
+      });
+      return 'done';
+    }
+    nextPacket += outcome.packets;
+    const finishedAtMs = Date.now();
+    // The origin ended the stream because the packager listed the segment: its duration is there.
+    let listed = latestPlaylist?.segments.find((x) => x.sequence === sequence);
+    for (let attempt = 0; listed === undefined && attempt < LISTING_ATTEMPTS && !isStopped(); attempt++) {
+      const playlist = await readPlaylist().catch(() => null);
+      listed = playlist?.segments.find((x) => x.sequence === sequence);
+      if (listed === undefined) await new Promise((resolve) => setTimeout(resolve, LISTING_RETRY_MS));
+    }
+    lastSequence = sequence;
+    if (listed?.uri !== uri) {
+      segmentsAbandoned++;
+      log('warn', 'true source: a segment pushed while written is not listed as expected; not announced', {
+        sequence,
+        uri,
+        listed: listed?.uri ?? null,
+      });
+      return 'done';
+    }
+    const signed = await signAnnouncement({
+      stream,
+      sequence,
+      uri,
+      bytes: outcome.bytes,
+      packets: outcome.packets,
+      firstPacket,
+      sha256: outcome.sha256,
+      packetHashes: outcome.packetHashes,
+      durationMs: listed.durationMs,
+      publishedAtMs: finishedAtMs,
+      packetBytes,
+    });
+    announce(signed);
+    noteRate(outcome.bytes, listed.durationMs);
+    segmentsPushed++;
+    segmentsPublished++;
+    bytesPublished += outcome.bytes;
+    log('debug', 'segment pushed while written', {
+      sequence,
+      bytes: outcome.bytes,
+      packets: outcome.packets,
+      packetBytes,
+      streamedMs: Math.round(outcome.streamedMs),
+    });
+    return 'done';
+  };
+
+  /** Pushes segment after segment while the origin streams them; the poll takes over otherwise. */
+  const startPushing = (): void => {
+    if (pushing || pushMode !== 'while-written' || isStopped()) return;
+    pushing = true;
+    void (async () => {
+      try {
+        let misses = 0;
+        while (!isStopped() && misses <= SUCCESSOR_RETRIES) {
+          const result = await pushNext();
+          if (result === 'behind') break;
+          if (result === 'done') misses = 0;
+          else {
+            // The packager opens the next file right after listing the last: look again soon.
+            misses++;
+            await new Promise((resolve) => setTimeout(resolve, SUCCESSOR_RETRY_MS));
+          }
+        }
+      } catch (e) {
+        log('warn', 'true source: pushing while written failed', { error: String(e) });
+      } finally {
+        pushing = false;
+      }
+    })();
+  };
+
   const poll = async (): Promise<void> => {
     if (polling || state.stopped) return;
     polling = true;
     try {
-      const response = await fetch(options.playlistUrl, {
-        headers: { 'X-Chunkycast-Role': 'source' },
-        signal: AbortSignal.timeout(FETCH_TIMEOUT_MS),
-      });
-      if (!response.ok) throw new Error(`GET ${options.playlistUrl}: HTTP ${response.status}`);
-      const playlist = parseMediaPlaylist(await response.text());
+      const playlist = await readPlaylist();
+      // A segment being pushed while written is dealt by startPushing, in order.
+      if (pushing) return;
       // Start at the live edge: segments listed before we started are the origin's to serve.
       const fresh = playlist.segments.filter((s) =>
         lastSequence === null
@@ -369,6 +558,7 @@ export async function startTrueSource(options: TrueSourceOptions): Promise<TrueS
         lastSequence = segment.sequence;
       }
       lastPlaylistError = '';
+      startPushing();
     } catch (e) {
       const message = e instanceof PlaylistError ? `bad playlist: ${e.message}` : String(e);
       // Log a failure once until it changes (the playlist may not exist yet while ffmpeg starts).
@@ -417,10 +607,13 @@ export async function startTrueSource(options: TrueSourceOptions): Promise<TrueS
       segmentsHeldWhileDisconnected: segmentsHeld,
       segmentsDroppedWhileDisconnected: segmentsDropped,
       nodeRebuilds,
+      segmentsPushedWhileWritten: segmentsPushed,
+      segmentsAbandoned,
     }),
     stop: async () => {
       if (state.stopped) return;
       state.stopped = true;
+      pushAbort.abort();
       clearInterval(pollTimer);
       clearInterval(reportTimer);
       await current.stop(true);
