@@ -30,6 +30,14 @@ export interface MeshFragmentLoaderOptions {
   /** Wait allowed when nothing is buffered yet (startup, or after a seek). Default 1500 ms. */
   readonly startupWaitMs?: number;
   /**
+   * LL-HLS parts: buffer kept in reserve for the origin fetch of a part after a mesh wait gives
+   * up. Default 500 ms (a part is small and the origin answers it at once; an LL player keeps only
+   * 1–3 s of buffer, so the margin of whole segments would leave the mesh no time at all).
+   */
+  readonly partSafetyMarginMs?: number;
+  /** Never wait for a part from the mesh longer than this. Default 1000 ms (two parts of 0.5 s). */
+  readonly partMaxWaitMs?: number;
+  /**
    * The HTTP loader used for the origin. Default: the `loader` of the hls.js config the fragment
    * loader is constructed with (hls.js's own XHR/fetch loader unless the page replaced it).
    */
@@ -41,6 +49,8 @@ export interface MeshFragmentLoaderOptions {
 export const DEFAULT_SAFETY_MARGIN_MS = 1500;
 export const DEFAULT_MAX_WAIT_MS = 4000;
 export const DEFAULT_STARTUP_WAIT_MS = 1500;
+export const DEFAULT_PART_SAFETY_MARGIN_MS = 500;
+export const DEFAULT_PART_MAX_WAIT_MS = 1000;
 
 /**
  * How long the loader may wait for the mesh before asking the origin: what is buffered minus a
@@ -55,6 +65,18 @@ export function meshWaitBudgetMs(bufferAheadMs: number, options: MeshFragmentLoa
     return Math.max(0, Math.min(startupWaitMs, maxWaitMs));
   }
   return Math.max(0, Math.min(bufferAheadMs - safetyMarginMs, maxWaitMs));
+}
+
+/**
+ * The mesh wait for an LL-HLS part: the buffer minus a small margin, within [0, partMaxWaitMs]; none
+ * with nothing buffered (startup is the origin's: the parts' playlist already holds the player at
+ * the live edge, where the mesh has had no time to run ahead).
+ */
+export function partWaitBudgetMs(bufferAheadMs: number, options: MeshFragmentLoaderOptions = {}): number {
+  const margin = options.partSafetyMarginMs ?? DEFAULT_PART_SAFETY_MARGIN_MS;
+  const maxWaitMs = options.partMaxWaitMs ?? DEFAULT_PART_MAX_WAIT_MS;
+  if (!Number.isFinite(bufferAheadMs) || bufferAheadMs <= 0) return 0;
+  return Math.max(0, Math.min(bufferAheadMs - margin, maxWaitMs));
 }
 
 function emptyStats(): LoaderStats {
@@ -84,9 +106,12 @@ type State = 'idle' | 'mesh' | 'origin' | 'done';
  * Returns a fragment-loader class for hls.js's `fLoader` config. Media segments (numeric `sn`) the
  * provider expects are awaited from the mesh within the budget of {@link meshWaitBudgetMs}; on a
  * miss, an abort of the wait, or a segment the provider does not expect, the fragment is fetched by
- * the default HTTP loader. Init segments, LL-HLS parts and fragments whose IV sits in the payload
- * go straight to the origin, and their bytes are counted as origin bytes too (the origin served
- * them, and the share of mesh bytes should not look better than it is).
+ * the default HTTP loader. LL-HLS parts given as byte ranges of their segment are awaited the same
+ * way within {@link partWaitBudgetMs} (the mesh has them as soon as their packets arrive, before
+ * the segment is complete), each part falling back to the origin on its own. Init segments, parts
+ * in files of their own and fragments whose IV sits in the payload go straight to the origin, and
+ * their bytes are counted as origin bytes too (the origin served them, and the share of mesh bytes
+ * should not look better than it is).
  */
 export function createMeshFragmentLoader(
   provider: SegmentProvider,
@@ -116,30 +141,43 @@ export function createMeshFragmentLoader(
       this.callbacks = callbacks;
       this.stats.loading.start = nowMs();
       const sn = context.frag.sn;
+      // A part is a byte range of its segment's file when hls.js asks for a range of the segment's URL.
+      const range =
+        context.part !== null && context.rangeEnd !== undefined && context.rangeEnd > 0
+          ? { start: context.rangeStart ?? 0, end: context.rangeEnd }
+          : null;
       const meshable =
         typeof sn === 'number' &&
-        context.part === null &&
+        (context.part === null || (range !== null && context.part.url === context.frag.url)) &&
         context.resetIV !== true &&
         provider.expectsSegment(sn);
       if (!meshable) {
         this.loadFromOrigin(config);
         return;
       }
+      const bufferAheadMs = options.bufferAheadMs?.() ?? 0;
+      const budgetMs =
+        range === null ? meshWaitBudgetMs(bufferAheadMs, options) : partWaitBudgetMs(bufferAheadMs, options);
+      if (range !== null && budgetMs <= 0) {
+        this.loadFromOrigin(config);
+        return;
+      }
       this.state = 'mesh';
       const waitAbort = new AbortController();
       this.waitAbort = waitAbort;
-      const budgetMs = meshWaitBudgetMs(options.bufferAheadMs?.() ?? 0, options);
       const settle = (bytes: Uint8Array | null): void => {
         if (this.state !== 'mesh' || waitAbort.signal.aborted) return;
         if (bytes === null) this.loadFromOrigin(config);
-        else this.deliverMeshBytes(sn, bytes);
+        else this.deliverMeshBytes(sn, bytes, range !== null);
       };
-      provider
-        .waitForSegment(sn, this.stats.loading.start + budgetMs, waitAbort.signal, context.url)
-        .then(settle, () => {
-          // A failing provider must not cost the viewer the segment: the origin still has it.
-          settle(null);
-        });
+      const deadlineMs = this.stats.loading.start + budgetMs;
+      (range === null
+        ? provider.waitForSegment(sn, deadlineMs, waitAbort.signal, context.url)
+        : provider.waitForRange(sn, range.start, range.end, deadlineMs, waitAbort.signal)
+      ).then(settle, () => {
+        // A failing provider must not cost the viewer the segment: the origin still has it.
+        settle(null);
+      });
     }
 
     abort(): void {
@@ -186,7 +224,7 @@ export function createMeshFragmentLoader(
       return this.context;
     }
 
-    private deliverMeshBytes(sequence: number, bytes: Uint8Array): void {
+    private deliverMeshBytes(sequence: number, bytes: Uint8Array, part: boolean): void {
       const context = this.requireContext();
       // A copy, never a view of the session's buffer: hls.js may transfer the ArrayBuffer to its
       // transmuxer worker, which would detach bytes the session still serves to other viewers.
@@ -198,7 +236,8 @@ export function createMeshFragmentLoader(
       stats.loaded = data.byteLength;
       stats.total = data.byteLength;
       stats.chunkCount = 1;
-      provider.noteMeshSegment(sequence);
+      // A part's bytes are counted by the session with the rest of the mesh's; a segment is one.
+      if (!part) provider.noteMeshSegment(sequence);
       const callbacks = this.finish();
       if (callbacks === null) return;
       // Like hls.js's fetch loader with an unbounded high-water mark: the whole payload as one

@@ -46,6 +46,7 @@ const OBSERVED = [
   'ice-servers',
   'ice-transport-policy',
   'live-sync',
+  'low-latency',
   'autoplay',
   'muted',
   'controls',
@@ -74,6 +75,9 @@ class OriginOnly implements SegmentProvider {
   waitForSegment(): Promise<Uint8Array | null> {
     return Promise.resolve(null);
   }
+  waitForRange(): Promise<Uint8Array | null> {
+    return Promise.resolve(null);
+  }
   expectsSegment(): boolean {
     return false;
   }
@@ -91,7 +95,10 @@ class OriginOnly implements SegmentProvider {
 interface ParsedAttributes {
   readonly src: string | null;
   readonly mesh: MeshSessionOptions | null;
-  readonly liveSyncSegments: number;
+  /** hls.js liveSyncDurationCount; null: hls.js's own choice (PART-HOLD-BACK in low-latency mode). */
+  readonly liveSyncSegments: number | null;
+  /** `low-latency`: LL-HLS (hls.js lowLatencyMode), parts from the mesh with the origin per part. */
+  readonly lowLatency: boolean;
   readonly errors: readonly string[];
 }
 
@@ -109,15 +116,23 @@ function parseCount(name: string, raw: string | null, errors: string[]): number 
 export function parseAttributes(get: (name: string) => string | null): ParsedAttributes {
   const errors: string[] = [];
   const src = get('src');
-  let liveSyncSegments = DEFAULT_LIVE_SYNC_SEGMENTS;
+  const lowLatencyRaw = get('low-latency');
+  // A boolean attribute: present means on, but `low-latency="false"` is read as the author meant it.
+  const lowLatency = lowLatencyRaw !== null && lowLatencyRaw.trim().toLowerCase() !== 'false';
+  // In low-latency mode hls.js holds back PART-HOLD-BACK from the edge unless told a position.
+  let liveSyncSegments: number | null = lowLatency ? null : DEFAULT_LIVE_SYNC_SEGMENTS;
   const liveSyncRaw = get('live-sync');
   if (liveSyncRaw !== null && liveSyncRaw.trim() !== '') {
     const value = Number(liveSyncRaw);
     if (Number.isFinite(value) && value > 0) liveSyncSegments = value;
-    else errors.push(`live-sync="${liveSyncRaw}" is not a positive number of segments; using 3`);
+    else
+      errors.push(
+        `live-sync="${liveSyncRaw}" is not a positive number of segments; using ${lowLatency ? "the playlist's PART-HOLD-BACK" : '3'}`,
+      );
   }
   const tracker = get('tracker');
-  if (tracker === null || tracker.trim() === '') return { src, mesh: null, liveSyncSegments, errors };
+  if (tracker === null || tracker.trim() === '')
+    return { src, mesh: null, liveSyncSegments, lowLatency, errors };
 
   let meshUsable = true;
   if (!/^wss?:\/\//i.test(tracker)) {
@@ -151,7 +166,7 @@ export function parseAttributes(get: (name: string) => string | null): ParsedAtt
     errors.push(`ice-transport-policy="${policy}" must be all or relay; playing from the origin only`);
     meshUsable = false;
   }
-  if (!meshUsable) return { src, mesh: null, liveSyncSegments, errors };
+  if (!meshUsable) return { src, mesh: null, liveSyncSegments, lowLatency, errors };
   const mesh: MeshSessionOptions = {
     tracker,
     stream,
@@ -164,7 +179,7 @@ export function parseAttributes(get: (name: string) => string | null): ParsedAtt
     ...(iceServers === null || iceServers === undefined ? {} : { iceServers }),
     ...(policy === 'all' || policy === 'relay' ? { iceTransportPolicy: policy } : {}),
   };
-  return { src, mesh, liveSyncSegments, errors };
+  return { src, mesh, liveSyncSegments, lowLatency, errors };
 }
 
 /**
@@ -446,7 +461,9 @@ export class MeshPlayer extends ElementBase {
     if (attributes.mesh !== null) this.#connectSession(attributes.mesh);
     const provider = this.#provider;
     const hls = new Hls({
-      liveSyncDurationCount: attributes.liveSyncSegments,
+      // hls.js turns LL-HLS on by default; here it is the author's choice (`low-latency`).
+      lowLatencyMode: attributes.lowLatency,
+      ...(attributes.liveSyncSegments === null ? {} : { liveSyncDurationCount: attributes.liveSyncSegments }),
       fLoader: createMeshFragmentLoader(provider, { bufferAheadMs: () => this.#bufferAheadMs() }),
     });
     this.#hls = hls;

@@ -712,6 +712,18 @@ export class MeshSession extends EventTarget implements SegmentProvider {
 
   // ─────────────────────────── SegmentProvider ───────────────────────────
 
+  waitForRange(
+    sequence: number,
+    start: number,
+    end: number,
+    deadlineMs: number,
+    signal?: AbortSignal,
+  ): Promise<Uint8Array | null> {
+    const store = this.store;
+    if (store === null || this.closed) return Promise.resolve(null);
+    return store.waitRange(sequence, start, end, deadlineMs - this.clock.now(), signal);
+  }
+
   async waitForSegment(
     sequence: number,
     deadlineMs: number,

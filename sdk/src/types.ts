@@ -198,6 +198,19 @@ export interface SegmentProvider {
     url?: string,
   ): Promise<Uint8Array | null>;
   /**
+   * Resolves with the verified bytes [start, end) of a segment (an LL-HLS part given as a byte
+   * range of its segment) once the mesh has the packets covering them, possibly long before the
+   * segment is complete (the true source pushes packets while the packager writes); null when
+   * `deadlineMs` passes first, the signal aborts, or the session closes. Never unverified bytes.
+   */
+  waitForRange(
+    sequence: number,
+    start: number,
+    end: number,
+    deadlineMs: number,
+    signal?: AbortSignal,
+  ): Promise<Uint8Array | null>;
+  /**
    * Whether it is worth waiting for the mesh: the segment is announced (or expected soon) after this
    * session joined. False for segments the true source published before we joined: those come
    * from the origin at once.

@@ -8,7 +8,7 @@ import type {
   LoaderContext,
   LoaderStats,
 } from 'hls.js';
-import { createMeshFragmentLoader, meshWaitBudgetMs } from '../src/loader.js';
+import { createMeshFragmentLoader, meshWaitBudgetMs, partWaitBudgetMs } from '../src/loader.js';
 import type { MeshFragmentLoaderOptions } from '../src/loader.js';
 import type { SegmentProvider } from '../src/types.js';
 
@@ -32,6 +32,28 @@ class FakeProvider implements SegmentProvider {
     return new Promise((resolve) => {
       const wait: PendingWait = { sequence, deadlineMs, signal, resolve };
       this.waits.push(wait);
+      const timer = setTimeout(
+        () => {
+          resolve(null);
+        },
+        Math.max(0, deadlineMs - performance.now()),
+      );
+      signal?.addEventListener('abort', () => {
+        clearTimeout(timer);
+        resolve(null);
+      });
+    });
+  }
+  readonly rangeWaits: (PendingWait & { readonly start: number; readonly end: number })[] = [];
+  waitForRange(
+    sequence: number,
+    start: number,
+    end: number,
+    deadlineMs: number,
+    signal?: AbortSignal,
+  ): Promise<Uint8Array | null> {
+    return new Promise((resolve) => {
+      this.rangeWaits.push({ sequence, start, end, deadlineMs, signal, resolve });
       const timer = setTimeout(
         () => {
           resolve(null);
@@ -153,6 +175,20 @@ const loaderConfig = {
   loadPolicy: { maxTimeToFirstByteMs: 10_000, maxLoadTimeMs: 20_000, timeoutRetry: null, errorRetry: null },
 } as LoaderConfiguration;
 
+/** An LL-HLS part: bytes [start, end) of segment `sn` (or a part in a file of its own). */
+function partContext(sn: number, start: number, end: number, ownFile = false): FragmentLoaderContext {
+  const url = `http://127.0.0.1/live/seg${sn}.ts`;
+  return {
+    url: ownFile ? `${url}.part` : url,
+    responseType: 'arraybuffer',
+    type: 'media-fragment',
+    frag: { sn, url },
+    part: { url: ownFile ? `${url}.part` : url },
+    rangeStart: ownFile ? 0 : start,
+    rangeEnd: ownFile ? 0 : end,
+  } as unknown as FragmentLoaderContext;
+}
+
 function fragContext(sn: number | 'initSegment'): FragmentLoaderContext {
   return {
     url: `http://127.0.0.1/live/seg${sn}.ts`,
@@ -196,6 +232,73 @@ describe('meshWaitBudgetMs', () => {
     expect(meshWaitBudgetMs(1000)).toBe(0);
     expect(meshWaitBudgetMs(20_000)).toBe(4000);
     expect(meshWaitBudgetMs(6000, { safetyMarginMs: 500, maxWaitMs: 10_000 })).toBe(5500);
+  });
+});
+
+describe('partWaitBudgetMs', () => {
+  it('gives a part the buffer less a small margin, none at startup, at most partMaxWaitMs', () => {
+    expect(partWaitBudgetMs(0)).toBe(0);
+    expect(partWaitBudgetMs(1200)).toBe(700);
+    expect(partWaitBudgetMs(3000)).toBe(1000);
+    expect(partWaitBudgetMs(400)).toBe(0);
+    expect(partWaitBudgetMs(3000, { partMaxWaitMs: 2000, partSafetyMarginMs: 200 })).toBe(2000);
+  });
+});
+
+describe('createMeshFragmentLoader with LL-HLS parts', () => {
+  const startPart = (
+    provider: FakeProvider,
+    context: FragmentLoaderContext,
+    bufferAheadMs: number,
+  ): { rec: Recorded; originsBefore: number } => {
+    const MeshLoader = createMeshFragmentLoader(provider, {
+      defaultLoader: FakeOrigin,
+      bufferAheadMs: () => bufferAheadMs,
+    });
+    const loader = new MeshLoader({} as HlsConfig);
+    const rec = record();
+    const originsBefore = FakeOrigin.instances.length;
+    loader.load(context, loaderConfig, rec.callbacks);
+    return { rec, originsBefore };
+  };
+
+  it('waits for a byte-range part from the mesh and hands it over without counting a segment', async () => {
+    const provider = new FakeProvider();
+    provider.expected.add(4);
+    const { rec, originsBefore } = startPart(provider, partContext(4, 1000, 5000), 1500);
+    expect(provider.rangeWaits.map((w) => [w.sequence, w.start, w.end])).toEqual([[4, 1000, 5000]]);
+    provider.rangeWaits[0]!.resolve(new Uint8Array(4000));
+    await sleep(0);
+    expect(rec.events).toEqual(['success']);
+    expect((rec.successes[0]!.data as ArrayBuffer).byteLength).toBe(4000);
+    expect(provider.meshSequences).toEqual([]);
+    expect(FakeOrigin.instances.length).toBe(originsBefore);
+  });
+
+  it('takes the part from the origin when the mesh misses its deadline', async () => {
+    const provider = new FakeProvider();
+    provider.expected.add(4);
+    const { rec, originsBefore } = startPart(provider, partContext(4, 0, 100), 530);
+    expect(FakeOrigin.instances.length).toBe(originsBefore);
+    await sleep(60);
+    expect(FakeOrigin.instances.length).toBe(originsBefore + 1);
+    FakeOrigin.instances.at(-1)!.respond(100);
+    expect(rec.events).toEqual(['success']);
+    expect(provider.originBytes).toEqual([100]);
+  });
+
+  it('goes to the origin at once at startup, for parts in files of their own, and unexpected segments', () => {
+    const provider = new FakeProvider();
+    provider.expected.add(4);
+    for (const [context, buffer] of [
+      [partContext(4, 0, 100), 0],
+      [partContext(4, 0, 100, true), 3000],
+      [partContext(9, 0, 100), 3000],
+    ] as const) {
+      const { originsBefore } = startPart(provider, context, buffer);
+      expect(FakeOrigin.instances.length).toBe(originsBefore + 1);
+    }
+    expect(provider.rangeWaits).toEqual([]);
   });
 });
 

@@ -1,7 +1,7 @@
-// <mesh-player>'s `ice-servers` attribute: JSON checked like the tracker's servers, a bad one said
-// clearly (the player then plays from the origin only).
+// <mesh-player>'s attributes: `ice-servers` JSON checked like the tracker's servers, a bad one said
+// clearly (the player then plays from the origin only); `low-latency` and the live position.
 import { describe, expect, it } from 'vitest';
-import { parseIceServers } from '../src/player.js';
+import { parseAttributes, parseIceServers } from '../src/player.js';
 
 describe('ice-servers', () => {
   it('takes a JSON array of servers; `urls` may be one string, as RTCPeerConnection allows', () => {
@@ -37,5 +37,26 @@ describe('ice-servers', () => {
       expect(errors[0], raw).toMatch(message);
       expect(errors[0], raw).toMatch(/playing from the origin only$/);
     }
+  });
+});
+
+describe('low-latency', () => {
+  const parse = (attributes: Record<string, string>): ReturnType<typeof parseAttributes> =>
+    parseAttributes((name) => attributes[name] ?? null);
+
+  it('turns LL-HLS on and leaves the position to the playlist unless live-sync says one', () => {
+    expect(parse({ src: 'a.m3u8' })).toMatchObject({ lowLatency: false, liveSyncSegments: 3 });
+    expect(parse({ src: 'a.m3u8', 'low-latency': '' })).toMatchObject({
+      lowLatency: true,
+      liveSyncSegments: null,
+    });
+    expect(parse({ src: 'a.m3u8', 'low-latency': 'false' })).toMatchObject({ lowLatency: false });
+    expect(parse({ src: 'a.m3u8', 'low-latency': '', 'live-sync': '2' })).toMatchObject({
+      lowLatency: true,
+      liveSyncSegments: 2,
+    });
+    const bad = parse({ src: 'a.m3u8', 'low-latency': '', 'live-sync': 'x' });
+    expect(bad.liveSyncSegments).toBeNull();
+    expect(bad.errors[0]).toContain('PART-HOLD-BACK');
   });
 });
