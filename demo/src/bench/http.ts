@@ -1,5 +1,7 @@
 // Benchmark arm "http": plain hls.js from the origin, the control. `?liveSync=N` sets hls.js's
-// liveSyncDurationCount (hls.js's default 3 otherwise); nothing else differs from hls.js defaults.
+// liveSyncDurationCount (hls.js's default 3 otherwise); `?lowLatency=1` its lowLatencyMode (LL-HLS,
+// at the playlist's PART-HOLD-BACK), which is off otherwise so that a plain position means the
+// same on every origin; nothing else differs from hls.js defaults.
 import Hls from 'hls.js';
 import type { FragLoadedData } from 'hls.js';
 import {
@@ -10,6 +12,7 @@ import {
   fail,
   hlsSettings,
   liveSyncFromQuery,
+  lowLatencyFromQuery,
 } from './measure.js';
 
 function start(): void {
@@ -18,7 +21,10 @@ function start(): void {
   const src = params.get('src') ?? '/live/live.m3u8';
   if (!Hls.isSupported()) throw new Error('this browser has no Media Source Extensions');
   const video = createVideo(document.body);
-  const hls = new Hls(liveSync === null ? {} : { liveSyncDurationCount: liveSync });
+  const hls = new Hls({
+    lowLatencyMode: lowLatencyFromQuery(params),
+    ...(liveSync === null ? {} : { liveSyncDurationCount: liveSync }),
+  });
   const policy = attachPlayerPolicy(hls, video);
   const probe = new PlaybackProbe(video, hls);
   let httpBytes = 0;

@@ -57,6 +57,11 @@ const RECORDED_HLS_SETTINGS = [
   'capLevelToPlayerSize',
 ] as const;
 
+/** `?lowLatency=1`: LL-HLS (hls.js lowLatencyMode, the player's `low-latency`); off otherwise. */
+export function lowLatencyFromQuery(params: URLSearchParams): boolean {
+  return params.get('lowLatency') === '1';
+}
+
 /** A playlist segment count from the query string (`?liveSync=3`), or null when absent. */
 export function liveSyncFromQuery(params: URLSearchParams): number | null {
   const raw = params.get('liveSync');

@@ -1,9 +1,17 @@
 // Benchmark arm "mesh": one <mesh-player> with the tracker and its true source. Query: `tracker`
-// (default this host's /ws), `stream` (default live), `liveSync` (the player's live-sync attribute).
+// (default this host's /ws), `stream` (default live), `liveSync` (the player's live-sync attribute),
+// `lowLatency=1` (its low-latency attribute).
 // The page is as bare as the other arms' pages (no stats panel), so their CPU figures compare.
 import { MeshPlayer } from '@chunkycast/sdk';
 import type Hls from 'hls.js';
-import { PlaybackProbe, expose, fail, hlsSettings, liveSyncFromQuery } from './measure.js';
+import {
+  PlaybackProbe,
+  expose,
+  fail,
+  hlsSettings,
+  liveSyncFromQuery,
+  lowLatencyFromQuery,
+} from './measure.js';
 
 function start(): void {
   const params = new URLSearchParams(location.search);
@@ -15,6 +23,7 @@ function start(): void {
   player.setAttribute('tracker', params.get('tracker') ?? `${scheme}//${location.host}/ws`);
   player.setAttribute('stream', params.get('stream') ?? 'live');
   if (liveSync !== null) player.setAttribute('live-sync', String(liveSync));
+  if (lowLatencyFromQuery(params)) player.setAttribute('low-latency', '');
   player.setAttribute('autoplay', '');
   player.setAttribute('muted', '');
   player.className = 'player';

@@ -21,7 +21,7 @@ import { addRatios, checkGoals, plots, reportMarkdown, type CompareRun } from '.
 import { ARMS, runTrial, summarizeTrial, type Arm, type TrialPlan, type TrialSummary } from './trial.js';
 
 const PLAYLIST_SEGMENTS = 10;
-const SETTINGS = ['default', 'low', 'deep'] as const;
+const SETTINGS = ['default', 'low', 'll', 'deep'] as const;
 type Setting = (typeof SETTINGS)[number];
 /** hls.js's default live position, segments behind the edge. */
 const DEFAULT_LIVE_SYNC = 3;
@@ -31,7 +31,7 @@ const USAGE = `usage: npm run bench:compare -- [--viewers N] [--duration S] [--o
 Runs three arms in turn, each on a fresh swarm of N headless Chromium viewers of one ffmpeg live
 stream served by one origin that counts its media bytes: http (plain hls.js), p2pml (hls.js +
 p2p-media-loader with a local bittorrent-tracker), mesh (<mesh-player>, tracker + true source).
-Each at the default live position and at a low-latency one. Writes DIR/result.json, DIR/report.md
+Each at the default live position, a low one, and LL-HLS. Writes DIR/result.json, DIR/report.md
 and DIR/*.svg.
 
 options:
@@ -43,6 +43,9 @@ options:
   --settings LIST    live positions, comma-separated (default all):
                        default  3 segments behind the edge (hls.js's default), every arm
                        low      1 segment behind (see --low-sync), every arm
+                       ll       LL-HLS: the origin publishes parts (tracker --ll-hls), http and mesh in
+                                hls.js lowLatencyMode at the playlist's PART-HOLD-BACK (p2p-media-loader
+                                cannot take parts: its reference is its best position, deep)
                        deep     p2pml only, at p2p-media-loader's own target position (see --deep-sync)
   --low-sync LIST    the low setting per arm, e.g. http=1,p2pml=1.5,mesh=1 (default 1 for every arm)
   --deep-sync N      p2pml's deep position in segments, or "auto" to leave liveSyncDurationCount
@@ -122,9 +125,16 @@ function plan(): TrialPlan[] {
   for (const setting of opts.settings) {
     for (const arm of opts.arms) {
       if (setting === 'deep' && arm !== 'p2pml') continue;
+      if (setting === 'll' && arm === 'p2pml') continue;
       const liveSync =
-        setting === 'default' ? DEFAULT_LIVE_SYNC : setting === 'low' ? opts.lowSync[arm] : opts.deepSync;
-      trials.push({ arm, setting, liveSync });
+        setting === 'default'
+          ? DEFAULT_LIVE_SYNC
+          : setting === 'low'
+            ? opts.lowSync[arm]
+            : setting === 'll'
+              ? null
+              : opts.deepSync;
+      trials.push({ arm, setting, liveSync, lowLatency: setting === 'll' });
     }
   }
   return trials;

@@ -48,10 +48,15 @@ const PROGRESS_EVERY_ROUNDS = 10;
 export function benchPageUrl(
   arm: Arm,
   trackerUrl: string,
-  { liveSync, wtTrackerUrl }: { liveSync: number | null; wtTrackerUrl?: string | undefined },
+  {
+    liveSync,
+    lowLatency = false,
+    wtTrackerUrl,
+  }: { liveSync: number | null; lowLatency?: boolean; wtTrackerUrl?: string | undefined },
 ): string {
   const u = new URL(`/bench/${arm}.html`, trackerUrl);
   if (liveSync !== null) u.searchParams.set('liveSync', String(liveSync));
+  if (lowLatency) u.searchParams.set('lowLatency', '1');
   if (arm === 'p2pml') {
     u.searchParams.set('tracker', wtTrackerUrl ?? '');
     u.searchParams.set('swarm', P2PML_SWARM_ID);
@@ -94,6 +99,8 @@ export interface TrialPlan {
   readonly setting: string;
   /** Segments behind the live edge; null: the library's own choice. */
   readonly liveSync: number | null;
+  /** LL-HLS: the origin publishes parts (`--ll-hls`) and the player runs hls.js in lowLatencyMode. */
+  readonly lowLatency: boolean;
 }
 
 /** One trial's raw measurements. */
@@ -139,6 +146,7 @@ export async function runTrial({
   arm,
   setting,
   liveSync,
+  lowLatency,
   stream,
   viewers: count,
   durationS,
@@ -151,6 +159,7 @@ export async function runTrial({
     const tracker = await startTracker({
       originDir: stream.dir,
       sourceStream: arm === 'mesh' ? 'live' : null,
+      ...(lowLatency ? { extraArgs: ['--ll-hls'] } : {}),
     });
     stack.add('tracker', () => tracker.stop());
     let wt: WebTorrentTracker | null = null;
@@ -169,9 +178,9 @@ export async function runTrial({
         { timeoutMs: 20_000, intervalMs: 250 },
       );
     }
-    const url = benchPageUrl(arm, tracker.url, { liveSync, wtTrackerUrl: wt?.wsUrl });
+    const url = benchPageUrl(arm, tracker.url, { liveSync, lowLatency, wtTrackerUrl: wt?.wsUrl });
     progress(
-      `${arm} @ ${setting} (liveSync ${liveSync ?? 'library default'}): opening ${count} viewer(s) at ${url}`,
+      `${arm} @ ${setting} (liveSync ${liveSync ?? (lowLatency ? 'PART-HOLD-BACK' : 'library default')}): opening ${count} viewer(s) at ${url}`,
     );
 
     await tracker.resetOrigin();
@@ -256,6 +265,7 @@ export async function runTrial({
       arm,
       setting,
       liveSync,
+      lowLatency,
       url,
       windowStart,
       monitorStart,
