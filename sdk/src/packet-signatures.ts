@@ -25,6 +25,11 @@ export interface PacketSignaturesOptions {
   readonly publicKey: CryptoKey | null;
   /** A verification finished: packets held for it can be looked at again (`MeshNode.recheckHeld`). */
   readonly settled: () => void;
+  /**
+   * A packet's signature checked out: its signed number is a trusted word on where the stream is
+   * (the engine's `liveSequence`), ahead of any announcement of its segment.
+   */
+  readonly verified?: (packetNumber: number) => void;
 }
 
 export interface PacketSignatureCounters {
@@ -77,6 +82,7 @@ export class PacketSignatures {
         if (valid) this.counters.verified++;
         else this.counters.forged++;
         this.remember(key, valid ? 'valid' : 'forged');
+        if (valid) this.options.verified?.(signed.packetNumber);
         this.options.settled();
       });
     return 'pending';

@@ -253,6 +253,8 @@ export class MeshSession extends EventTarget implements SegmentProvider {
   /** Signatures of packets of segments still being written (issue 14), checked before their announcement. */
   private signatures: PacketSignatures | null = null;
   private recheckScheduled = false;
+  /** The highest `liveSequence` told to the current node (-1: none yet). */
+  private liveSequenceTold = -1;
   private closed = false;
   private readonly timers: ReturnType<typeof setInterval>[] = [];
   private peerId: number | null = null;
@@ -404,6 +406,11 @@ export class MeshSession extends EventTarget implements SegmentProvider {
     this.signatures = new PacketSignatures({
       stream: this.options.stream,
       publicKey,
+      verified: (packetNumber) => {
+        const node = this.node;
+        if (node !== null)
+          this.tellEngineLiveSequence(packetPlace(packetNumber, 0, node.engine.config.dataSlices).seq);
+      },
       // One recheck for the verifications that finish together: each recheck hashes every held packet.
       settled: () => {
         if (this.recheckScheduled) return;
@@ -436,6 +443,7 @@ export class MeshSession extends EventTarget implements SegmentProvider {
     }
     const node = this.createNode(welcome.peerId, welcome.sourceId);
     this.node = node;
+    this.liveSequenceTold = -1;
     const dispatch = (message: ServerMessage): void => {
       const current = this.node;
       if (current === null || this.closed) return;
@@ -658,6 +666,7 @@ export class MeshSession extends EventTarget implements SegmentProvider {
     this.capacity.resetBaseline();
     const node = this.createNode(welcome.peerId, welcome.sourceId);
     this.node = node;
+    this.liveSequenceTold = -1;
     void old.stop(false);
     node.start();
     this.tellLiveSequence();
@@ -848,7 +857,19 @@ export class MeshSession extends EventTarget implements SegmentProvider {
     const node = this.node;
     const a = this.store?.announcement(this.store.newestAnnouncedSequence) ?? null;
     if (node === null || a === null) return;
-    node.liveSequence(packetPlace(a.firstPacket, a.packets - 1, node.engine.config.dataSlices).seq);
+    this.tellEngineLiveSequence(packetPlace(a.firstPacket, a.packets - 1, node.engine.config.dataSlices).seq);
+  }
+
+  /**
+   * Moves the engine's trusted `liveSequence` forward, never back: signed packets of a segment
+   * still being written run ahead of the newest announcement, and their verifications finish in
+   * any order.
+   */
+  private tellEngineLiveSequence(seq: number): void {
+    const node = this.node;
+    if (node === null || seq <= this.liveSequenceTold) return;
+    this.liveSequenceTold = seq;
+    node.liveSequence(seq);
   }
 
   /** Repair between neighbours: serve requests from the segments we hold; take verified replies. */
