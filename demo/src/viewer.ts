@@ -45,6 +45,8 @@ function createPlayer(params: URLSearchParams): MeshPlayer {
     ['uploadCapacity', 'upload-capacity'],
     ['maxUploadKbps', 'max-upload-kbps'],
     ['liveSync', 'live-sync'],
+    // `?lowLatency=` (any value): LL-HLS, when the origin publishes parts (tracker --ll-hls).
+    ['lowLatency', 'low-latency'],
     ['publicKey', 'public-key'],
     // A viewer join token, when the tracker demands them (`chunkycast-tracker token`).
     ['token', 'token'],
@@ -80,7 +82,13 @@ function showStats(stats: MeshPlayerStats): void {
     ['mesh', stats.meshEnabled ? (stats.trackerConnected ? 'joined' : 'connecting…') : 'off (origin only)'],
     ['peer id', stats.peerId === null ? '–' : peerLabel(stats.peerId)],
     ['from mesh', `${formatBytes(stats.bytesFromMesh)} · ${stats.segmentsFromMesh} segments`],
-    ['from origin', `${formatBytes(stats.bytesFromOrigin)} · ${stats.segmentsFromOrigin} segments`],
+    [
+      'from origin',
+      `${formatBytes(stats.bytesFromOrigin)} · ${stats.segmentsFromOrigin} segments` +
+        (stats.partsFromOrigin + stats.partsFromMesh > 0
+          ? ` · parts ${stats.partsFromMesh} mesh / ${stats.partsFromOrigin} origin`
+          : ''),
+    ],
     ['uploaded', formatBytes(stats.uploadBytes)],
     ['peers', String(stats.peers)],
     ['routes', formatRoutes(stats.peersByRoute)],

@@ -236,8 +236,7 @@ export function createMeshFragmentLoader(
       stats.loaded = data.byteLength;
       stats.total = data.byteLength;
       stats.chunkCount = 1;
-      // A part's bytes are counted by the session with the rest of the mesh's; a segment is one.
-      if (!part) provider.noteMeshSegment(sequence);
+      provider.noteMeshSegment(sequence, part);
       const callbacks = this.finish();
       if (callbacks === null) return;
       // Like hls.js's fetch loader with an unbounded high-water mark: the whole payload as one
@@ -271,7 +270,7 @@ export function createMeshFragmentLoader(
         onSuccess: (response, stats, ctx, networkDetails) => {
           if (!live()) return;
           copyStats(stats);
-          provider.noteOriginSegment(byteLengthOf(response.data, stats));
+          provider.noteOriginSegment(byteLengthOf(response.data, stats), ctx.part !== null);
           this.finish()?.onSuccess(response, this.stats, ctx, networkDetails);
         },
         onError: (error, ctx, networkDetails, stats) => {

@@ -81,9 +81,11 @@ class OriginOnly implements SegmentProvider {
   expectsSegment(): boolean {
     return false;
   }
-  noteOriginSegment(bytes: number): void {
+  partsFromOrigin = 0;
+  noteOriginSegment(bytes: number, part = false): void {
     this.bytesFromOrigin += bytes;
-    this.segmentsFromOrigin++;
+    if (part) this.partsFromOrigin++;
+    else this.segmentsFromOrigin++;
   }
   noteMeshSegment(): void {}
   noteStall(): void {}
@@ -265,6 +267,10 @@ function emptyStats(stream: string): MeshStats {
     meshShare: 0,
     segmentsFromMesh: 0,
     segmentsFromOrigin: 0,
+    partsFromMesh: 0,
+    partsFromOrigin: 0,
+    packetSignaturesVerified: 0,
+    packetSignaturesForged: 0,
     segmentsCompletedFromOrigin: 0,
     uploadBytes: 0,
     load: 0,
@@ -382,6 +388,7 @@ export class MeshPlayer extends ElementBase {
         ...base,
         bytesFromOrigin: origin.bytesFromOrigin,
         segmentsFromOrigin: origin.segmentsFromOrigin,
+        partsFromOrigin: origin.partsFromOrigin,
       };
     }
     const video = this.#video;

@@ -262,6 +262,8 @@ export class MeshSession extends EventTarget implements SegmentProvider {
   private bytesFromOrigin = 0;
   private segmentsFromMesh = 0;
   private segmentsFromOrigin = 0;
+  private partsFromMesh = 0;
+  private partsFromOrigin = 0;
   private segmentsCompletedFromOrigin = 0;
   private nextRepairId = 1;
   /** Seeded by the session (helpers for repair are chosen at random, reproducibly per seed). */
@@ -699,7 +701,8 @@ export class MeshSession extends EventTarget implements SegmentProvider {
       originBytes: this.bytesFromOrigin,
       uploadBytes: this.retired.uploadBytes + node.counters.uploadBytes,
       stalls: this.stalls,
-      playing: this.segmentsFromMesh + this.segmentsFromOrigin > 0,
+      playing:
+        this.segmentsFromMesh + this.segmentsFromOrigin + this.partsFromMesh + this.partsFromOrigin > 0,
       connectivity: this.connectivity(node),
     };
     const cutOff = node.takeCutOffs();
@@ -996,13 +999,15 @@ export class MeshSession extends EventTarget implements SegmentProvider {
     return this.store.announcement(sequence) !== null && (this.node?.openPeers ?? 0) > 0;
   }
 
-  noteOriginSegment(bytes: number): void {
+  noteOriginSegment(bytes: number, part = false): void {
     this.bytesFromOrigin += bytes;
-    this.segmentsFromOrigin++;
+    if (part) this.partsFromOrigin++;
+    else this.segmentsFromOrigin++;
   }
 
-  noteMeshSegment(_sequence: number): void {
-    this.segmentsFromMesh++;
+  noteMeshSegment(_sequence: number, part = false): void {
+    if (part) this.partsFromMesh++;
+    else this.segmentsFromMesh++;
   }
 
   noteStall(ms: number): void {
@@ -1044,6 +1049,10 @@ export class MeshSession extends EventTarget implements SegmentProvider {
       meshShare: total === 0 ? 0 : bytesFromMesh / total,
       segmentsFromMesh: this.segmentsFromMesh,
       segmentsFromOrigin: this.segmentsFromOrigin,
+      partsFromMesh: this.partsFromMesh,
+      partsFromOrigin: this.partsFromOrigin,
+      packetSignaturesVerified: this.signatures?.counters.verified ?? 0,
+      packetSignaturesForged: this.signatures?.counters.forged ?? 0,
       segmentsCompletedFromOrigin: this.segmentsCompletedFromOrigin,
       uploadBytes: this.retired.uploadBytes + (node?.counters.uploadBytes ?? 0),
       load: node?.engine.currentLoad ?? 0,

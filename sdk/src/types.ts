@@ -103,6 +103,12 @@ export interface MeshStats {
   readonly meshShare: number;
   readonly segmentsFromMesh: number;
   readonly segmentsFromOrigin: number;
+  /** LL-HLS parts (`low-latency`) the mesh delivered, and those fetched from the origin. */
+  readonly partsFromMesh: number;
+  readonly partsFromOrigin: number;
+  /** Packets of segments still being written whose signature was checked (valid, forged). */
+  readonly packetSignaturesVerified: number;
+  readonly packetSignaturesForged: number;
   /** Segments the mesh delivered in part, completed with byte ranges from the origin (counted as mesh segments; their range bytes count as origin bytes). */
   readonly segmentsCompletedFromOrigin: number;
   /** Media bytes this viewer forwarded to its children. */
@@ -216,10 +222,10 @@ export interface SegmentProvider {
    * from the origin at once.
    */
   expectsSegment(sequence: number): boolean;
-  /** The loader fetched this many media bytes (one segment) from the origin. */
-  noteOriginSegment(bytes: number): void;
-  /** The loader handed a mesh segment to the player. */
-  noteMeshSegment(sequence: number): void;
+  /** The loader fetched this many media bytes (one segment, or one LL-HLS part) from the origin. */
+  noteOriginSegment(bytes: number, part?: boolean): void;
+  /** The loader handed a mesh segment (or an LL-HLS part of it) to the player. */
+  noteMeshSegment(sequence: number, part?: boolean): void;
   /** The player stalled for `ms` (reported when the stall ends). */
   noteStall(ms: number): void;
   /** The time the packager finished the segment (Unix ms), if announced. */

@@ -73,11 +73,15 @@ class FakeProvider implements SegmentProvider {
   expectsSegment(sequence: number): boolean {
     return this.expected.has(sequence);
   }
-  noteOriginSegment(bytes: number): void {
+  noteOriginSegment(bytes: number, part = false): void {
+    if (part) this.originParts.push(bytes);
     this.originBytes.push(bytes);
   }
-  noteMeshSegment(sequence: number): void {
-    this.meshSequences.push(sequence);
+  readonly meshParts: number[] = [];
+  readonly originParts: number[] = [];
+  noteMeshSegment(sequence: number, part = false): void {
+    if (part) this.meshParts.push(sequence);
+    else this.meshSequences.push(sequence);
   }
   noteStall(_ms: number): void {}
   publishedAtMs(_sequence: number): number | undefined {
@@ -272,6 +276,7 @@ describe('createMeshFragmentLoader with LL-HLS parts', () => {
     expect(rec.events).toEqual(['success']);
     expect((rec.successes[0]!.data as ArrayBuffer).byteLength).toBe(4000);
     expect(provider.meshSequences).toEqual([]);
+    expect(provider.meshParts).toEqual([4]);
     expect(FakeOrigin.instances.length).toBe(originsBefore);
   });
 
@@ -285,6 +290,7 @@ describe('createMeshFragmentLoader with LL-HLS parts', () => {
     FakeOrigin.instances.at(-1)!.respond(100);
     expect(rec.events).toEqual(['success']);
     expect(provider.originBytes).toEqual([100]);
+    expect(provider.originParts).toEqual([100]);
   });
 
   it('goes to the origin at once at startup, for parts in files of their own, and unexpected segments', () => {

@@ -56,6 +56,8 @@ function start(): void {
             bytesFromRepair: own.bytesFromRepair,
             segmentsFromMesh: own.segmentsFromMesh,
             segmentsFromOrigin: own.segmentsFromOrigin,
+            partsFromMesh: own.partsFromMesh,
+            partsFromOrigin: own.partsFromOrigin,
             segmentsCompletedFromOrigin: own.segmentsCompletedFromOrigin,
             load: own.load,
             trackerConnected: own.trackerConnected,

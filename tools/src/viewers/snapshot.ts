@@ -32,6 +32,8 @@ export interface PlayerStatsSnapshot {
   readonly meshShare?: number;
   readonly segmentsFromMesh?: number;
   readonly segmentsFromOrigin?: number;
+  readonly partsFromMesh?: number;
+  readonly partsFromOrigin?: number;
   readonly segmentsCompletedFromOrigin?: number;
   readonly uploadBytes?: number;
   readonly peers?: number;
