@@ -639,6 +639,16 @@ export class MeshPlayer extends ElementBase {
       );
       return Date.now() - publishedAtMs + remainingS * 1000;
     }
+    // LL-HLS plays the segment still being written (not announced yet): its media began where the
+    // previous segment, announced when it was finished, ended.
+    const previousAtMs = sn === null ? undefined : this.#provider.publishedAtMs(sn - 1);
+    if (previousAtMs !== undefined) {
+      const playedS = Math.max(
+        this.#video.currentTime - (this.#playingFragEndS - this.#playingFragDurationS),
+        0,
+      );
+      return Date.now() - previousAtMs - Math.min(playedS, this.#playingFragDurationS) * 1000;
+    }
     // Without announcements, EXT-X-PROGRAM-DATE-TIME (if the playlist has it) gives the same.
     const playingDate = this.#hls?.playingDate;
     return playingDate ? Date.now() - playingDate.getTime() : null;
