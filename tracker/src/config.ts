@@ -14,7 +14,7 @@ import {
   DEFAULT_MAX_MESSAGES_PER_SECOND,
 } from './server.js';
 import { DEFAULT_KEY_PREFIX, KEY_PREFIX_PATTERN } from './redis-layout.js';
-import { DEFAULT_PART_TARGET_MS, MAX_PART_TARGET_MS, MIN_PART_TARGET_MS } from './ll-hls/index.js';
+import { DEFAULT_PART_TARGET_MS, MAX_PART_TARGET_MS, MIN_PART_TARGET_MS } from './ll-hls/playlist.js';
 
 export interface TrackerConfig {
   /** `--help` was given: print USAGE and do nothing else. */

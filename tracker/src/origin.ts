@@ -241,6 +241,7 @@ export class Origin {
     const playlist = ext === '.m3u8';
     const fromSource = req.headers[ROLE_HEADER] === 'source';
     const stats = (): MutableStats => this.stats;
+    const contentType = MEDIA_TYPES[ext] ?? 'application/octet-stream';
     const counting: Counting = {
       onStart: () => {
         const s = stats();
@@ -265,11 +266,11 @@ export class Origin {
     if (this.llHls !== null) {
       const handled = playlist
         ? await this.llHls.servePlaylist(req, res, resolved.file, counting)
-        : await this.llHls.serveSegment(req, res, resolved.file, counting);
+        : await this.llHls.serveSegment(req, res, resolved.file, contentType, counting);
       if (handled) return;
     }
     const sent = await sendFile(req, res, resolved.file, {
-      contentType: MEDIA_TYPES[ext] ?? 'application/octet-stream',
+      contentType,
       // Live playlists change every segment; a cached one stalls playback.
       ...(playlist ? { cacheControl: 'no-cache' } : {}),
       ...counting,

@@ -141,6 +141,11 @@ export function checkLowLatencyPlaylist(text: string, sizes?: ReadonlyMap<string
   for (const part of allParts)
     if (p.partTargetS !== null && part.durationS > p.partTargetS)
       problems.push(`part of ${part.uri}@${part.offset} lasts ${part.durationS} > ${p.partTargetS}`);
+  // §4.4.4.9: and at least 85% of it, except an INDEPENDENT=YES part and a segment's final part.
+  const notFinal = [...p.segments.flatMap((s) => s.parts.slice(0, -1)), ...p.trailingParts];
+  for (const part of notFinal)
+    if (p.partTargetS !== null && !part.independent && part.durationS < 0.85 * p.partTargetS)
+      problems.push(`part of ${part.uri}@${part.offset} lasts ${part.durationS} < 85% of ${p.partTargetS}`);
   // Byte ranges of one segment's parts: contiguous from 0, and covering a complete segment.
   const groups: { uri: string; parts: readonly CheckedPart[]; complete: boolean }[] = [
     ...p.segments

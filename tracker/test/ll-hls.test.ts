@@ -297,6 +297,12 @@ describe('LL-HLS playlist', () => {
     expect(broken('DURATION=0.50000,URI="live13.ts"', 'DURATION=0.50100,URI="live13.ts"')).toEqual([
       'part of live13.ts@0 lasts 0.501 > 0.5',
     ]);
+    expect(
+      broken(
+        'DURATION=0.50000,URI="live12.ts",BYTERANGE="22372@22372"',
+        'DURATION=0.40000,URI="live12.ts",BYTERANGE="22372@22372"',
+      ),
+    ).toEqual(['part of live12.ts@22372 lasts 0.4 < 85% of 0.5']);
     expect(broken('BYTERANGE="22372@22372"', 'BYTERANGE="22372@22373"').length).toBeGreaterThan(0);
     expect(checkLowLatencyPlaylist(good, new Map([['live13.ts', 100_001]]))).toEqual([
       'parts of live13.ts cover 100000 bytes of 100001',
@@ -326,6 +332,7 @@ describe('LL-HLS playlist', () => {
     expect(predictNextUri('https://cdn/x1.ts')).toBeNull();
     expect(predictNextUri('x1.ts?token=3')).toBeNull();
     expect(predictNextUri('/abs/x1.ts')).toBeNull();
+    expect(predictNextUri('../x1.ts')).toBeNull();
   });
 });
 

@@ -29,10 +29,6 @@ export { PartCutter, type Part } from './parts.js';
 export * from './playlist.js';
 export { PlaylistWatcher } from './watcher.js';
 
-/** Part target bounds of --part-target-ms: under 100 ms a part is a frame or two; over 2 s it is no longer "low latency". */
-export const DEFAULT_PART_TARGET_MS = 500;
-export const MIN_PART_TARGET_MS = 100;
-export const MAX_PART_TARGET_MS = 2000;
 /** Blocked playlist requests and growing-segment streams held at once; beyond it, 503. */
 export const DEFAULT_MAX_HELD_REQUESTS = 256;
 /** Playlists followed at once: one per rendition; a packager rarely writes more. */
@@ -152,6 +148,7 @@ export class LlHlsOrigin {
     req: IncomingMessage,
     res: ServerResponse,
     file: string,
+    contentType: string,
     count: Counting,
   ): Promise<boolean> {
     const found = this.growingSegment(file);
@@ -167,7 +164,7 @@ export class LlHlsOrigin {
     }
     this.held++;
     try {
-      await streamGrowing(req, res, found.watcher, file, range, count);
+      await streamGrowing(req, res, found.watcher, file, range, contentType, count);
     } finally {
       this.held--;
     }
@@ -274,6 +271,7 @@ async function streamGrowing(
   watcher: PlaylistWatcher,
   file: string,
   range: GrowingRange,
+  contentType: string,
   count: Counting,
 ): Promise<void> {
   // An object, so the checks after each await read the current value.
@@ -331,7 +329,7 @@ async function streamGrowing(
         return;
       }
     }
-    res.setHeader('Content-Type', 'video/mp2t');
+    res.setHeader('Content-Type', contentType);
     res.setHeader('Cache-Control', 'no-cache');
     if (range.end !== null) {
       const end = endExclusive(first);

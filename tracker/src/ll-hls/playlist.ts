@@ -5,6 +5,11 @@
 import type { Part } from './parts.js';
 import { TICKS_PER_SECOND } from './ts-scanner.js';
 
+/** Bounds of --part-target-ms: under 100 ms a part is a frame or two (a request each for no gain); over 2 s it is no longer low latency. */
+export const DEFAULT_PART_TARGET_MS = 500;
+export const MIN_PART_TARGET_MS = 100;
+export const MAX_PART_TARGET_MS = 2000;
+
 /** Tags that describe the whole media playlist (§4.4.3, §4.4.2) rather than the next segment. */
 const PLAYLIST_TAGS = new Set([
   '#EXT-X-VERSION',
@@ -139,7 +144,9 @@ function parseIntStrict(value: string, name: string): number {
  * map to a file of its own directory (absolute, with a query, or without a number).
  */
 export function predictNextUri(lastUri: string): string | null {
-  if (/[?#:]/.test(lastUri) || lastUri.startsWith('/')) return null;
+  if (/[?#:\\]/.test(lastUri) || lastUri.startsWith('/')) return null;
+  // Only files inside the packager's directory are read, never `../` ones.
+  if (lastUri.split('/').some((s) => s === '..' || s === '.' || s === '')) return null;
   const m = /^(.*?)(\d+)(\D*)$/.exec(lastUri);
   if (m === null) return null;
   const [, prefix = '', digits = '', suffix = ''] = m;

@@ -28,6 +28,12 @@ const MAX_SEGMENT_BYTES = 512 << 20;
  * target, 100 ms, has 100; four times that covers any segment a player would still call live.
  */
 export const MAX_PARTS_PER_SEGMENT = 400;
+/**
+ * Finished segments whose parts are kept. Parts are listed only within three target durations of
+ * the end (RFC 8216bis §4.4.4.9), a handful of segments; 16 covers segments down to a fifth of the
+ * target duration, and bounds memory even for an EVENT playlist that never drops a segment.
+ */
+export const MAX_SEGMENTS_WITH_PARTS = 16;
 
 export interface WatcherOptions {
   readonly playlistFile: string;
@@ -235,6 +241,8 @@ export class PlaylistWatcher {
     g.cutter.finish(size);
     const parts = g.cutter.parts;
     if (parts.length > 0) this.done.set(g.uri, parts);
+    // Maps iterate in insertion order: the first keys are the oldest segments.
+    for (const uri of this.done.keys()) if (this.done.size > MAX_SEGMENTS_WITH_PARTS) this.done.delete(uri);
   }
 
   /** Scans new bytes of the growing segment; true if any arrived. */
