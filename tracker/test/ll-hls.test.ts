@@ -1,6 +1,7 @@
 /** The LL-HLS pieces one by one: TS scanner, part cutting, playlists, blocking reload rules, config. */
 import { describe, expect, it } from 'vitest';
-import { ConfigError, parseConfig } from '../src/config.js';
+import { ConfigError, parseConfig, USAGE } from '../src/config.js';
+import { parseMediaPlaylist } from '../src/source/playlist.js';
 import {
   advancePartLimit,
   deliveryDecision,
@@ -268,6 +269,11 @@ describe('LL-HLS playlist', () => {
     expect(lines[at + 6]).toBe('live12.ts');
   });
 
+  it('reads the same segments for the true source as the packager playlist', () => {
+    const text = renderLowLatencyPlaylist({ playlist, partTargetMs: 500, partsByUri, inProgress });
+    expect(parseMediaPlaylist(text)).toEqual(parseMediaPlaylist(PACKAGER));
+  });
+
   it('lists parts only of segments that start within three target durations of the end', () => {
     const text = renderLowLatencyPlaylist({ playlist, partTargetMs: 500, partsByUri, inProgress });
     const p = parseForCheck(text).playlist;
@@ -402,5 +408,7 @@ describe('--ll-hls and --part-target-ms', () => {
       ConfigError,
     );
     expect(() => parseConfig(['--origin-dir', '/x', '--ll-hls=maybe'], {})).toThrow(/true or false/);
+    expect(USAGE).toMatch(/\n {2}--ll-hls {2,}publish an LL-HLS view/);
+    expect(USAGE).toContain('--part-target-ms N');
   });
 });
