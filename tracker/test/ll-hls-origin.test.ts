@@ -217,6 +217,14 @@ describe('LL-HLS origin', () => {
     expect(after).toContain('URI="live2.ts",BYTERANGE-START=0');
   });
 
+  it('gives no watcher to a playlist that does not exist, so made-up names cannot take the slots', async () => {
+    const packager = new TestPackager(dir);
+    await packager.whole(0);
+    await startOrigin();
+    for (let i = 0; i < 20; i++) expect((await get(`${base}/nothing${i}.m3u8`)).status).toBe(404);
+    expect((await get(`${base}/live.m3u8`)).body.toString()).toContain('#EXT-X-PRELOAD-HINT');
+  });
+
   it('answers 404 for a segment neither listed nor being written, and forgets segments that left', async () => {
     const packager = new TestPackager(dir);
     await packager.whole(0);

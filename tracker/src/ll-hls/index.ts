@@ -19,7 +19,7 @@
  * A segment that is neither listed nor being written is not handled here (the origin's 404).
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { open, type FileHandle } from 'node:fs/promises';
+import { open, stat, type FileHandle } from 'node:fs/promises';
 import { sendStatus } from '../origin.js';
 import { deliveryDecision, parseDeliveryDirective } from './playlist.js';
 import { PlaylistWatcher, type SegmentProgress } from './watcher.js';
@@ -71,6 +71,7 @@ export class LlHlsOrigin {
     { watcher: PlaylistWatcher; ready: Promise<void>; usedMs: number }
   >();
   private held = 0;
+  private closed = false;
   private readonly maxHeld: number;
   private readonly idleTimer: ReturnType<typeof setInterval>;
 
@@ -87,6 +88,7 @@ export class LlHlsOrigin {
   }
 
   close(): void {
+    this.closed = true;
     clearInterval(this.idleTimer);
     for (const { watcher } of this.watchers.values()) watcher.stop();
     this.watchers.clear();
@@ -99,7 +101,7 @@ export class LlHlsOrigin {
     file: string,
     count: Counting,
   ): Promise<boolean> {
-    const entry = this.watcherFor(file);
+    const entry = await this.watcherFor(file);
     if (entry === null) return false;
     await entry.ready;
     const { watcher } = entry;
@@ -182,13 +184,17 @@ export class LlHlsOrigin {
     return null;
   }
 
-  private watcherFor(file: string): { watcher: PlaylistWatcher; ready: Promise<void> } | null {
+  private async watcherFor(file: string): Promise<{ watcher: PlaylistWatcher; ready: Promise<void> } | null> {
     const existing = this.watchers.get(file);
     if (existing !== undefined) {
       existing.usedMs = Date.now();
       return existing;
     }
-    if (this.watchers.size >= MAX_WATCHERS) return null;
+    // Only a playlist that exists gets a watcher: requests for made-up names must not take the slots.
+    const isFile = (await stat(file).catch(() => null))?.isFile() ?? false;
+    if (!isFile || this.closed || this.watchers.size >= MAX_WATCHERS) return null;
+    const raced = this.watchers.get(file);
+    if (raced !== undefined) return raced;
     const watcher = new PlaylistWatcher({
       playlistFile: file,
       partTargetMs: this.options.partTargetMs,
@@ -240,7 +246,10 @@ export class LlHlsOrigin {
           finish('timeout');
         }, timeoutMs);
         const unsubscribe = watcher.subscribe(() => {
-          if (watcher.isStopped) finish('timeout');
+          if (watcher.isStopped) {
+            finish('timeout');
+            return;
+          }
           const d = decide();
           if (d !== 'wait') finish(d);
         });
