@@ -83,10 +83,6 @@ export class LlHlsOrigin {
     this.idleTimer.unref();
   }
 
-  get heldRequests(): number {
-    return this.held;
-  }
-
   close(): void {
     this.closed = true;
     clearInterval(this.idleTimer);

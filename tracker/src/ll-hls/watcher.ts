@@ -64,6 +64,8 @@ export interface SegmentProgress {
 export class PlaylistWatcher {
   private raw: string | null = null;
   private parsed: PackagerPlaylist | null = null;
+  /** The LL-HLS text for the current state; null when it has to be rendered again. */
+  private rendered: string | null = null;
   private readonly done = new Map<string, readonly Part[]>();
   /** Sizes of segments completed while a reader may still be following them, by file path. */
   private readonly finished = new Map<string, number>();
@@ -101,6 +103,7 @@ export class PlaylistWatcher {
     if (this.timer !== null) clearTimeout(this.timer);
     this.timer = null;
     this.growing = null;
+    this.rendered = null;
     this.done.clear();
     this.finished.clear();
     for (const l of [...this.listeners]) l();
@@ -122,7 +125,8 @@ export class PlaylistWatcher {
     const p = this.parsed;
     if (p === null || p.lowLatency) return this.raw;
     const g = this.growing;
-    return renderLowLatencyPlaylist({
+    // Rendered once per change, however many requests read it.
+    return (this.rendered ??= renderLowLatencyPlaylist({
       playlist: p,
       partTargetMs: this.options.partTargetMs,
       partsByUri: this.done,
@@ -130,7 +134,7 @@ export class PlaylistWatcher {
         g === null || g.failed
           ? null
           : { uri: g.uri, parts: g.cutter.parts, nextPartOffset: g.cutter.nextPartOffset ?? 0 },
-    });
+    }));
   }
 
   targetDurationS(): number | null {
@@ -159,10 +163,6 @@ export class PlaylistWatcher {
     return size === undefined ? null : { file, availableBytes: size, finalBytes: size };
   }
 
-  isListed(file: string): boolean {
-    return this.parsed?.segments.some((s) => join(this.dir, s.uri) === file) ?? false;
-  }
-
   private poll(): Promise<void> {
     this.polling ??= this.pollOnce()
       .catch((e: unknown) => {
@@ -179,37 +179,45 @@ export class PlaylistWatcher {
     let changed = false;
     const text = await readSmallFile(this.options.playlistFile);
     if (text !== this.raw) {
-      this.raw = text;
-      changed = true;
+      let parsed: PackagerPlaylist | null = null;
       try {
-        this.parsed = text === null ? null : parsePackagerPlaylist(text);
+        parsed = text === null ? null : parsePackagerPlaylist(text);
       } catch (e) {
         if (this.parsed !== null)
           this.options.onProblem?.('playlist not extended to LL-HLS', { error: String(e) });
-        this.parsed = null;
       }
-      await this.onPlaylist();
+      await this.onPlaylist(text, parsed);
+      changed = true;
     }
     if (await this.advance()) changed = true;
+    if (changed) this.rendered = null;
     if (changed && !this.isStopped) for (const l of [...this.listeners]) l();
   }
 
-  /** The playlist changed: complete what it now lists, forget what left it, predict the next file. */
-  private async onPlaylist(): Promise<void> {
-    const p = this.parsed;
+  /**
+   * The playlist changed: complete what it now lists, forget what left it, predict the next file.
+   * Reading the rest of a finished segment comes first; the switch to the new playlist is then one
+   * synchronous step, so a request never sees the new playlist with the old segment in progress.
+   */
+  private async onPlaylist(text: string | null, p: PackagerPlaylist | null): Promise<void> {
+    const listed = new Set(p === null || p.lowLatency ? [] : p.segments.map((s) => s.uri));
+    const g = this.growing;
+    const finishedSize = g !== null && listed.has(g.uri) ? await this.readToEnd(g) : null;
+    // From here on, no await: one consistent step.
+    this.raw = text;
+    this.parsed = p;
+    this.rendered = null;
     if (p === null || p.lowLatency) {
       this.growing = null;
       this.done.clear();
+      this.finished.clear();
       return;
     }
-    const listed = new Set(p.segments.map((s) => s.uri));
-    const g = this.growing;
     if (g !== null && listed.has(g.uri)) {
-      await this.complete(g);
       this.growing = null;
+      if (finishedSize !== null) this.finishSegment(g, finishedSize);
     }
     for (const uri of this.done.keys()) if (!listed.has(uri)) this.done.delete(uri);
-    // Readers of a finished segment get its size from here for a moment longer; one is enough.
     for (const file of this.finished.keys())
       if (!listed.has(file.slice(this.dir.length + 1))) this.finished.delete(file);
     const last = p.segments.at(-1);
@@ -231,11 +239,17 @@ export class PlaylistWatcher {
     }
   }
 
-  /** Reads the rest of a segment the playlist now lists and closes its last part. */
-  private async complete(g: Growing): Promise<void> {
+  /** Reads the rest of a segment the playlist now lists; its final size, or null if it is gone. */
+  private async readToEnd(g: Growing): Promise<number | null> {
     const size = (await stat(g.file).catch(() => null))?.size ?? null;
-    if (size === null) return;
+    if (size === null) return null;
     while (g.bytes < size) if (!(await this.readMore(g, g.file, size))) break;
+    return size;
+  }
+
+  /** Closes a finished segment's last part and keeps its parts (of the latest few segments). */
+  private finishSegment(g: Growing, size: number): void {
+    // Readers following it get its final size from here until it leaves the playlist.
     this.finished.set(g.file, size);
     if (g.failed || g.bytes !== size || g.scanner.end() !== null) return;
     g.cutter.finish(size);
