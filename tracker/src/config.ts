@@ -624,11 +624,12 @@ function parseLlHls(
   const targetRaw = get('partTargetMs');
   if (targetRaw !== undefined && !llHls)
     throw new ConfigError(`${targetRaw.origin} is only used with --ll-hls`);
-  const partTargetMs = integer('partTargetMs', DEFAULT_PART_TARGET_MS, MAX_PART_TARGET_MS);
-  if (partTargetMs < MIN_PART_TARGET_MS)
+  // Parsed with a loose bound, so an out-of-range value gets the message with the real bounds below.
+  const partTargetMs = integer('partTargetMs', DEFAULT_PART_TARGET_MS, Number.MAX_SAFE_INTEGER);
+  if (partTargetMs < MIN_PART_TARGET_MS || partTargetMs > MAX_PART_TARGET_MS)
     throw new ConfigError(
       `${targetRaw?.origin ?? '--part-target-ms'} must be in ${MIN_PART_TARGET_MS}‥${MAX_PART_TARGET_MS}, got ${partTargetMs}: ` +
-        'shorter parts are a frame or two, which costs a request each for no gain',
+        'shorter parts are a frame or two (a request each for no gain), longer ones are no longer low latency',
     );
   return { llHls, partTargetMs };
 }

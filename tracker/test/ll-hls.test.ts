@@ -405,8 +405,11 @@ describe('--ll-hls and --part-target-ms', () => {
       /100‥2000/,
     );
     expect(() => parseConfig(['--origin-dir', '/x', '--ll-hls', '--part-target-ms', '2001'], {})).toThrow(
-      ConfigError,
+      /--part-target-ms must be in 100‥2000, got 2001/,
     );
+    expect(() =>
+      parseConfig(['--origin-dir', '/x', '--ll-hls'], { CHUNKYCAST_PART_TARGET_MS: '0.5' }),
+    ).toThrow(ConfigError);
     expect(() => parseConfig(['--origin-dir', '/x', '--ll-hls=maybe'], {})).toThrow(/true or false/);
     expect(USAGE).toMatch(/\n {2}--ll-hls {2,}publish an LL-HLS view/);
     expect(USAGE).toContain('--part-target-ms N');
