@@ -247,6 +247,17 @@ describe('LL-HLS origin', () => {
     expect(text).not.toContain('live1.ts');
   });
 
+  it('serves a playlist it cannot read as it is, answering a blocking reload at once (it cannot block)', async () => {
+    const odd = '#EXTM3U\n#EXTINF:abc,\nlive1.ts\n';
+    await writeFile(join(dir, 'live.m3u8'), odd);
+    await startOrigin();
+    expect((await get(`${base}/live.m3u8`)).body.toString()).toBe(odd);
+    const blocked = await get(`${base}/live.m3u8?_HLS_msn=1`);
+    expect(blocked.body.toString()).toBe(odd);
+    expect(blocked.headers['cache-control']).toBe('no-cache');
+    expect((await get(`${base}/live2.ts`)).status).toBe(404);
+  });
+
   it("serves a real LL-HLS packager's playlist unchanged, with blocking reload", async () => {
     const ll = [
       '#EXTM3U',

@@ -119,7 +119,8 @@ export class LlHlsOrigin {
         sendStatus(res, status, outcome === 'busy' ? 'too many held requests' : outcome);
         return true;
       }
-      blocked = true;
+      // Cacheable only when it was an answer for that msn/part (not a playlist that cannot block).
+      blocked = watcher.deliveryState() !== null;
     }
     const text = watcher.playlistText();
     if (text === null) return false;
@@ -222,6 +223,8 @@ export class LlHlsOrigin {
       const state = watcher.deliveryState();
       return state === null ? 'wait' : deliveryDecision(state, msn, part);
     };
+    // A playlist this module cannot read does not advertise blocking reload: answer at once.
+    if (watcher.deliveryState() === null) return 'ready';
     const first = decide();
     if (first !== 'wait') return first;
     if (this.held >= this.maxHeld) return 'busy';
