@@ -29,13 +29,20 @@ export { PartCutter, type Part } from './parts.js';
 export * from './playlist.js';
 export { PlaylistWatcher } from './watcher.js';
 
-/** Blocked playlist requests and growing-segment streams held at once; beyond it, 503. */
+/**
+ * Blocked playlist requests and growing-segment streams held at once; beyond it, 503. An LL-HLS
+ * player holds one playlist request and a part or two; the origin is the mesh's fallback, so 256
+ * covers a hundred viewers on it at once, and bounds memory (a 64 KiB read buffer per stream).
+ */
 export const DEFAULT_MAX_HELD_REQUESTS = 256;
-/** Playlists followed at once: one per rendition; a packager rarely writes more. */
+/** Playlists followed at once: one per rendition, and a packager writes a handful at most. */
 const MAX_WATCHERS = 8;
-/** A playlist nobody asked for in this long stops being followed. */
+/** A playlist nobody asked for in this long stops being followed (idle cost: a stat per poll). */
 const WATCHER_IDLE_MS = 30_000;
-/** Poll period of the playlist and the growing segment: a small fraction of the smallest part target. */
+/**
+ * Poll period of the playlist and the growing segment: a twentieth of the default part target,
+ * so a part is published at most 5% of its duration late; a stat and a small read per poll.
+ */
 const DEFAULT_POLL_MS = 25;
 /**
  * §6.2.5.2 lets a client give up on a blocked request after three target durations; answering
@@ -47,9 +54,12 @@ const BLOCK_TARGET_DURATIONS = 3;
  * Low-Latency HLS") asks for six target durations, so a CDN collapses the many identical requests.
  */
 const BLOCKED_CACHE_TARGET_DURATIONS = 6;
-/** No new byte of a growing segment for this long ends its stream (the packager stalled). */
+/**
+ * No new byte of a growing segment for this long ends its stream (the packager stalled): longer
+ * than the longest gap between writes of a live packager (a segment of a few seconds).
+ */
 const STALL_MS = 10_000;
-/** Bytes read from the growing file per write, so one reader holds little memory. */
+/** Bytes read from the growing file per write: a few parts' worth, and little memory per reader. */
 const READ_CHUNK_BYTES = 64 * 1024;
 
 export interface LlHlsOptions {
