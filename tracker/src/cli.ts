@@ -75,6 +75,7 @@ async function main(): Promise<void> {
       host: config.host,
       port: config.port,
       originDir: config.originDir,
+      llHlsPartTargetMs: config.llHls ? config.partTargetMs : null,
       staticDir: config.staticDir,
       broadcasterKey: config.broadcasterKey,
       publicKey,

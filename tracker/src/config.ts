@@ -14,6 +14,7 @@ import {
   DEFAULT_MAX_MESSAGES_PER_SECOND,
 } from './server.js';
 import { DEFAULT_KEY_PREFIX, KEY_PREFIX_PATTERN } from './redis-layout.js';
+import { DEFAULT_PART_TARGET_MS, MAX_PART_TARGET_MS, MIN_PART_TARGET_MS } from './ll-hls/playlist.js';
 
 export interface TrackerConfig {
   /** `--help` was given: print USAGE and do nothing else. */
@@ -23,6 +24,10 @@ export interface TrackerConfig {
   readonly port: number;
   /** Directory served under /live/ (the packager's HLS output), or null for no origin. */
   readonly originDir: string | null;
+  /** Publish an LL-HLS view of a plain packager's playlists under /live/ (needs `originDir`). */
+  readonly llHls: boolean;
+  /** Part target of the LL-HLS view (EXT-X-PART-INF PART-TARGET), ms. */
+  readonly partTargetMs: number;
   /** Directory served under / (the built demo), or null. */
   readonly staticDir: string | null;
   readonly broadcasterKey: string;
@@ -123,7 +128,9 @@ const MAX_TOKEN_TTL_S = 366 * 24 * 3600;
  */
 export function readFlagArgs<Name extends string>(
   argv: readonly string[],
-  lookup: (flag: string) => { readonly name: Name; readonly arg: string } | undefined,
+  lookup: (
+    flag: string,
+  ) => { readonly name: Name; readonly arg: string; readonly boolean?: boolean } | undefined,
   raw: Map<Name, { value: string; origin: string }>,
   fail: (message: string) => Error,
 ): boolean {
@@ -143,6 +150,8 @@ export function readFlagArgs<Name extends string>(
       );
     let value: string | undefined;
     if (flag !== token) value = token.slice(eq + 1);
+    // A switch given alone is on; `--switch=false` (or its variable) turns it off.
+    else if (spec.boolean === true) value = 'true';
     else {
       value = argv[i + 1];
       if (value === undefined || value.startsWith('--')) throw fail(`${flag} needs a value (${spec.arg})`);
@@ -168,6 +177,8 @@ interface FlagSpec {
   readonly envAlias?: string;
   readonly arg: string;
   readonly help: string;
+  /** A switch: no value on the command line (`--flag` alone means on). */
+  readonly boolean?: boolean;
 }
 
 const FLAGS: Readonly<Record<string, FlagSpec>> = {
@@ -188,6 +199,19 @@ const FLAGS: Readonly<Record<string, FlagSpec>> = {
     env: 'CHUNKYCAST_ORIGIN_DIR',
     arg: 'DIR',
     help: 'serve this HLS output directory under /live/',
+  },
+  '--ll-hls': {
+    name: 'llHls',
+    env: 'CHUNKYCAST_LL_HLS',
+    arg: '',
+    boolean: true,
+    help: "publish an LL-HLS view of a plain packager's output under /live/: parts, preload hint, blocking reload",
+  },
+  '--part-target-ms': {
+    name: 'partTargetMs',
+    env: 'CHUNKYCAST_PART_TARGET_MS',
+    arg: 'N',
+    help: `LL-HLS part target in ms (default ${DEFAULT_PART_TARGET_MS}; ${MIN_PART_TARGET_MS}‥${MAX_PART_TARGET_MS}; with --ll-hls)`,
   },
   '--static-dir': {
     name: 'staticDir',
@@ -361,7 +385,7 @@ export const USAGE = [
   'options (each also read from the environment variable shown; a flag wins over the variable):',
   ...Object.entries(FLAGS).map(
     ([flag, spec]) =>
-      `  ${`${flag} ${spec.arg}`.padEnd(FLAG_COLUMN)} ${spec.help}\n  ${''.padEnd(FLAG_COLUMN)} [${[spec.env, spec.envAlias].filter((v) => v != null).join(' or ')}]`,
+      `  ${(spec.arg === '' ? flag : `${flag} ${spec.arg}`).padEnd(FLAG_COLUMN)} ${spec.help}\n  ${''.padEnd(FLAG_COLUMN)} [${[spec.env, spec.envAlias].filter((v) => v != null).join(' or ')}]`,
   ),
   `  ${'--help'.padEnd(FLAG_COLUMN)} print this help`,
   '',
@@ -474,6 +498,8 @@ export function parseConfig(
   if (playlistRaw !== undefined && streamRaw === undefined)
     throw new ConfigError(`${playlistRaw.origin} is only used with --source-stream`);
 
+  const llHls = parseLlHls(get, integer, originDir);
+
   const maxMessagesPerSecond = integer('maxMessagesPerSecond', DEFAULT_LIMITS.maxMessagesPerSecond, 100_000);
   const maxConnectionsPerAddress = integer(
     'maxConnectionsPerAddress',
@@ -550,6 +576,7 @@ export function parseConfig(
     host,
     port,
     originDir,
+    ...llHls,
     staticDir: text('staticDir'),
     broadcasterKey,
     broadcasterKeyGenerated: keyRaw === undefined,
@@ -574,6 +601,37 @@ export function parseConfig(
     ...ice,
     token,
   };
+}
+
+/** `--ll-hls` (a switch) and its part target, which only make sense with an origin directory. */
+function parseLlHls(
+  get: (name: RawName) => { value: string; origin: string } | undefined,
+  integer: (name: RawName, fallback: number, max: number) => number,
+  originDir: string | null,
+): Pick<TrackerConfig, 'llHls' | 'partTargetMs'> {
+  const raw = get('llHls');
+  let llHls = false;
+  if (raw !== undefined) {
+    const value = raw.value.toLowerCase();
+    if (['1', 'true', 'yes', 'on'].includes(value)) llHls = true;
+    else if (!['0', 'false', 'no', 'off'].includes(value))
+      throw new ConfigError(`${raw.origin} must be true or false, got ${JSON.stringify(raw.value)}`);
+  }
+  if (llHls && originDir === null)
+    throw new ConfigError(
+      `${raw?.origin ?? '--ll-hls'} needs --origin-dir: it extends the packager's playlists there`,
+    );
+  const targetRaw = get('partTargetMs');
+  if (targetRaw !== undefined && !llHls)
+    throw new ConfigError(`${targetRaw.origin} is only used with --ll-hls`);
+  // Parsed with a loose bound, so an out-of-range value gets the message with the real bounds below.
+  const partTargetMs = integer('partTargetMs', DEFAULT_PART_TARGET_MS, Number.MAX_SAFE_INTEGER);
+  if (partTargetMs < MIN_PART_TARGET_MS || partTargetMs > MAX_PART_TARGET_MS)
+    throw new ConfigError(
+      `${targetRaw?.origin ?? '--part-target-ms'} must be in ${MIN_PART_TARGET_MS}‥${MAX_PART_TARGET_MS}, got ${partTargetMs}: ` +
+        'shorter parts are a frame or two (a request each for no gain), longer ones are no longer low latency',
+    );
+  return { llHls, partTargetMs };
 }
 
 /** STUN and TURN servers: URLs checked one by one, TURN only with its secret and vice versa. */

@@ -7,6 +7,7 @@ import { open, realpath, type FileHandle } from 'node:fs/promises';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { extname, join, sep } from 'node:path';
 import { pipeline } from 'node:stream/promises';
+import { LlHlsOrigin, type Counting, type LlHlsOptions } from './ll-hls/index.js';
 
 /** Header the true source sets on its own origin fetches, so its bytes are told apart from viewers'. */
 export const ROLE_HEADER = 'x-chunkycast-role';
@@ -200,8 +201,20 @@ export async function sendFile(
 export class Origin {
   private stats: MutableStats = zeroStats();
   private realRoot: Promise<string> | null = null;
+  /** The LL-HLS view (`--ll-hls`); null serves the packager's files as they are. */
+  private readonly llHls: LlHlsOrigin | null;
 
-  constructor(readonly dir: string) {}
+  constructor(
+    readonly dir: string,
+    options: { readonly llHls?: LlHlsOptions | null } = {},
+  ) {
+    this.llHls = options.llHls == null ? null : new LlHlsOrigin(options.llHls);
+  }
+
+  /** Stops following playlists (LL-HLS); requests still held end as their timers fire. */
+  close(): void {
+    this.llHls?.close();
+  }
 
   snapshot(): OriginStats {
     return { ...this.stats };
@@ -228,10 +241,8 @@ export class Origin {
     const playlist = ext === '.m3u8';
     const fromSource = req.headers[ROLE_HEADER] === 'source';
     const stats = (): MutableStats => this.stats;
-    const sent = await sendFile(req, res, resolved.file, {
-      contentType: MEDIA_TYPES[ext] ?? 'application/octet-stream',
-      // Live playlists change every segment; a cached one stalls playback.
-      ...(playlist ? { cacheControl: 'no-cache' } : {}),
+    const contentType = MEDIA_TYPES[ext] ?? 'application/octet-stream';
+    const counting: Counting = {
       onStart: () => {
         const s = stats();
         if (playlist) s.playlistRequests++;
@@ -251,6 +262,18 @@ export class Origin {
           else s.viewerMediaBytes += n;
         }
       },
+    };
+    if (this.llHls !== null) {
+      const handled = playlist
+        ? await this.llHls.servePlaylist(req, res, resolved.file, counting)
+        : await this.llHls.serveSegment(req, res, resolved.file, contentType, counting);
+      if (handled) return;
+    }
+    const sent = await sendFile(req, res, resolved.file, {
+      contentType,
+      // Live playlists change every segment; a cached one stalls playback.
+      ...(playlist ? { cacheControl: 'no-cache' } : {}),
+      ...counting,
     });
     if (!sent) {
       this.stats.notFound++;

@@ -74,6 +74,11 @@ export interface TrackerOptions {
    */
   readonly publicKey?: string | null;
   readonly originDir?: string | null;
+  /**
+   * Publish an LL-HLS view of a plain packager's playlists under /live/ (parts of the segment being
+   * written, preload hint, blocking reload) with this part target; null or absent: files as they are.
+   */
+  readonly llHlsPartTargetMs?: number | null;
   readonly staticDir?: string | null;
   readonly log?: Logger;
   /** WebSocket ping interval; a socket missing two pongs in a row is dropped. */
@@ -236,7 +241,20 @@ export async function createTracker(options: TrackerOptions): Promise<Tracker> {
   const verifyKey = publicKeyBase64 === null ? null : await importPublicKey(publicKeyBase64);
   // Compared as digests: equal lengths for timingSafeEqual whatever was sent, and no length leak.
   const keyDigest = sha256(options.broadcasterKey);
-  const origin = options.originDir != null ? new Origin(options.originDir) : null;
+  const origin =
+    options.originDir != null
+      ? new Origin(options.originDir, {
+          llHls:
+            options.llHlsPartTargetMs == null
+              ? null
+              : {
+                  partTargetMs: options.llHlsPartTargetMs,
+                  log: (level, message, fields) => {
+                    log(level, message, fields);
+                  },
+                },
+        })
+      : null;
 
   // Every join, sample and relay goes through a Cluster, the single-process one included: one code
   // path. Its handlers reach the parts below, which need the cluster themselves: until they are
@@ -367,6 +385,7 @@ export async function createTracker(options: TrackerOptions): Promise<Tracker> {
   } catch (e) {
     heartbeat.stop();
     iceRenewals.stop();
+    origin?.close();
     await cluster.close();
     throw e;
   }
@@ -383,6 +402,8 @@ export async function createTracker(options: TrackerOptions): Promise<Tracker> {
     closing = true;
     heartbeat.stop();
     iceRenewals.stop();
+    // Held LL-HLS requests answer (or end) now instead of holding the grace period.
+    origin?.close();
     log('info', 'tracker closing: WebSockets closed with 1012, HTTP finishing', {
       sessions: connections.sessions.size,
       graceMs: closeGraceMs,
