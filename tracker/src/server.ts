@@ -37,6 +37,7 @@ import {
   TrackerPrometheus,
   type TrackerMetrics,
 } from './metrics.js';
+import { DEFAULT_PART_TARGET_MS } from './ll-hls/playlist.js';
 import { Origin, type OriginStats } from './origin.js';
 import {
   MemoryCluster,
@@ -244,15 +245,15 @@ export async function createTracker(options: TrackerOptions): Promise<Tracker> {
   const origin =
     options.originDir != null
       ? new Origin(options.originDir, {
-          llHls:
-            options.llHlsPartTargetMs == null
-              ? null
-              : {
-                  partTargetMs: options.llHlsPartTargetMs,
-                  log: (level, message, fields) => {
-                    log(level, message, fields);
-                  },
-                },
+          // Always followed, so the segment in progress is streamed to the true source (issue 14);
+          // the LL-HLS playlist only with --ll-hls.
+          llHls: {
+            partTargetMs: options.llHlsPartTargetMs ?? DEFAULT_PART_TARGET_MS,
+            publishParts: options.llHlsPartTargetMs != null,
+            log: (level, message, fields) => {
+              log(level, message, fields);
+            },
+          },
         })
       : null;
 

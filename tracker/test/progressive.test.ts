@@ -22,8 +22,8 @@ import {
 import { successorUri } from '../src/source/true-source.js';
 
 describe('PacketCutter', () => {
-  it('cuts full packets as bytes come, then the tail and empty packets to a whole row', () => {
-    const cutter = new PacketCutter(1000, 4);
+  it('cuts full packets as bytes come, then the tail', () => {
+    const cutter = new PacketCutter(1000);
     const bytes = Uint8Array.from({ length: 5500 }, (_, i) => (i * 7) & 0xff);
     const out: Uint8Array[] = [];
     // Chunks that straddle packet boundaries.
@@ -37,16 +37,16 @@ describe('PacketCutter', () => {
       out.push(...cutter.push(bytes.subarray(from, to)));
     expect(out.map((p) => p.length)).toEqual([1000, 1000, 1000, 1000, 1000]);
     out.push(...cutter.finish());
-    expect(out.map((p) => p.length)).toEqual([1000, 1000, 1000, 1000, 1000, 500, 0, 0]);
+    expect(out.map((p) => p.length)).toEqual([1000, 1000, 1000, 1000, 1000, 500]);
     expect(Buffer.concat(out)).toEqual(Buffer.from(bytes));
-    expect(cutter.packets).toBe(8);
+    expect(cutter.packets).toBe(6);
     expect(cutter.bytes).toBe(5500);
   });
 
-  it('gives an empty segment one row of empty packets, and an exact one no tail', () => {
-    const empty = new PacketCutter(1000, 4);
-    expect(empty.finish().map((p) => p.length)).toEqual([0, 0, 0, 0]);
-    const exact = new PacketCutter(1000, 2);
+  it('gives an empty segment one empty packet, and an exact one no tail', () => {
+    const empty = new PacketCutter(1000);
+    expect(empty.finish().map((p) => p.length)).toEqual([0]);
+    const exact = new PacketCutter(1000);
     expect(exact.push(new Uint8Array(2000))).toHaveLength(2);
     expect(exact.finish()).toHaveLength(0);
   });
@@ -132,7 +132,6 @@ describe('pushWhileWritten', () => {
       sequence: 7,
       firstPacket: 160,
       packetBytes: 4096,
-      slices: 16,
       signingKey: privateKey,
       publish: (encoded, number) => {
         const decoded = decodeMediaPacket(encoded);
@@ -143,9 +142,9 @@ describe('pushWhileWritten', () => {
     expect(outcome.kind).toBe('complete');
     if (outcome.kind !== 'complete') return;
     expect(outcome.bytes).toBe(40_000);
-    expect(outcome.packets).toBe(16); // 10 of data, 6 empty
+    expect(outcome.packets).toBe(10); // 9 full, the tail of 3136 bytes
     expect(outcome.sha256).toBe(createHash('sha256').update(bytes).digest('hex'));
-    expect(published.map((p) => p.number)).toEqual(Array.from({ length: 16 }, (_, i) => 160 + i));
+    expect(published.map((p) => p.number)).toEqual(Array.from({ length: 10 }, (_, i) => 160 + i));
     expect(Buffer.concat(published.map((p) => p.packet.bytes))).toEqual(Buffer.from(bytes));
     for (const [index, { packet }] of published.entries()) {
       expect(packet.count).toBe(OPEN_SEGMENT_COUNT);
@@ -177,7 +176,6 @@ describe('pushWhileWritten', () => {
       sequence: 7,
       firstPacket: 0,
       packetBytes: 4096,
-      slices: 16,
       signingKey: privateKey,
       publish: () => sent++,
     };
@@ -199,7 +197,6 @@ describe('pushWhileWritten', () => {
       sequence: 7,
       firstPacket: 0,
       packetBytes: 4096,
-      slices: 16,
       signingKey: privateKey,
       publish: () => sent++,
     });

@@ -67,7 +67,18 @@ export interface StreamOptions {
   listSize?: number;
   /** Do not echo ffmpeg's errors to stderr (they are still kept for error messages). */
   quiet?: boolean;
+  /**
+   * ffmpeg's muxer. 'segment' (default) writes each segment file as it encodes (flushing every
+   * packet), so the origin can stream a segment in progress and the true source push it while it is
+   * written (issue 14); it lists the playlist window and the stack deletes older files. 'hls' is
+   * ffmpeg's HLS muxer, which in Debian's ffmpeg 5.1 writes each segment in one go when it ends
+   * (measured: the file, or its .tmp with temp_file, appears whole): nothing can be pushed early.
+   */
+  muxer?: 'segment' | 'hls';
 }
+
+/** Segment files kept on disk behind the playlist's window, for late joiners and slow readers. */
+const SEGMENTS_KEPT_BEHIND_WINDOW = 6;
 
 /**
  * Starts an ffmpeg test pattern (640x360 30 fps H.264 800 kbit/s + 440 Hz AAC), packaged as live
@@ -80,6 +91,7 @@ export function startStream({
   segmentSeconds = 2,
   listSize = 10,
   quiet = false,
+  muxer = 'segment',
 }: StreamOptions = {}): Promise<LiveStream> {
   const origin = dir ?? mkdtempSync(join(tmpdir(), 'chunkycast-origin-'));
   const ownsDir = dir === undefined;
@@ -94,10 +106,24 @@ export function startStream({
     '-g', keyframeInterval, '-keyint_min', keyframeInterval, '-sc_threshold', '0',
     '-b:v', '800k', '-maxrate', '800k', '-bufsize', '1600k', '-pix_fmt', 'yuv420p',
     '-c:a', 'aac', '-b:a', '96k',
-    '-f', 'hls', '-hls_time', String(segmentSeconds), '-hls_list_size', String(listSize),
-    '-hls_delete_threshold', '6',
-    '-hls_flags', 'delete_segments+independent_segments+temp_file',
-    join(origin, 'live.m3u8'),
+    ...(muxer === 'hls'
+      ? [
+          '-f', 'hls', '-hls_time', String(segmentSeconds), '-hls_list_size', String(listSize),
+          '-hls_delete_threshold', String(SEGMENTS_KEPT_BEHIND_WINDOW),
+          '-hls_flags', 'delete_segments+independent_segments+temp_file',
+          join(origin, 'live.m3u8'),
+        ]
+      : [
+          // Unshifted timestamps: shifting the AAC priming (-21 ms) made the first segment 2.021 s
+          // and the segment muxer's TARGETDURATION 3 for good (players hold back in its units).
+          // The TS muxer's own 1.4 s offset keeps every timestamp positive.
+          '-avoid_negative_ts', 'disabled',
+          '-f', 'segment', '-segment_time', String(segmentSeconds),
+          '-segment_list', join(origin, 'live.m3u8'), '-segment_list_type', 'm3u8',
+          '-segment_list_size', String(listSize), '-segment_list_flags', '+live',
+          '-segment_format', 'mpegts', '-segment_format_options', 'flush_packets=1',
+          join(origin, 'live%d.ts'),
+        ]),
   ];
   const proc = spawn('ffmpeg', args, { cwd: origin, stdio: ['ignore', 'ignore', 'pipe'] });
   tieToParent(proc);
@@ -111,6 +137,15 @@ export function startStream({
 
   const segments = new Map<number, FinishedSegment>();
   const playlistPath = join(origin, 'live.m3u8');
+  /** The segment muxer deletes nothing: files this far behind the window go (the hls muxer's rule). */
+  let prunedThrough = -1;
+  const prune = (mediaSequence: number): void => {
+    if (muxer !== 'segment') return;
+    for (let seq = prunedThrough + 1; seq < mediaSequence - SEGMENTS_KEPT_BEHIND_WINDOW; seq++) {
+      rmSync(join(origin, `live${seq}.ts`), { force: true });
+      prunedThrough = seq;
+    }
+  };
   const poll = (): void => {
     if (!existsSync(playlistPath)) return;
     let text: string;
@@ -120,11 +155,14 @@ export function startStream({
       return;
     }
     const now = Date.now();
-    for (const s of parsePlaylist(text).segments) {
+    const playlist = parsePlaylist(text);
+    prune(playlist.sequence);
+    for (const s of playlist.segments) {
       if (segments.has(s.sequence)) continue;
       try {
         const st = statSync(join(origin, s.uri));
-        // temp_file: the segment was renamed into place when finished, so its mtime is that moment.
+        // Its mtime is when it was finished: the last write (segment muxer) or the rename into
+        // place (hls muxer's temp_file).
         segments.set(s.sequence, { ...s, bytes: st.size, readyAt: Math.min(now, st.mtimeMs) });
       } catch {
         // deleted already (we were slower than the playlist window): nothing to record

@@ -62,8 +62,21 @@ const STALL_MS = 10_000;
 /** Bytes read from the growing file per write: a few parts' worth, and little memory per reader. */
 const READ_CHUNK_BYTES = 64 * 1024;
 
+/**
+ * Response header on a segment streamed while it is written to its end (no Range, or an open-ended
+ * one): the true source takes the end of such a body for the end of the segment and pushes its
+ * packets as they come (tracker/src/source/progressive.ts). A plain file server never sends it.
+ */
+export const GROWING_HEADER = 'x-chunkycast-growing';
+
 export interface LlHlsOptions {
   readonly partTargetMs: number;
+  /**
+   * Publish the LL-HLS playlist (`--ll-hls`). False: the packager's playlist is served as written
+   * (no blocking reload) and only the segment in progress is streamed, for the true source to push
+   * it while it is written (issue 14); players see exactly the packager's output.
+   */
+  readonly publishParts?: boolean;
   readonly pollMs?: number;
   readonly maxHeldRequests?: number;
   readonly log?: (level: 'warn' | 'debug', message: string, fields?: Record<string, unknown>) => void;
@@ -110,6 +123,8 @@ export class LlHlsOrigin {
     const entry = await this.watcherFor(file);
     if (entry === null) return false;
     await entry.ready;
+    // Followed (its segment in progress can be streamed), but served as the packager wrote it.
+    if (this.options.publishParts === false) return false;
     const { watcher } = entry;
     const query = (req.url ?? '').split('?')[1] ?? '';
     const directive = parseDeliveryDirective(query);
@@ -353,7 +368,7 @@ async function streamGrowing(
       const end = endExclusive(first);
       res.setHeader('Content-Range', `bytes ${range.start}-${end - 1}/${first.finalBytes ?? '*'}`);
       res.setHeader('Content-Length', end - range.start);
-    }
+    } else res.setHeader(GROWING_HEADER, '1');
     res.statusCode = range.partial ? 206 : 200;
     if (req.method === 'HEAD') {
       res.end();

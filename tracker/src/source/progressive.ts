@@ -7,6 +7,7 @@
  * and the caller announces the whole, as for a segment cut after the fact.
  */
 import { createHash } from 'node:crypto';
+import { GROWING_HEADER } from '../ll-hls/index.js';
 import {
   MAX_MEDIA_PACKET_PAYLOAD_BYTES,
   MAX_SEGMENT_BYTES,
@@ -18,12 +19,12 @@ import {
 } from '@chunkycast/wire';
 
 /**
- * Response header by which the origin says the body is a segment still being written, streamed
- * until the packager finishes it (so the end of the body is the end of the segment). Any other
+ * The origin marks a body that is a segment still being written, streamed until the packager
+ * finishes it (so the end of the body is the end of the segment), with GROWING_HEADER. Any other
  * answer (a plain file server sends what is on disk with its length) is not pushed: the source waits
  * until the playlist lists the segment and cuts it whole.
  */
-export const GROWING_HEADER = 'x-chunkycast-growing';
+export { GROWING_HEADER } from '../ll-hls/index.js';
 /**
  * A packet should fill in about this long at the stream's rate: its first byte waits for its last
  * before it can leave, so this is the latency the cut adds. 125 ms keeps a ~1 Mbit/s stream at ~16
@@ -45,7 +46,7 @@ export function packetBytesFor(bytesPerSecond: number | null): number {
 
 /**
  * Cuts a byte stream into packets of `packetBytes`: `push` returns the payloads that became full,
- * `finish` the tail and the empty packets that complete the last row of `slices`.
+ * `finish` the tail (an empty segment is one empty packet: an announcement lists at least one).
  */
 export class PacketCutter {
   private pending: Uint8Array;
@@ -53,10 +54,7 @@ export class PacketCutter {
   private cut = 0;
   private total = 0;
 
-  constructor(
-    readonly packetBytes: number,
-    private readonly slices: number,
-  ) {
+  constructor(readonly packetBytes: number) {
     if (!Number.isInteger(packetBytes) || packetBytes < 1 || packetBytes > MAX_MEDIA_PACKET_PAYLOAD_BYTES)
       throw new RangeError(`packetBytes ${packetBytes} is outside 1‥${MAX_MEDIA_PACKET_PAYLOAD_BYTES}`);
     this.pending = new Uint8Array(packetBytes);
@@ -97,10 +95,6 @@ export class PacketCutter {
       out.push(this.pending.slice(0, this.pendingBytes));
       this.cut++;
     }
-    while (this.cut % this.slices !== 0) {
-      out.push(new Uint8Array(0));
-      this.cut++;
-    }
     this.pendingBytes = 0;
     return out;
   }
@@ -113,7 +107,6 @@ export interface PushOptions {
   /** Stream-wide number of the segment's first packet. */
   readonly firstPacket: number;
   readonly packetBytes: number;
-  readonly slices: number;
   readonly signingKey: CryptoKey;
   /** Deals one encoded packet under its stream-wide number (in order). */
   readonly publish: (packet: Uint8Array, packetNumber: number) => void;
@@ -156,7 +149,7 @@ export async function pushWhileWritten(options: PushOptions): Promise<PushOutcom
     await response.body?.cancel().catch(() => undefined);
     return { kind: 'notGrowing', status: response.status };
   }
-  const cutter = new PacketCutter(options.packetBytes, options.slices);
+  const cutter = new PacketCutter(options.packetBytes);
   const whole = createHash('sha256');
   let packetHashes = '';
   let sent = 0;

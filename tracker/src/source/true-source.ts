@@ -446,7 +446,6 @@ export async function startTrueSource(options: TrueSourceOptions): Promise<TrueS
       sequence,
       firstPacket,
       packetBytes,
-      slices: SLICES,
       signingKey: options.signingKey,
       publish: (packet, packetNumber) => {
         current.publish(packet, packetNumber);
@@ -456,8 +455,9 @@ export async function startTrueSource(options: TrueSourceOptions): Promise<TrueS
     if (outcome.kind === 'notGrowing') return 'notGrowing';
     if (outcome.kind === 'broken') {
       if (outcome.packets === 0) return 'notGrowing';
-      // Packets left under these numbers: the next segment starts after them, at a whole row.
-      nextPacket += Math.ceil(outcome.packets / SLICES) * SLICES;
+      // Packets left under these numbers: the next segment's follow them (no skip: with parity on,
+      // the engine takes a skip only to the start of a stripe).
+      nextPacket += outcome.packets;
       lastSequence = sequence;
       segmentsAbandoned++;
       log('warn', 'true source: the stream of a segment broke; viewers take it from the origin', {
@@ -477,6 +477,7 @@ export async function startTrueSource(options: TrueSourceOptions): Promise<TrueS
       if (listed === undefined) await new Promise((resolve) => setTimeout(resolve, LISTING_RETRY_MS));
     }
     lastSequence = sequence;
+    if (isStopped()) return 'done';
     if (listed?.uri !== uri) {
       segmentsAbandoned++;
       log('warn', 'true source: a segment pushed while written is not listed as expected; not announced', {
