@@ -327,6 +327,13 @@ export class SegmentStore {
     return true;
   }
 
+  /** The announcements held (at most MAX_SEGMENTS_KEPT-ish), newest first. */
+  announcements(): SignedAnnouncement[] {
+    const out: SignedAnnouncement[] = [];
+    for (const e of this.entries.values()) if (e.announcement !== null) out.push(e.announcement);
+    return out.sort((x, y) => y.sequence - x.sequence);
+  }
+
   announcement(sequence: number): SignedAnnouncement | null {
     return this.entries.get(sequence)?.announcement ?? null;
   }
