@@ -311,6 +311,7 @@ function emptyStats(stream: string): MeshStats {
     repairPacketsFromOrigin: 0,
     repairOriginBytes: 0,
     repairOriginRefused: 0,
+    repairPacketsExpired: 0,
     peerLinks: [],
     peersByRoute: { host: 0, srflx: 0, prflx: 0, relay: 0 },
     relayedBytes: 0,

@@ -781,10 +781,10 @@ export class MeshSession extends EventTarget implements SegmentProvider {
   ): Promise<Uint8Array | null> {
     const store = this.store;
     if (store === null || this.closed) return null;
+    if (this.packetRepair === 'engine') return this.waitWithEngineRepair(sequence, deadlineMs, signal, url);
     // Keep the last part of the budget for completing a partial segment from the origin, and
     // before that ask neighbours for what the trees have not brought (a segment from before we
     // joined: at once).
-    if (this.packetRepair === 'engine') return this.waitWithEngineRepair(sequence, deadlineMs, signal, url);
     const fillAtMs = url === undefined ? deadlineMs : deadlineMs - ORIGIN_FILL_LEAD_MS;
     const beforeJoin = !store.expects(sequence);
     const repairAtMs = beforeJoin ? this.clock.now() : Math.max(this.clock.now(), fillAtMs - REPAIR_LEAD_MS);
@@ -1047,8 +1047,10 @@ export class MeshSession extends EventTarget implements SegmentProvider {
           if (part === null) throw new Error(`origin answered ${response.status} with ${body.length} bytes`);
           for (const index of run.indexes) {
             const [start, end] = packetRange(plan, announcement.bytes, index);
-            if (!store.fillPacket(sequence, index, part.subarray(start - run.start, end - run.start)))
-              this.segmentRepairOriginRefused++;
+            // Refused only for its hash (a copy that came meanwhile is no refusal).
+            const mismatches = store.counters.hashMismatches;
+            store.fillPacket(sequence, index, part.subarray(start - run.start, end - run.start));
+            this.segmentRepairOriginRefused += store.counters.hashMismatches - mismatches;
           }
         }),
       );
@@ -1145,6 +1147,7 @@ export class MeshSession extends EventTarget implements SegmentProvider {
       repairPacketsFromPeers: (this.store?.counters.packetsRepaired ?? 0) + this.enginePacketsRepaired,
       repairPacketsFromOrigin: this.store?.counters.packetsFilledFromOrigin ?? 0,
       repairOriginBytes: this.segmentRepairOriginBytes + (this.originRepair?.counters.bytesFetched ?? 0),
+      repairPacketsExpired: node?.engine.repair.counters.packetsExpired ?? 0,
       repairOriginRefused:
         this.segmentRepairOriginRefused + (this.originRepair?.counters.packetsRefused ?? 0),
       repairRequests: this.repairRequests,

@@ -172,6 +172,11 @@ export interface MeshStats {
   readonly repairOriginBytes: number;
   /** Packets in the origin's byte ranges that failed their announced hash (refused). */
   readonly repairOriginRefused: number;
+  /**
+   * Engine repair only: packets the engine found missing and could not repair before their
+   * deadline (the current mesh node's count). Segment repair's misses show as segmentsFromOrigin.
+   */
+  readonly repairPacketsExpired: number;
   /** Every open WebRTC link: route type, candidate types, round-trip time, bytes (read every 2 s). */
   readonly peerLinks: readonly PeerLinkStats[];
   /** Open links by route type: `host`, `srflx`, `prflx` or `relay` (TURN); links not yet read are left out. */

@@ -5,7 +5,13 @@
 import { createHash } from 'node:crypto';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { MeshNode, MeshSession } from '@chunkycast/sdk/core';
-import { packetPlace, packetRange, planPackets, type SignedAnnouncement } from '@chunkycast/wire';
+import {
+  encodeMediaPacket,
+  packetPlace,
+  packetRange,
+  planPackets,
+  type SignedAnnouncement,
+} from '@chunkycast/wire';
 import { playoutFor } from '../src/packet-repair.js';
 import { FakeClock, socketFactory, welcome } from './tracker-fakes.js';
 
@@ -159,5 +165,50 @@ describe('MeshSession packetRepair', () => {
     const bytes = await waiting;
     expect(bytes).toEqual(s10.bytes);
     expect(t.session.stats().repairPacketsFromOrigin).toBe(s10.a.packets);
+  });
+
+  it('segment: a segment the trees brought in part is completed by byte ranges, counted as segment repair', async () => {
+    const s12 = segment(12, 40_000);
+    const requests: string[] = [];
+    vi.stubGlobal('fetch', (url: string, init: RequestInit) => {
+      const m = /^bytes=(\d+)-(\d+)$/.exec(new Headers(init.headers).get('Range') ?? '');
+      requests.push(`${url} ${m?.[0] ?? ''}`);
+      if (m === null) return Promise.resolve(new Response(null, { status: 416 }));
+      return Promise.resolve(new Response(s12.bytes.slice(Number(m[1]), Number(m[2]) + 1), { status: 206 }));
+    });
+    const t = await connected('segment');
+    t.socket.receive({ type: 'announce', announcement: s12.a });
+    await settle();
+    const node = nodeOf(t.session);
+    const deliver = (node as unknown as { options: { deliver: (...args: unknown[]) => void } }).options
+      .deliver;
+    // The trees bring every packet but 6 and 7.
+    const plan = planPackets(40_000, D);
+    for (let index = 0; index < s12.a.packets; index++) {
+      if (index === 6 || index === 7) continue;
+      const [start, end] = packetRange(plan, 40_000, index);
+      const place = packetPlace(s12.a.firstPacket, index, D);
+      const payload = encodeMediaPacket({
+        segment: 12,
+        index,
+        count: s12.a.packets,
+        bytes: s12.bytes.subarray(start, end),
+      });
+      deliver(place.slice, place.seq, payload, 2, 1, 'tree');
+    }
+    // No neighbour to ask: straight to the origin's byte ranges (the budget's last 800 ms).
+    const bytes = await t.session.waitForSegment(12, 10_000 + 800, undefined, `${URL_BASE}seg12.ts`);
+    expect(bytes).toEqual(s12.bytes);
+    const [from6] = packetRange(plan, 40_000, 6);
+    const [, to7] = packetRange(plan, 40_000, 7);
+    expect(requests).toEqual([`${URL_BASE}seg12.ts bytes=${from6}-${to7 - 1}`]);
+    expect(t.session.stats()).toMatchObject({
+      packetRepair: 'segment',
+      repairPacketsFromOrigin: 2,
+      repairPacketsFromPeers: 0,
+      repairOriginBytes: to7 - from6,
+      repairOriginRefused: 0,
+      segmentsCompletedFromOrigin: 1,
+    });
   });
 });
