@@ -148,6 +148,11 @@ export interface OriginRepairCounters {
 export const ORIGIN_CONCURRENCY = 4;
 /** Packets waiting for their segment's URL, at most (beyond, the oldest are given up). */
 const MAX_PACKETS_AWAITING_URL = 1024;
+/**
+ * A packet waits at most this long for its segment's URL: the loader waits for a segment at most
+ * 4 s (its maxWaitMs), so the engine's deadline for the packet has passed by then.
+ */
+const MAX_URL_WAIT_MS = 4000;
 /** Segment URLs remembered (the loader names each segment it waits for). */
 const MAX_URLS = 64;
 /** Weight of a new round-trip sample. */
@@ -172,7 +177,7 @@ export class OriginRepair {
   };
   private readonly urls = new Map<number, string>();
   /** Asked for, placed, waiting to be gathered into runs (or for their segment's URL). */
-  private pending: { segment: number; index: number; slice: number; seq: number }[] = [];
+  private pending: { segment: number; index: number; slice: number; seq: number; askedAtMs: number }[] = [];
   private gatherScheduled = false;
   private readonly queue: Run[] = [];
   private inFlight = 0;
@@ -203,6 +208,7 @@ export class OriginRepair {
     if (this.closed) return;
     const dataSlices = this.options.dataSlices();
     const announcements = [...this.options.announcements()];
+    const askedAtMs = this.options.now();
     for (const seq of seqs) {
       this.counters.packetsRequested++;
       const place = locatePacket(announcements, slice, seq, dataSlices);
@@ -210,7 +216,7 @@ export class OriginRepair {
         this.counters.packetsUnplaced++;
         continue;
       }
-      this.pending.push({ ...place, slice, seq });
+      this.pending.push({ ...place, slice, seq, askedAtMs });
     }
     if (this.pending.length > MAX_PACKETS_AWAITING_URL) {
       const dropped = this.pending.length - MAX_PACKETS_AWAITING_URL;
@@ -263,7 +269,12 @@ export class OriginRepair {
     if (this.closed) return;
     const bySegment = new Map<number, Map<number, { slice: number; seq: number }>>();
     const waiting: typeof this.pending = [];
+    const now = this.options.now();
     for (const p of this.pending) {
+      if (now - p.askedAtMs > MAX_URL_WAIT_MS) {
+        this.counters.packetsUnplaced++;
+        continue;
+      }
       if (this.urlFor(p.segment) === null) {
         waiting.push(p);
         continue;

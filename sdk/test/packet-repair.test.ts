@@ -201,7 +201,15 @@ function harness(segments: { a: SignedAnnouncement; bytes: Uint8Array }[], maxCo
     now: () => nowMs,
     ...(maxConcurrent === undefined ? {} : { maxConcurrent }),
   });
-  return { origin, delivered, repair, url: (a: SignedAnnouncement) => `https://origin.test/live/${a.uri}` };
+  return {
+    origin,
+    delivered,
+    repair,
+    url: (a: SignedAnnouncement) => `https://origin.test/live/${a.uri}`,
+    advance: (ms: number) => {
+      nowMs += ms;
+    },
+  };
 }
 
 describe('OriginRepair', () => {
@@ -329,6 +337,18 @@ describe('OriginRepair', () => {
     repair.setUrl(11, url(a11));
     await settle();
     expect(delivered).toHaveLength(1);
+  });
+
+  it('gives up a packet whose URL does not come before its deadline has surely passed', async () => {
+    const { origin, delivered, repair, url, advance } = harness([{ a: a11, bytes: bytes11 }]);
+    repair.fetchOrigin(1, [packetPlace(176, 1, D).seq]);
+    await settle();
+    advance(4001);
+    repair.setUrl(11, url(a11));
+    await settle();
+    expect(origin.requests).toHaveLength(0);
+    expect(delivered).toHaveLength(0);
+    expect(repair.counters.packetsUnplaced).toBe(1);
   });
 
   it('serves an open segment’s packets with the whole count and its packet size', async () => {
