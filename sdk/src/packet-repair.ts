@@ -47,22 +47,26 @@ export function locatePacket(
   seq: number,
   dataSlices: number,
 ): { segment: number; index: number } | null {
-  if (
-    !Number.isInteger(slice) ||
-    !Number.isInteger(seq) ||
-    !Number.isInteger(dataSlices) ||
-    slice < 0 ||
-    seq < 0 ||
-    dataSlices <= 0 ||
-    slice >= dataSlices
-  )
-    return null;
+  if (!isPlace(slice, seq, dataSlices)) return null;
   const n = seq * dataSlices + slice;
   for (const a of announcements) {
     const index = n - a.firstPacket;
     if (index >= 0 && index < a.packets) return { segment: a.sequence, index };
   }
   return null;
+}
+
+/** Whether (slice, seq) is a place some packet could have (whole numbers, slice below D). */
+export function isPlace(slice: number, seq: number, dataSlices: number): boolean {
+  return (
+    Number.isInteger(slice) &&
+    Number.isInteger(seq) &&
+    Number.isInteger(dataSlices) &&
+    slice >= 0 &&
+    seq >= 0 &&
+    dataSlices > 0 &&
+    slice < dataSlices
+  );
 }
 
 /** The engine's playout clock (its `playout` input, without `kind`). */
@@ -120,6 +124,11 @@ export interface OriginRepairOptions {
   /** Announcements to look a packet up in, newest first (the store's). */
   readonly announcements: () => Iterable<SignedAnnouncement>;
   readonly dataSlices: () => number;
+  /**
+   * Whether the store already holds this packet (it came down the tree after the engine asked):
+   * then it is not fetched. Default: never.
+   */
+  readonly held?: (segment: number, index: number) => boolean;
   /** Hands the engine a checked packet (MeshNode.originPacket). */
   readonly deliver: (slice: number, seq: number, payload: Uint8Array) => void;
   /** `fetch` (tests stub it). */
@@ -139,8 +148,13 @@ export interface OriginRepairCounters {
   bytesFetched: number;
   /** Packets whose bytes failed their announced hash, or requests the origin answered wrongly. */
   packetsRefused: number;
-  /** Packets no announcement placed, or of a segment whose URL never became known in time. */
+  /**
+   * Packets not fetched: bad (slice, seq), no announcement placed them, or their segment's URL did
+   * not become known, within MAX_URL_WAIT_MS.
+   */
   packetsUnplaced: number;
+  /** Packets not fetched because the store held them by then (the tree's copy was late, not lost). */
+  packetsAlreadyHeld: number;
   requestsFailed: number;
 }
 
@@ -149,8 +163,10 @@ export const ORIGIN_CONCURRENCY = 4;
 /** Packets waiting for their segment's URL, at most (beyond, the oldest are given up). */
 const MAX_PACKETS_AWAITING_URL = 1024;
 /**
- * A packet waits at most this long for its segment's URL: the loader waits for a segment at most
- * 4 s (its maxWaitMs), so the engine's deadline for the packet has passed by then.
+ * A packet waits at most this long for its segment's announcement and URL: the loader waits for a
+ * segment at most 4 s (its maxWaitMs), so the engine's deadline for the packet has passed by then.
+ * The engine may ask before the announcement exists: its clock makes a segment's packets due up to
+ * a segment duration early, and it asks the origin within its origin lead of that.
  */
 const MAX_URL_WAIT_MS = 4000;
 /** Segment URLs remembered (the loader names each segment it waits for). */
@@ -173,11 +189,12 @@ export class OriginRepair {
     bytesFetched: 0,
     packetsRefused: 0,
     packetsUnplaced: 0,
+    packetsAlreadyHeld: 0,
     requestsFailed: 0,
   };
   private readonly urls = new Map<number, string>();
-  /** Asked for, placed, waiting to be gathered into runs (or for their segment's URL). */
-  private pending: { segment: number; index: number; slice: number; seq: number; askedAtMs: number }[] = [];
+  /** Asked for, waiting to be placed (announcement) and gathered into runs (URL). */
+  private pending: { slice: number; seq: number; askedAtMs: number }[] = [];
   private gatherScheduled = false;
   private readonly queue: Run[] = [];
   private inFlight = 0;
@@ -200,23 +217,27 @@ export class OriginRepair {
       const oldest = this.urls.keys().next();
       if (oldest.done !== true) this.urls.delete(oldest.value);
     }
-    if (this.pending.some((p) => p.segment === segment)) this.scheduleGather();
+    if (this.pending.length > 0) this.scheduleGather();
+  }
+
+  /** A new announcement: packets asked before it can now be placed. */
+  announced(): void {
+    if (this.pending.length > 0) this.scheduleGather();
   }
 
   /** The engine's `fetchOrigin`. Bad input is counted as unplaced, never thrown. */
   fetchOrigin(slice: number, seqs: readonly number[]): void {
     if (this.closed) return;
     const dataSlices = this.options.dataSlices();
-    const announcements = [...this.options.announcements()];
     const askedAtMs = this.options.now();
     for (const seq of seqs) {
       this.counters.packetsRequested++;
-      const place = locatePacket(announcements, slice, seq, dataSlices);
-      if (place === null) {
+      // A place no packet can have: refused now (an announcement would not place it later either).
+      if (!isPlace(slice, seq, dataSlices)) {
         this.counters.packetsUnplaced++;
         continue;
       }
-      this.pending.push({ ...place, slice, seq, askedAtMs });
+      this.pending.push({ slice, seq, askedAtMs });
     }
     if (this.pending.length > MAX_PACKETS_AWAITING_URL) {
       const dropped = this.pending.length - MAX_PACKETS_AWAITING_URL;
@@ -264,25 +285,35 @@ export class OriginRepair {
     });
   }
 
-  /** Pending packets with a known URL become runs of adjacent packets, per segment. */
+  /**
+   * Pending packets placed by an announcement and with a known URL become runs of adjacent packets,
+   * per segment; the others wait (at most MAX_URL_WAIT_MS).
+   */
   private gather(): void {
     if (this.closed) return;
     const bySegment = new Map<number, Map<number, { slice: number; seq: number }>>();
     const waiting: typeof this.pending = [];
     const now = this.options.now();
+    const dataSlices = this.options.dataSlices();
+    const announcements = [...this.options.announcements()];
     for (const p of this.pending) {
       if (now - p.askedAtMs > MAX_URL_WAIT_MS) {
         this.counters.packetsUnplaced++;
         continue;
       }
-      if (this.urlFor(p.segment) === null) {
+      const place = locatePacket(announcements, p.slice, p.seq, dataSlices);
+      if (place === null || this.urlFor(place.segment) === null) {
         waiting.push(p);
         continue;
       }
-      let indexes = bySegment.get(p.segment);
+      if (this.options.held?.(place.segment, place.index) === true) {
+        this.counters.packetsAlreadyHeld++;
+        continue;
+      }
+      let indexes = bySegment.get(place.segment);
       if (indexes === undefined)
-        bySegment.set(p.segment, (indexes = new Map<number, { slice: number; seq: number }>()));
-      indexes.set(p.index, { slice: p.slice, seq: p.seq });
+        bySegment.set(place.segment, (indexes = new Map<number, { slice: number; seq: number }>()));
+      indexes.set(place.index, { slice: p.slice, seq: p.seq });
     }
     this.pending = waiting;
     for (const [segment, indexes] of bySegment) {

@@ -413,6 +413,7 @@ export class MeshSession extends EventTarget implements SegmentProvider {
       },
       onAnnounced: (a) => {
         if (a.sequence === store.newestAnnouncedSequence) this.tellLiveSequence();
+        this.originRepair?.announced();
         const deadlineMs = this.awaitedDeadlines.get(a.sequence);
         if (deadlineMs !== undefined) {
           this.awaitedDeadlines.delete(a.sequence);
@@ -426,6 +427,7 @@ export class MeshSession extends EventTarget implements SegmentProvider {
       this.originRepair = new OriginRepair({
         announcement: (segment) => store.announcement(segment),
         announcements: () => store.announcements(),
+        held: (segment, index) => store.hasPacket(segment, index),
         dataSlices: () => this.node?.engine.config.dataSlices ?? 1,
         deliver: (slice, seq, payload) => {
           this.node?.originPacket(slice, seq, payload);

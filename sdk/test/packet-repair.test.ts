@@ -183,7 +183,11 @@ async function settle(): Promise<void> {
   await new Promise((resolve) => setImmediate(resolve));
 }
 
-function harness(segments: { a: SignedAnnouncement; bytes: Uint8Array }[], maxConcurrent?: number) {
+function harness(
+  segments: { a: SignedAnnouncement; bytes: Uint8Array }[],
+  maxConcurrent?: number,
+  held: Set<string> = new Set(),
+) {
   const files = new Map(segments.map(({ a, bytes }) => [`https://origin.test/live/${a.uri}`, bytes]));
   const origin = new FakeOrigin(files);
   const delivered: { slice: number; seq: number; payload: Uint8Array }[] = [];
@@ -199,6 +203,7 @@ function harness(segments: { a: SignedAnnouncement; bytes: Uint8Array }[], maxCo
       return origin.fetch(url, init);
     },
     now: () => nowMs,
+    held: (segment, index) => held.has(`${segment}/${index}`),
     ...(maxConcurrent === undefined ? {} : { maxConcurrent }),
   });
   return {
@@ -206,6 +211,11 @@ function harness(segments: { a: SignedAnnouncement; bytes: Uint8Array }[], maxCo
     delivered,
     repair,
     url: (a: SignedAnnouncement) => `https://origin.test/live/${a.uri}`,
+    announce: (more: SignedAnnouncement, bytes: Uint8Array) => {
+      byId.set(more.sequence, more);
+      files.set(`https://origin.test/live/${more.uri}`, bytes);
+      repair.announced();
+    },
     advance: (ms: number) => {
       nowMs += ms;
     },
@@ -327,16 +337,48 @@ describe('OriginRepair', () => {
     expect(delivered).toHaveLength(5);
   });
 
-  it('waits for a URL, and counts what no announcement places', async () => {
+  it('waits for a URL, and refuses places no packet can have', async () => {
     const { origin, delivered, repair, url } = harness([{ a: a11, bytes: bytes11 }]);
     repair.fetchOrigin(1, [packetPlace(176, 1, D).seq]);
-    repair.fetchOrigin(0, [1000, -1, 0.5]);
+    repair.fetchOrigin(0, [-1, 0.5]);
+    repair.fetchOrigin(16, [1]);
     await settle();
     expect(origin.requests).toHaveLength(0);
     expect(repair.counters.packetsUnplaced).toBe(3);
     repair.setUrl(11, url(a11));
     await settle();
     expect(delivered).toHaveLength(1);
+  });
+
+  it('places a packet asked before its segment was announced once the announcement comes', async () => {
+    const { origin, delivered, repair, url, announce } = harness([{ a: a11, bytes: bytes11 }]);
+    repair.setUrl(11, url(a11));
+    // Segment 12 (packets 208‥223) is not announced yet: the engine's clock ran ahead of the source.
+    const early = packetPlace(208, 2, D);
+    repair.fetchOrigin(early.slice, [early.seq]);
+    await settle();
+    expect(origin.requests).toHaveLength(0);
+    announce(a12, bytes12);
+    await settle();
+    // Its URL is segment 11's with segment 12's announced URI.
+    expect(origin.requests.map((r) => [r.url, r.range])).toEqual([[url(a12), rangeOf(a12, 2, 2)]]);
+    expect(delivered.map((d) => [d.slice, d.seq])).toEqual([[early.slice, early.seq]]);
+    expect(repair.counters.packetsUnplaced).toBe(0);
+  });
+
+  it('does not fetch a packet the store holds by then (late, not lost)', async () => {
+    const { origin, delivered, repair, url } = harness(
+      [{ a: a11, bytes: bytes11 }],
+      undefined,
+      new Set(['11/4']),
+    );
+    repair.setUrl(11, url(a11));
+    repair.fetchOrigin(4, [packetPlace(176, 4, D).seq]);
+    repair.fetchOrigin(5, [packetPlace(176, 5, D).seq]);
+    await settle();
+    expect(origin.requests.map((r) => r.range)).toEqual([rangeOf(a11, 5, 5)]);
+    expect(delivered).toHaveLength(1);
+    expect(repair.counters.packetsAlreadyHeld).toBe(1);
   });
 
   it('gives up a packet whose URL does not come before its deadline has surely passed', async () => {
