@@ -213,7 +213,8 @@ export interface SegmentProvider {
    * has all of it, or null when `deadlineMs` (on the provider's clock: in a page performance.now(),
    * the scale of hls.js's loading stats) passes first, the signal aborts, or the session closes. Never resolves with unverified bytes. With the segment's `url`,
    * a segment the mesh delivered only in part is completed from the origin with HTTP Range
-   * requests for just the missing packets, shortly before the deadline.
+   * requests for just the missing packets: shortly before the deadline (`packetRepair: 'segment'`),
+   * or as the engine's last resort per packet, the deadline being its playout clock ('engine').
    */
   waitForSegment(
     sequence: number,
