@@ -44,6 +44,10 @@ function createPlayer(params: URLSearchParams): MeshPlayer {
     // caps what this viewer uploads.
     ['uploadCapacity', 'upload-capacity'],
     ['maxUploadKbps', 'max-upload-kbps'],
+    // Repair: `?packetRepair=engine` runs the engine's deadline-aware packet repair, `segment` the
+    // session's repair of whole segments (issue 14: both measured in one run, e.g. npm run swarm's
+    // --packet-repair split).
+    ['packetRepair', 'packet-repair'],
     ['liveSync', 'live-sync'],
     // `?lowLatency=` (any value): LL-HLS, when the origin publishes parts (tracker --ll-hls).
     ['lowLatency', 'low-latency'],

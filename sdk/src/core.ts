@@ -3,6 +3,7 @@
 // tests from src/ (not through the package).
 export * from './types.js';
 export { MeshSession, LIVE_PROTOCOL, inspectPacket, type SessionHost } from './session.js';
+export { DEFAULT_PACKET_REPAIR, type PacketRepairMode } from './packet-repair.js';
 export { type Loads, type UploadCapacityMode, type UploadCapacitySource } from './capacity.js';
 export {
   MeshNode,

@@ -3,6 +3,7 @@ import {
   Engine,
   createRandom,
   type Action,
+  type DeliveryPath,
   type EngineEvent,
   type Input,
   type ProtocolConfig,
@@ -16,6 +17,7 @@ import {
   encode,
   type DataMessage,
   type Message,
+  type PacketRepairDataMessage,
   type RepairDataMessage,
   type RepairNakMessage,
   type RepairRequestMessage,
@@ -173,13 +175,31 @@ export interface MeshNodeOptions {
   /** Relay WebRTC signalling to a peer through the tracker. */
   readonly signal: (to: PeerId, data: SignalData) => void;
   readonly requestBootstrap: (count: number) => void;
-  /** A new packet for the application (each (slice, seq) once). */
-  readonly deliver: (slice: number, seq: number, payload: Uint8Array, from: PeerId, hops: number) => void;
+  /**
+   * A new packet for the application (each (slice, seq) once), and how it came: down the tree, from a
+   * neighbour's packet repair, from the origin (`fetchOrigin`), or rebuilt from parity.
+   */
+  readonly deliver: (
+    slice: number,
+    seq: number,
+    payload: Uint8Array,
+    from: PeerId,
+    hops: number,
+    via: DeliveryPath,
+  ) => void;
+  /**
+   * The engine's packet repair asks the origin for these packets of `slice` (its last resort, only
+   * once the host gave it a playout clock: `playout`). The host answers with `originPacket`, checked.
+   * Without this option a MeshNode gives no playout clock, and an engine that asks anyway is a
+   * host error (counted in actionsFailed and logged).
+   */
+  readonly fetchOrigin?: (slice: number, seqs: readonly number[]) => void;
   readonly onEvent?: (event: EngineEvent) => void;
   /**
-   * Checks a data packet before the engine sees (and forwards) it: 'accept', 'reject' (forged: it is
-   * dropped and counts against the sender), or 'hold' (cannot tell yet, e.g. its segment is not
-   * announced: kept until `recheckHeld()` or dropped after HOLD_MAX_MS).
+   * Checks a data packet (a tree packet or a neighbour's packet repair) before the engine sees (and
+   * forwards) it: 'accept', 'reject' (forged: it is dropped and counts against the sender), or 'hold'
+   * (cannot tell yet, e.g. its segment is not announced: kept until `recheckHeld()` or dropped after
+   * HOLD_MAX_MS).
    */
   readonly inspectData?: (slice: number, seq: number, payload: Uint8Array) => DataVerdict;
   /** Repair messages between neighbours are the host's (it holds the segments); they go here. */
@@ -308,8 +328,9 @@ interface Link {
  * (`maxRetransmits: 0`) lost packets even on loopback, and a lost packet spoils its whole segment
  * (environment.md).
  *
- * The engine is never given a playout clock, so its own packet repair is off (and with it its
- * `fetchOrigin` last resort): the session repairs whole segments (neighbours, then the origin).
+ * The engine's own packet repair runs only once the host gives it a playout clock (`playout`), and
+ * its `fetchOrigin` last resort then goes to the host's `fetchOrigin` option; a session in
+ * `packetRepair: 'segment'` mode gives none and repairs whole segments itself (issue 14).
  */
 export class MeshNode {
   readonly engine: Engine;
@@ -350,7 +371,7 @@ export class MeshNode {
   private flushTimer: ReturnType<typeof setInterval> | null = null;
   private stopped = false;
   private renegotiations = 0;
-  private held: { from: PeerId; message: DataMessage; at: number }[] = [];
+  private held: { from: PeerId; message: DataMessage | PacketRepairDataMessage; at: number }[] = [];
   private heldTimer: ReturnType<typeof setInterval> | null = null;
   private renegotiationTimer: ReturnType<typeof setInterval> | null = null;
   private readonly now: () => number;
@@ -483,6 +504,32 @@ export class MeshNode {
    */
   publish(payload: Uint8Array, packet?: number): void {
     this.feed(packet === undefined ? { kind: 'publish', payload } : { kind: 'publish', payload, packet });
+  }
+
+  /**
+   * The player's playback clock (see the engine's `playout` input): switches the engine's packet
+   * repair on, and moves it. Only for a node whose host answers `fetchOrigin`; a bad clock is logged
+   * and ignored (the engine refuses it).
+   */
+  playout(clock: {
+    readonly zeroAtMs: number;
+    readonly packetIntervalMs: number;
+    readonly fromMs: number;
+    readonly originRttMs?: number;
+  }): void {
+    if (this.options.fetchOrigin === undefined) {
+      this.log('error', 'a playout clock needs the fetchOrigin option: ignored');
+      return;
+    }
+    this.feed({ kind: 'playout', ...clock });
+  }
+
+  /**
+   * A packet fetched from the origin for the engine's `fetchOrigin`, already checked against its
+   * announced hash by the host: the engine delivers it (if still needed) and forwards it down the tree.
+   */
+  originPacket(slice: number, seq: number, payload: Uint8Array): void {
+    this.feed({ kind: 'originPacket', slice, seq, payload });
   }
 
   /** A trusted word on the newest sequence the true source has dealt (from a verified announcement). */
@@ -706,7 +753,7 @@ export class MeshNode {
         this.send(action.to, action.message);
         break;
       case 'deliver':
-        this.options.deliver(action.slice, action.seq, action.payload, action.from, action.hops);
+        this.options.deliver(action.slice, action.seq, action.payload, action.from, action.hops, action.via);
         break;
       case 'requestBootstrap':
         this.options.requestBootstrap(action.count);
@@ -722,15 +769,16 @@ export class MeshNode {
         this.options.onEvent?.(action.event);
         break;
       case 'fetchOrigin':
-        // The engine's packet repair asks this as its last resort, and only once a host gave it a
-        // playout clock (`playout` input). A MeshNode never does: the session repairs whole
-        // segments itself (repair requests to neighbours, then the missing byte ranges from the
-        // origin: MeshSession.waitForSegment), so the engine's repair stays off. An engine that asks
+        // The engine's packet repair asks this as its last resort, and only once the host gave it a
+        // playout clock, which `playout` allows only with a host that answers. An engine that asks
         // anyway is a host error, made loud: counted in actionsFailed and logged, never ignored.
-        throw new Error(
-          `the engine asked for ${action.seqs.length} packets of slice ${action.slice} from the origin, ` +
-            'but a MeshNode gives it no playout clock: origin fallback is the session’s, by segment',
-        );
+        if (this.options.fetchOrigin === undefined)
+          throw new Error(
+            `the engine asked for ${action.seqs.length} packets of slice ${action.slice} from the origin, ` +
+              'but this MeshNode has no fetchOrigin host',
+          );
+        this.options.fetchOrigin(action.slice, action.seqs);
+        break;
       default:
         unreachable(action, 'engine action');
     }
@@ -1077,7 +1125,9 @@ export class MeshNode {
     const message = decoded.message;
     if (
       this.dropFraction > 0 &&
-      (message.type === MessageType.Data || message.type === MessageType.RepairData) &&
+      (message.type === MessageType.Data ||
+        message.type === MessageType.RepairData ||
+        message.type === MessageType.PacketRepairData) &&
       this.lossRandom.nextFloat() < this.dropFraction
     ) {
       this.counters.injectedLosses++;
@@ -1096,7 +1146,11 @@ export class MeshNode {
       this.options.onAnnouncement?.(peerId, message.announcement);
       return;
     }
-    if (message.type === MessageType.Data && this.options.inspectData !== undefined) {
+    // A neighbour's packet repair is checked like a tree packet: the engine forwards it down the tree.
+    if (
+      (message.type === MessageType.Data || message.type === MessageType.PacketRepairData) &&
+      this.options.inspectData !== undefined
+    ) {
       const verdict = this.options.inspectData(message.slice, message.seq, message.payload);
       if (verdict === 'reject') {
         this.forged(peerId, link);
@@ -1138,7 +1192,7 @@ export class MeshNode {
     this.linkGone(peerId, link, reason);
   }
 
-  private hold(from: PeerId, message: DataMessage): void {
+  private hold(from: PeerId, message: DataMessage | PacketRepairDataMessage): void {
     if (this.held.length >= MAX_HELD_PACKETS) {
       this.counters.heldPacketsDropped++;
       return;

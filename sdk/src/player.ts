@@ -45,6 +45,7 @@ const OBSERVED = [
   'token',
   'ice-servers',
   'ice-transport-policy',
+  'packet-repair',
   'live-sync',
   'low-latency',
   'autoplay',
@@ -153,6 +154,7 @@ export function parseAttributes(get: (name: string) => string | null): ParsedAtt
     meshUsable = false;
   }
   const uploadCapacity = parseUploadCapacity(get('upload-capacity'), errors);
+  const packetRepair = parsePacketRepair(get('packet-repair'), errors);
   const maxUploadKbps = parseMaxUploadKbps(get('max-upload-kbps'), errors);
   if (maxUploadKbps === null) meshUsable = false;
   const publicKey = get('public-key');
@@ -175,6 +177,7 @@ export function parseAttributes(get: (name: string) => string | null): ParsedAtt
     ...(targetLoad === undefined || targetLoad === null ? {} : { targetLoad }),
     ...(maxLoad === undefined || maxLoad === null ? {} : { maxLoad }),
     ...(uploadCapacity === undefined ? {} : { uploadCapacity }),
+    ...(packetRepair === undefined ? {} : { packetRepair }),
     ...(maxUploadKbps === undefined || maxUploadKbps === null ? {} : { maxUploadKbps }),
     ...(publicKey === null || publicKey === '' ? {} : { publicKey }),
     ...(token === null || token === '' ? {} : { token }),
@@ -227,6 +230,19 @@ export function parseUploadCapacity(raw: string | null, errors: string[]): 'meas
   const value = raw.trim();
   if (value === 'measured' || value === 'fixed') return value;
   errors.push(`upload-capacity="${raw}" must be measured or fixed; using measured`);
+  return undefined;
+}
+
+/**
+ * The `packet-repair` attribute: `segment` (the session's repair of whole segments) or `engine` (the
+ * engine's deadline-aware packet repair; see MeshSessionOptions.packetRepair). Anything else is
+ * reported and the default is used: either path is safe, the loader's origin fetch backs both.
+ */
+export function parsePacketRepair(raw: string | null, errors: string[]): 'engine' | 'segment' | undefined {
+  if (raw === null || raw.trim() === '') return undefined;
+  const value = raw.trim();
+  if (value === 'engine' || value === 'segment') return value;
+  errors.push(`packet-repair="${raw}" must be engine or segment; using the default`);
   return undefined;
 }
 
@@ -296,6 +312,12 @@ function emptyStats(stream: string): MeshStats {
     repairRequests: 0,
     repairsReasked: 0,
     repairPacketsServed: 0,
+    packetRepair: 'segment',
+    repairPacketsFromPeers: 0,
+    repairPacketsFromOrigin: 0,
+    repairOriginBytes: 0,
+    repairOriginRefused: 0,
+    repairPacketsExpired: 0,
     peerLinks: [],
     peersByRoute: { host: 0, srflx: 0, prflx: 0, relay: 0 },
     relayedBytes: 0,
@@ -310,7 +332,7 @@ const ElementBase: typeof HTMLElement =
 
 /**
  * `<mesh-player src tracker stream token ice-servers ice-transport-policy target-load max-load
- * upload-capacity max-upload-kbps public-key live-sync autoplay muted controls>`.
+ * upload-capacity packet-repair max-upload-kbps public-key live-sync autoplay muted controls>`.
  * Events: 'stats' (CustomEvent<MeshPlayerStats>, every second), 'peers' (CustomEvent<{peers}>),
  * 'error' (CustomEvent<MeshPlayerErrorDetail>), 'trackerdisconnected', 'trackerreconnected' and
  * 'connection-failed' (the session's, passed on).

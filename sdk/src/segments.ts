@@ -327,6 +327,19 @@ export class SegmentStore {
     return true;
   }
 
+  /** Whether packet `index` of the segment is held (or the whole segment is). */
+  hasPacket(sequence: number, index: number): boolean {
+    const e = this.entries.get(sequence);
+    return e !== undefined && (e.bytes !== null || e.packets[index] !== undefined);
+  }
+
+  /** The announcements held (at most MAX_SEGMENTS_KEPT-ish), newest first. */
+  announcements(): SignedAnnouncement[] {
+    const out: SignedAnnouncement[] = [];
+    for (const e of this.entries.values()) if (e.announcement !== null) out.push(e.announcement);
+    return out.sort((x, y) => y.sequence - x.sequence);
+  }
+
   announcement(sequence: number): SignedAnnouncement | null {
     return this.entries.get(sequence)?.announcement ?? null;
   }

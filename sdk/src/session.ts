@@ -43,6 +43,7 @@ import {
   type UploadCapacityMode,
 } from './capacity.js';
 import { PacketSignatures } from './packet-signatures.js';
+import { OriginRepair, playoutFor, resolvePacketRepair, type PacketRepairMode } from './packet-repair.js';
 import { SegmentStore, bytesToHex, importPublicKey } from './segments.js';
 import {
   SYSTEM_CLOCK,
@@ -109,6 +110,8 @@ const REPORT_INTERVAL_MS = 2000;
  * report limit), and no honest node has this many.
  */
 const MAX_REPORTED_CHILDREN = 256;
+/** Player deadlines remembered for segments not yet announced (engine repair's playout clock). */
+const MAX_AWAITED_DEADLINES = 16;
 /** Repair budgets remembered at most: beyond, they are forgotten at once (ids of long-gone peers). */
 const MAX_REPAIR_BUDGETS = 1024;
 /**
@@ -308,6 +311,18 @@ export class MeshSession extends EventTarget implements SegmentProvider {
   private readonly log: LogFn;
   /** The one clock (SessionHost.clock). */
   private readonly clock: TrackerClock;
+  /** Which repair runs (options.packetRepair): the session's by segment, or the engine's by packet. */
+  readonly packetRepair: PacketRepairMode;
+  /** Engine mode: the engine's `fetchOrigin` answered with checked byte ranges of the origin. */
+  private originRepair: OriginRepair | null = null;
+  /** Engine mode: the player's deadline for segments it waits for that are not announced yet. */
+  private readonly awaitedDeadlines = new Map<number, number>();
+  /** Engine mode: packets (and their bytes) the engine recovered from neighbours' packet repair. */
+  private enginePacketsRepaired = 0;
+  private engineBytesRepaired = 0;
+  /** Segment mode: bytes the origin sent for byte-range completion, and packets in them refused. */
+  private segmentRepairOriginBytes = 0;
+  private segmentRepairOriginRefused = 0;
 
   /** Joins the stream's mesh (asynchronously); errors arrive as 'error' events and reject `ready`. */
   static connect(options: MeshSessionOptions, host: SessionHost = {}): MeshSession {
@@ -325,6 +340,7 @@ export class MeshSession extends EventTarget implements SegmentProvider {
     this.targetLoad = loads.targetLoad;
     this.maxLoad = loads.maxLoad;
     const upload = resolveUploadCapacity(options);
+    this.packetRepair = resolvePacketRepair(options.packetRepair);
     this.capacity = new UploadCapacity({ ...upload, declared: loads });
     this.ready = this.start();
     this.ready.catch((e: unknown) => {
@@ -401,10 +417,28 @@ export class MeshSession extends EventTarget implements SegmentProvider {
       },
       onAnnounced: (a) => {
         if (a.sequence === store.newestAnnouncedSequence) this.tellLiveSequence();
+        this.originRepair?.announced();
+        const deadlineMs = this.awaitedDeadlines.get(a.sequence);
+        if (deadlineMs !== undefined) {
+          this.awaitedDeadlines.delete(a.sequence);
+          this.tellPlayout(a.sequence, deadlineMs);
+        }
       },
     });
     await store.seed(welcome.announcements);
     this.store = store;
+    if (this.packetRepair === 'engine')
+      this.originRepair = new OriginRepair({
+        announcement: (segment) => store.announcement(segment),
+        announcements: () => store.announcements(),
+        held: (segment, index) => store.hasPacket(segment, index),
+        dataSlices: () => this.node?.engine.config.dataSlices ?? 1,
+        deliver: (slice, seq, payload) => {
+          this.node?.originPacket(slice, seq, payload);
+        },
+        fetch: (url, init) => fetch(url, init),
+        now: () => this.clock.now(),
+      });
     this.signatures = new PacketSignatures({
       stream: this.options.stream,
       publicKey,
@@ -542,12 +576,29 @@ export class MeshSession extends EventTarget implements SegmentProvider {
         onAnnouncement: (from, announcement) => {
           if (this.node === node) void this.relay?.fromPeer(from, announcement);
         },
-        deliver: (slice, seq, payload, from) => {
+        deliver: (slice, seq, payload, from, _hops, via) => {
           this.host.onDeliver?.(slice, seq, from);
           const decoded = decodeMediaPacket(payload);
-          if (decoded.ok) store.addPacket(decoded.packet);
-          else this.log('warn', 'undecodable media packet', { error: decoded.error.message });
+          if (!decoded.ok) {
+            this.log('warn', 'undecodable media packet', { error: decoded.error.message });
+            return;
+          }
+          const packet = decoded.packet;
+          // The origin's copies count as origin bytes (OriginRepair counted them), not the mesh's.
+          if (via === 'origin' && store.announcement(packet.segment) !== null)
+            store.fillPacket(packet.segment, packet.index, packet.bytes, 'origin');
+          else if (store.addPacket(packet) && via === 'repair') {
+            this.enginePacketsRepaired++;
+            this.engineBytesRepaired += packet.bytes.length;
+          }
         },
+        ...(this.originRepair === null
+          ? {}
+          : {
+              fetchOrigin: (slice: number, seqs: readonly number[]) => {
+                if (this.node === node) this.originRepair?.fetchOrigin(slice, seqs);
+              },
+            }),
         log: this.log,
       },
       faultsOf(this.options),
@@ -698,7 +749,7 @@ export class MeshSession extends EventTarget implements SegmentProvider {
       parents: node.engine.parents(),
       children: node.engine.children().map((c) => c.slice(0, MAX_REPORTED_CHILDREN)),
       meshBytes: this.meshBytes(),
-      originBytes: this.bytesFromOrigin,
+      originBytes: this.originBytes(),
       uploadBytes: this.retired.uploadBytes + node.counters.uploadBytes,
       stalls: this.stalls,
       playing:
@@ -744,6 +795,7 @@ export class MeshSession extends EventTarget implements SegmentProvider {
   ): Promise<Uint8Array | null> {
     const store = this.store;
     if (store === null || this.closed) return null;
+    if (this.packetRepair === 'engine') return this.waitWithEngineRepair(sequence, deadlineMs, signal, url);
     // Keep the last part of the budget for completing a partial segment from the origin, and
     // before that ask neighbours for what the trees have not brought (a segment from before we
     // joined: at once).
@@ -758,6 +810,48 @@ export class MeshSession extends EventTarget implements SegmentProvider {
       bytes = await store.wait(sequence, fillAtMs - this.clock.now(), signal, true);
     if (bytes !== null || url === undefined || aborted()) return bytes;
     return this.completeFromOrigin(sequence, url, signal);
+  }
+
+  /**
+   * Engine mode: the player's deadline becomes the engine's playout clock, and the engine repairs the
+   * segment's missing packets (neighbours, then the origin) on its own schedule; the session only
+   * waits. What is still missing at the deadline is the loader's: the whole segment from the origin.
+   * A segment from before we joined is waited for too once announced: neighbours' rings may hold it.
+   */
+  private async waitWithEngineRepair(
+    sequence: number,
+    deadlineMs: number,
+    signal?: AbortSignal,
+    url?: string,
+  ): Promise<Uint8Array | null> {
+    const store = this.store;
+    if (store === null) return null;
+    if (url !== undefined) this.originRepair?.setUrl(sequence, url);
+    this.tellPlayout(sequence, deadlineMs);
+    const announced = store.announcement(sequence) !== null;
+    return store.wait(sequence, deadlineMs - this.clock.now(), signal, announced && !store.expects(sequence));
+  }
+
+  /**
+   * Engine mode: the playout clock that makes the player's deadline for this segment the engine's
+   * deadline for its last packet (`playoutFor`). A segment not announced yet (its packets still
+   * being written) gets its clock when its announcement comes.
+   */
+  private tellPlayout(sequence: number, deadlineMs: number): void {
+    const node = this.node;
+    const a = this.store?.announcement(sequence) ?? null;
+    if (node === null || this.packetRepair !== 'engine') return;
+    if (a === null) {
+      this.awaitedDeadlines.set(sequence, deadlineMs);
+      const oldest = this.awaitedDeadlines.keys().next();
+      if (this.awaitedDeadlines.size > MAX_AWAITED_DEADLINES && oldest.done !== true)
+        this.awaitedDeadlines.delete(oldest.value);
+      return;
+    }
+    const clock = playoutFor(a, deadlineMs, node.engine.config.dataSlices, this.clock.now());
+    if (clock === null) return;
+    const rttMs = this.originRepair?.originRttMs ?? null;
+    node.playout(rttMs === null ? clock : { ...clock, originRttMs: rttMs });
   }
 
   /**
@@ -968,6 +1062,7 @@ export class MeshSession extends EventTarget implements SegmentProvider {
           });
           const body = new Uint8Array(await response.arrayBuffer());
           this.bytesFromOrigin += body.length;
+          this.segmentRepairOriginBytes += body.length;
           // 206 with exactly the range; a server that ignores Range sends the whole segment (200).
           const part =
             response.status === 206 && body.length === run.end - run.start
@@ -978,7 +1073,10 @@ export class MeshSession extends EventTarget implements SegmentProvider {
           if (part === null) throw new Error(`origin answered ${response.status} with ${body.length} bytes`);
           for (const index of run.indexes) {
             const [start, end] = packetRange(plan, announcement.bytes, index);
+            // Refused only for its hash (a copy that came meanwhile is no refusal).
+            const mismatches = store.counters.hashMismatches;
             store.fillPacket(sequence, index, part.subarray(start - run.start, end - run.start));
+            this.segmentRepairOriginRefused += store.counters.hashMismatches - mismatches;
           }
         }),
       );
@@ -1026,7 +1124,8 @@ export class MeshSession extends EventTarget implements SegmentProvider {
     const parents = node?.engine.parents() ?? [];
     const children = node?.engine.children() ?? [];
     const bytesFromMesh = this.meshBytes();
-    const total = bytesFromMesh + this.bytesFromOrigin;
+    const bytesFromOrigin = this.originBytes();
+    const total = bytesFromMesh + bytesFromOrigin;
     const tracker = this.tracker?.stats();
     return {
       stream: this.options.stream,
@@ -1045,7 +1144,7 @@ export class MeshSession extends EventTarget implements SegmentProvider {
         (node === null ? 0 : node.counters.droppedStale + node.counters.droppedForBackpressure),
       peers: node?.openPeers ?? 0,
       bytesFromMesh,
-      bytesFromOrigin: this.bytesFromOrigin,
+      bytesFromOrigin,
       meshShare: total === 0 ? 0 : bytesFromMesh / total,
       segmentsFromMesh: this.segmentsFromMesh,
       segmentsFromOrigin: this.segmentsFromOrigin,
@@ -1075,7 +1174,14 @@ export class MeshSession extends EventTarget implements SegmentProvider {
       peerAnnouncementsRateLimited: this.relay?.counters.rateLimited ?? 0,
       peerAnnouncementsRefused: this.relay?.counters.refused ?? 0,
       injectedLosses: this.retired.injectedLosses + (node?.counters.injectedLosses ?? 0),
-      bytesFromRepair: this.store?.counters.bytesRepaired ?? 0,
+      bytesFromRepair: (this.store?.counters.bytesRepaired ?? 0) + this.engineBytesRepaired,
+      packetRepair: this.packetRepair,
+      repairPacketsFromPeers: (this.store?.counters.packetsRepaired ?? 0) + this.enginePacketsRepaired,
+      repairPacketsFromOrigin: this.store?.counters.packetsFilledFromOrigin ?? 0,
+      repairOriginBytes: this.segmentRepairOriginBytes + (this.originRepair?.counters.bytesFetched ?? 0),
+      repairPacketsExpired: node?.engine.repair.counters.packetsExpired ?? 0,
+      repairOriginRefused:
+        this.segmentRepairOriginRefused + (this.originRepair?.counters.packetsRefused ?? 0),
       repairRequests: this.repairRequests,
       repairsReasked: this.repairsReasked,
       repairPacketsServed: this.repairPacketsServed,
@@ -1085,6 +1191,11 @@ export class MeshSession extends EventTarget implements SegmentProvider {
       relayedBytes: this.retired.relayedBytes + (node?.counters.relayedBytes ?? 0),
       connectFailures: this.retired.connectFailures + (node?.counters.connectFailures ?? 0),
     };
+  }
+
+  /** Media bytes from the origin: the loader's segments, byte-range completion, and the engine's last resort. */
+  private originBytes(): number {
+    return this.bytesFromOrigin + (this.originRepair?.counters.bytesFetched ?? 0);
   }
 
   /** Media bytes from peers: tree packets plus repaired ones. */
@@ -1098,6 +1209,7 @@ export class MeshSession extends EventTarget implements SegmentProvider {
     if (this.closed) return;
     this.closed = true;
     for (const t of this.timers) clearInterval(t);
+    this.originRepair?.close();
     this.store?.close();
     const node = this.node;
     const tracker = this.tracker;

@@ -50,6 +50,15 @@ export interface MeshSessionOptions {
    * default `all`.
    */
   readonly iceTransportPolicy?: 'all' | 'relay';
+  /**
+   * Which repair recovers packets the trees lost (issue 14). `segment` (default until both are
+   * measured in one run): the session asks neighbours for a segment's missing packets and then the
+   * origin for their byte ranges, within the loader's wait. `engine`: the engine's deadline-aware
+   * packet repair, on a playout clock taken from the player's deadlines (earliest deadline first,
+   * helpers chosen by Bloom filter, the origin's byte ranges as its last resort). Either way the
+   * loader's whole-segment origin fetch stays the player's safety net.
+   */
+  readonly packetRepair?: 'engine' | 'segment';
 }
 
 /** One slice as this viewer sees it. */
@@ -159,6 +168,21 @@ export interface MeshStats {
   readonly repairsReasked: number;
   /** Packets this viewer sent to neighbours that asked. */
   readonly repairPacketsServed: number;
+  /** The repair this viewer runs (`packetRepair` option): these figures are that path's. */
+  readonly packetRepair: 'engine' | 'segment';
+  /** Packets recovered from neighbours by repair (either path), verified. */
+  readonly repairPacketsFromPeers: number;
+  /** Packets recovered from the origin by repair (byte ranges; either path), verified. */
+  readonly repairPacketsFromOrigin: number;
+  /** Bytes the origin sent for repair's byte ranges (part of bytesFromOrigin; whole segments are not). */
+  readonly repairOriginBytes: number;
+  /** Packets in the origin's byte ranges that failed their announced hash (refused). */
+  readonly repairOriginRefused: number;
+  /**
+   * Engine repair only: packets the engine found missing and could not repair before their
+   * deadline (the current mesh node's count). Segment repair's misses show as segmentsFromOrigin.
+   */
+  readonly repairPacketsExpired: number;
   /** Every open WebRTC link: route type, candidate types, round-trip time, bytes (read every 2 s). */
   readonly peerLinks: readonly PeerLinkStats[];
   /** Open links by route type: `host`, `srflx`, `prflx` or `relay` (TURN); links not yet read are left out. */
@@ -195,7 +219,8 @@ export interface SegmentProvider {
    * has all of it, or null when `deadlineMs` (on the provider's clock: in a page performance.now(),
    * the scale of hls.js's loading stats) passes first, the signal aborts, or the session closes. Never resolves with unverified bytes. With the segment's `url`,
    * a segment the mesh delivered only in part is completed from the origin with HTTP Range
-   * requests for just the missing packets, shortly before the deadline.
+   * requests for just the missing packets: shortly before the deadline (`packetRepair: 'segment'`),
+   * or as the engine's last resort per packet, the deadline being its playout clock ('engine').
    */
   waitForSegment(
     sequence: number,

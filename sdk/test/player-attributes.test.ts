@@ -1,5 +1,6 @@
 // <mesh-player>'s attributes: `ice-servers` JSON checked like the tracker's servers, a bad one said
-// clearly (the player then plays from the origin only); `low-latency` and the live position.
+// clearly (the player then plays from the origin only); `low-latency` and the live position;
+// `packet-repair`.
 import { describe, expect, it } from 'vitest';
 import { parseAttributes, parseIceServers } from '../src/player.js';
 
@@ -58,5 +59,21 @@ describe('low-latency', () => {
     const bad = parse({ src: 'a.m3u8', 'low-latency': '', 'live-sync': 'x' });
     expect(bad.liveSyncSegments).toBeNull();
     expect(bad.errors[0]).toContain('PART-HOLD-BACK');
+  });
+});
+
+describe('packet-repair', () => {
+  const parse = (attributes: Record<string, string>): ReturnType<typeof parseAttributes> =>
+    parseAttributes((name) => attributes[name] ?? null);
+  const base = { src: 'a.m3u8', tracker: 'wss://t.example/ws', stream: 'live' };
+
+  it('passes engine or segment to the session, and leaves the default otherwise (saying why)', () => {
+    expect(parse({ ...base, 'packet-repair': 'engine' }).mesh).toMatchObject({ packetRepair: 'engine' });
+    expect(parse({ ...base, 'packet-repair': 'segment' }).mesh).toMatchObject({ packetRepair: 'segment' });
+    expect(parse(base).mesh).not.toHaveProperty('packetRepair');
+    const bad = parse({ ...base, 'packet-repair': 'both' });
+    expect(bad.mesh).not.toBeNull();
+    expect(bad.mesh).not.toHaveProperty('packetRepair');
+    expect(bad.errors.join(' ')).toContain('packet-repair="both"');
   });
 });

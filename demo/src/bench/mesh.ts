@@ -1,6 +1,7 @@
 // Benchmark arm "mesh": one <mesh-player> with the tracker and its true source. Query: `tracker`
 // (default this host's /ws), `stream` (default live), `liveSync` (the player's live-sync attribute),
-// `lowLatency=1` (its low-latency attribute).
+// `lowLatency=1` (its low-latency attribute), `packetRepair` (engine or segment: its packet-repair
+// attribute).
 // The page is as bare as the other arms' pages (no stats panel), so their CPU figures compare.
 import { MeshPlayer } from '@chunkycast/sdk';
 import type Hls from 'hls.js';
@@ -24,6 +25,8 @@ function start(): void {
   player.setAttribute('stream', params.get('stream') ?? 'live');
   if (liveSync !== null) player.setAttribute('live-sync', String(liveSync));
   if (lowLatencyFromQuery(params)) player.setAttribute('low-latency', '');
+  const packetRepair = params.get('packetRepair');
+  if (packetRepair !== null) player.setAttribute('packet-repair', packetRepair);
   player.setAttribute('autoplay', '');
   player.setAttribute('muted', '');
   player.className = 'player';
@@ -59,6 +62,10 @@ function start(): void {
             partsFromMesh: own.partsFromMesh,
             partsFromOrigin: own.partsFromOrigin,
             segmentsCompletedFromOrigin: own.segmentsCompletedFromOrigin,
+            packetRepair: own.packetRepair,
+            repairPacketsFromPeers: own.repairPacketsFromPeers,
+            repairPacketsFromOrigin: own.repairPacketsFromOrigin,
+            repairOriginBytes: own.repairOriginBytes,
             load: own.load,
             trackerConnected: own.trackerConnected,
           },

@@ -11,7 +11,7 @@ import { cpus } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
-import { noPositionals, numberOption, parseCommandLine, stringValue } from '../lib/args.js';
+import { UsageError, noPositionals, numberOption, parseCommandLine, stringValue } from '../lib/args.js';
 import { runIsolated } from '../lib/netns.js';
 import { resolveOut, withoutOut } from '../lib/out-dir.js';
 import { fromRoot } from '../lib/paths.js';
@@ -36,6 +36,11 @@ options:
   --stagger MS      ms between opening two viewers (default 250)
   --target-load TL  viewers' target load in slices (default: the SDK's)
   --max-load ML     viewers' maximum load in slices (default: the SDK's)
+  --packet-repair M viewers' repair (issue 14): engine, segment, or split (even-numbered viewers
+                    engine, odd segment: both measured in one run; result.json's byPacketRepair)
+                    (default: the SDK's)
+  --drop-received F each viewer loses this fraction (0‥1) of the media arriving on its links (the
+                    demo's ?fault=drop-received:F), so that repair has work on loopback
   --hide-video      hide the players (display: none): they still decode and play, but skip painting,
                     about 25% less CPU per viewer (for large swarms on few cores)
   --help            print this help`;
@@ -57,6 +62,8 @@ const opts = parseCommandLine(
     'target-load': { type: 'string' },
     'max-load': { type: 'string' },
     'hide-video': { type: 'boolean' },
+    'packet-repair': { type: 'string' },
+    'drop-received': { type: 'string' },
   },
   (parsed) => {
     noPositionals(parsed);
@@ -65,6 +72,15 @@ const opts = parseCommandLine(
       return value === undefined ? undefined : numberOption(flag, value, 0, { min: 0 });
     };
     const viewers = Math.floor(numberOption('viewers', stringValue(parsed, 'viewers'), 6, { min: 1 }));
+    const packetRepair = stringValue(parsed, 'packet-repair');
+    if (
+      packetRepair !== undefined &&
+      packetRepair !== 'engine' &&
+      packetRepair !== 'segment' &&
+      packetRepair !== 'split'
+    )
+      throw new UsageError(`--packet-repair must be engine, segment or split, got ${packetRepair}`);
+    const dropReceived = stringValue(parsed, 'drop-received');
     return {
       viewers,
       durationS: numberOption('duration', stringValue(parsed, 'duration'), 60, { min: 4 }),
@@ -73,6 +89,11 @@ const opts = parseCommandLine(
       targetLoad: optional('target-load'),
       maxLoad: optional('max-load'),
       hideVideo: parsed.values['hide-video'] === true,
+      packetRepair,
+      dropReceived:
+        dropReceived === undefined
+          ? undefined
+          : numberOption('drop-received', dropReceived, 0, { min: 0, max: 1 }),
     };
   },
 );
@@ -109,9 +130,14 @@ try {
 
   await tracker.resetOrigin();
   const windowStart = Date.now();
-  const url = viewerUrl(tracker.url, { targetLoad: opts.targetLoad, maxLoad: opts.maxLoad });
   const viewers: Viewer[] = [];
   for (let i = 0; i < opts.viewers; i++) {
+    const url = viewerUrl(tracker.url, {
+      targetLoad: opts.targetLoad,
+      maxLoad: opts.maxLoad,
+      packetRepair: packetRepairOf(i),
+      fault: opts.dropReceived === undefined ? undefined : `drop-received:${opts.dropReceived}`,
+    });
     const viewer = await openViewer(browser, url, { label: `v${i}` });
     viewers.push(viewer);
     if (opts.hideVideo)
@@ -170,6 +196,13 @@ try {
         segmentsFromOrigin: st.segmentsFromOrigin ?? null,
         forgedPacketsDropped: st.forgedPackets ?? null,
       },
+      // Which repair the viewer ran (issue 14), and what it recovered.
+      repair: {
+        mode: typeof st.packetRepair === 'string' ? st.packetRepair : null,
+        packetsFromPeers: typeof st.repairPacketsFromPeers === 'number' ? st.repairPacketsFromPeers : null,
+        packetsFromOrigin: typeof st.repairPacketsFromOrigin === 'number' ? st.repairPacketsFromOrigin : null,
+        originBytes: typeof st.repairOriginBytes === 'number' ? st.repairOriginBytes : null,
+      },
       liveDelayMsP50: percentile(delays, 50),
       liveDelayMsP95: percentile(delays, 95),
       currentTime: s.video?.currentTime ?? null,
@@ -224,9 +257,12 @@ try {
       targetLoad: opts.targetLoad ?? null,
       maxLoad: opts.maxLoad ?? null,
       segmentSeconds: SEGMENT_SECONDS,
+      packetRepair: opts.packetRepair ?? null,
+      dropReceived: opts.dropReceived ?? null,
       sampleIntervalMs: SAMPLE_INTERVAL_MS,
     },
     environment: { node: process.version, cpus: cpus().length, chromium, startedAt: started.toISOString() },
+    byPacketRepair: byPacketRepair(perViewer),
     perViewer,
   };
   mkdirSync(opts.out, { recursive: true });
@@ -243,6 +279,61 @@ try {
   progress(`failed: ${errorStack(error)}`);
   await stack.stopAll();
   process.exit(1);
+}
+
+/** Viewer i's `packetRepair` query parameter (split: even engine, odd segment; none: the SDK's). */
+function packetRepairOf(i: number): string | undefined {
+  if (opts.packetRepair === 'split') return i % 2 === 0 ? 'engine' : 'segment';
+  return opts.packetRepair;
+}
+
+interface RepairFigures {
+  readonly stalls: number | null;
+  readonly stallMs: number | null;
+  readonly bytesFromOrigin: number | null;
+  readonly liveDelayMsP50: number | null;
+  readonly delivery: { readonly segmentsFromOrigin: number | null; readonly repairBytes: number | null };
+  readonly repair: {
+    readonly mode: string | null;
+    readonly packetsFromPeers: number | null;
+    readonly packetsFromOrigin: number | null;
+    readonly originBytes: number | null;
+  };
+}
+
+/**
+ * The viewers grouped by the repair they ran, summed: the one-run comparison of issue 14 (the
+ * groups share the stream, the tracker, the machine and each other as neighbours).
+ */
+function byPacketRepair(perViewer: readonly RepairFigures[]): Record<string, Record<string, number>> {
+  const out: Record<string, Record<string, number>> = {};
+  for (const v of perViewer) {
+    const mode = v.repair.mode ?? 'unknown';
+    const g = (out[mode] ??= {
+      viewers: 0,
+      stalls: 0,
+      stallMs: 0,
+      segmentsFromOrigin: 0,
+      bytesFromOrigin: 0,
+      repairBytesFromPeers: 0,
+      repairPacketsFromPeers: 0,
+      repairPacketsFromOrigin: 0,
+      repairOriginBytes: 0,
+    });
+    const add = (key: string, x: number | null): void => {
+      g[key] = (g[key] ?? 0) + (x ?? 0);
+    };
+    add('viewers', 1);
+    add('stalls', v.stalls);
+    add('stallMs', v.stallMs);
+    add('segmentsFromOrigin', v.delivery.segmentsFromOrigin);
+    add('bytesFromOrigin', v.bytesFromOrigin);
+    add('repairBytesFromPeers', v.delivery.repairBytes);
+    add('repairPacketsFromPeers', v.repair.packetsFromPeers);
+    add('repairPacketsFromOrigin', v.repair.packetsFromOrigin);
+    add('repairOriginBytes', v.repair.originBytes);
+  }
+  return out;
 }
 
 /** result.json's figures that report.md shows. */
@@ -263,6 +354,7 @@ interface SwarmResult {
   readonly originViewerMediaBytes: number;
   readonly producedSegments: number;
   readonly producedBytes: number;
+  readonly byPacketRepair: Readonly<Record<string, Readonly<Record<string, number>>>>;
   readonly settings: {
     readonly staggerMs: number;
     readonly hideVideo: boolean;
@@ -315,6 +407,10 @@ function report(r: SwarmResult): string {
     (v) =>
       `| ${v.viewer} | ${ms(v.startupMs)} | ${pct(v.meshShare)} | ${mib(v.bytesFromOrigin)} | ${mib(v.uploadBytes)} | ${v.peers ?? '—'} | ${v.load ?? '—'} | ${v.stalls ?? '—'} | ${ms(v.liveDelayMsP50)} |`,
   );
+  const repairRows = Object.entries(r.byPacketRepair).map(
+    ([mode, g]) =>
+      `| ${mode} | ${g.viewers ?? 0} | ${g.stalls ?? 0} (${ms(g.stallMs ?? 0)}) | ${g.segmentsFromOrigin ?? 0} | ${mib(g.bytesFromOrigin ?? 0)} | ${g.repairPacketsFromPeers ?? 0} | ${g.repairPacketsFromOrigin ?? 0} | ${mib(g.repairOriginBytes ?? 0)} |`,
+  );
   return `# Browser swarm: ${r.viewers} viewers, ${r.durationS} s
 
 | metric | value |
@@ -324,6 +420,12 @@ ${rows.map(([k, v]) => `| ${k} | ${v} |`).join('\n')}
 | viewer | startup | mesh share | from origin | uploaded | peers | load | stalls | live delay p50 |
 |---|---|---|---|---|---|---|---|---|
 ${viewerRows.join('\n')}
+
+Repair by path (issue 14; \`--packet-repair split\` measures both in one run):
+
+| repair | viewers | stalls | whole segments from origin | from origin | packets repaired from peers | packets repaired from origin | origin bytes for repair |
+|---|---|---|---|---|---|---|---|
+${repairRows.join('\n')}
 
 ## How it was made
 

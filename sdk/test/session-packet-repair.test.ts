@@ -1,0 +1,214 @@
+// MeshSession's two repair paths (issue 14) with a fake tracker and a hand-driven clock: in 'engine'
+// mode the player's deadline becomes the engine's playout clock, and the engine's fetchOrigin comes
+// back through the origin, the engine and the deliver path into the segment store; in 'segment' mode
+// the engine gets no clock.
+import { createHash } from 'node:crypto';
+import { afterEach, describe, expect, it, vi } from 'vitest';
+import { MeshNode, MeshSession } from '@chunkycast/sdk/core';
+import {
+  encodeMediaPacket,
+  packetPlace,
+  packetRange,
+  planPackets,
+  type SignedAnnouncement,
+} from '@chunkycast/wire';
+import { playoutFor } from '../src/packet-repair.js';
+import { FakeClock, socketFactory, welcome } from './tracker-fakes.js';
+
+const D = 16;
+const URL_BASE = 'https://origin.test/live/';
+
+const sessions: MeshSession[] = [];
+afterEach(() => {
+  for (const s of sessions.splice(0)) s.close();
+  vi.restoreAllMocks();
+  vi.unstubAllGlobals();
+});
+
+function segment(sequence: number, size: number): { a: SignedAnnouncement; bytes: Uint8Array } {
+  const bytes = new Uint8Array(size);
+  for (let i = 0; i < size; i++) bytes[i] = (i * 13 + sequence) & 0xff;
+  const plan = planPackets(size, D);
+  const hashes: string[] = [];
+  for (let i = 0; i < plan.packets; i++) {
+    const [s, e] = packetRange(plan, size, i);
+    hashes.push(createHash('sha256').update(bytes.subarray(s, e)).digest('hex').slice(0, 32));
+  }
+  const a: SignedAnnouncement = {
+    stream: 'live',
+    sequence,
+    uri: `seg${sequence}.ts`,
+    bytes: size,
+    packets: plan.packets,
+    firstPacket: sequence * plan.packets,
+    sha256: createHash('sha256').update(bytes).digest('hex'),
+    packetHashes: hashes.join(''),
+    durationMs: 2000,
+    publishedAtMs: 1_700_000_000_000 + sequence * 2000,
+    // No broadcaster key in these welcomes: the store checks hashes, not signatures.
+    signature: 'AAAA',
+  };
+  return { a, bytes };
+}
+
+/** Lets promise chains (join, seed, announce, fetch bodies) run; no time passes. */
+async function settle(): Promise<void> {
+  for (let i = 0; i < 30; i++) await Promise.resolve();
+  await new Promise((resolve) => setImmediate(resolve));
+}
+
+async function connected(packetRepair: 'engine' | 'segment', announcements: SignedAnnouncement[] = []) {
+  const clock = new FakeClock();
+  clock.advance(10_000);
+  const factory = socketFactory(clock);
+  const session = MeshSession.connect(
+    { tracker: 'ws://127.0.0.1:9/ws', stream: 'live', packetRepair },
+    { createSocket: factory.create, clock, trackerReconnect: false },
+  );
+  sessions.push(session);
+  const socket = factory.sockets.at(-1);
+  if (socket === undefined) throw new Error('no socket');
+  socket.accept();
+  socket.receive(welcome(7, null, false, { announcements }));
+  await session.ready;
+  return { clock, session, socket };
+}
+
+/** The session's mesh node (private). */
+function nodeOf(session: MeshSession): MeshNode {
+  return (session as unknown as { node: MeshNode }).node;
+}
+
+describe('MeshSession packetRepair', () => {
+  it("engine: the player's deadline for a segment becomes the engine's playout clock", async () => {
+    const playout = vi.spyOn(MeshNode.prototype, 'playout');
+    const s10 = segment(10, 40_000);
+    const t = await connected('engine', [s10.a]);
+    expect(t.session.packetRepair).toBe('engine');
+    const waiting = t.session.waitForSegment(10, 12_000, undefined, `${URL_BASE}seg10.ts`);
+    expect(playout).toHaveBeenCalledTimes(1);
+    expect(playout.mock.calls[0]?.[0]).toEqual(playoutFor(s10.a, 12_000, D, 10_000));
+    // A segment not announced yet (still being written) gets its clock when its announcement comes.
+    const s11 = segment(11, 40_000);
+    void t.session.waitForSegment(11, 14_000, undefined, `${URL_BASE}seg11.ts`);
+    expect(playout).toHaveBeenCalledTimes(1);
+    t.socket.receive({ type: 'announce', announcement: s11.a });
+    await settle();
+    expect(playout).toHaveBeenCalledTimes(2);
+    expect(playout.mock.calls[1]?.[0]).toEqual(playoutFor(s11.a, 14_000, D, 10_000));
+    t.session.close();
+    expect(await waiting).toBeNull();
+  });
+
+  it('segment: the engine gets no playout clock', async () => {
+    const playout = vi.spyOn(MeshNode.prototype, 'playout');
+    const s10 = segment(10, 40_000);
+    const t = await connected('segment', [s10.a]);
+    void t.session.waitForSegment(10, 12_000, undefined, `${URL_BASE}seg10.ts`);
+    await settle();
+    expect(playout).not.toHaveBeenCalled();
+    expect(t.session.stats().packetRepair).toBe('segment');
+  });
+
+  it("engine: fetchOrigin's packets come back through the engine into the store, counted as origin repair", async () => {
+    const s10 = segment(10, 40_000);
+    const requests: string[] = [];
+    vi.stubGlobal('fetch', (url: string, init: RequestInit) => {
+      const range = new Headers(init.headers).get('Range') ?? '';
+      requests.push(`${url} ${range}`);
+      const m = /^bytes=(\d+)-(\d+)$/.exec(range);
+      if (url !== `${URL_BASE}seg10.ts` || m === null)
+        return Promise.resolve(new Response(null, { status: 404 }));
+      const body = s10.bytes.slice(Number(m[1]), Number(m[2]) + 1);
+      // The origin damages packet 5: it must be refused.
+      const fifth = packetRange(planPackets(40_000, D), 40_000, 5)[0] - Number(m[1]);
+      if (fifth >= 0 && fifth < body.length) body[fifth] = (body[fifth] ?? 0) ^ 0xff;
+      return Promise.resolve(new Response(body, { status: 206 }));
+    });
+    const t = await connected('engine', [s10.a]);
+    const node = nodeOf(t.session);
+    const options = (
+      node as unknown as { options: { fetchOrigin?: (s: number, q: readonly number[]) => void } }
+    ).options;
+    expect(options.fetchOrigin).toBeTypeOf('function');
+    const waiting = t.session.waitForSegment(10, 12_000, undefined, `${URL_BASE}seg10.ts`);
+    // As the engine's repair would ask in one step: every slice's packet of segment 10.
+    for (let index = 0; index < s10.a.packets; index++) {
+      const place = packetPlace(s10.a.firstPacket, index, D);
+      options.fetchOrigin?.(place.slice, [place.seq]);
+    }
+    await settle();
+    // Adjacent packets of one segment, asked in one engine step: one range request.
+    expect(requests).toEqual([`${URL_BASE}seg10.ts bytes=0-39999`]);
+    const stats = t.session.stats();
+    expect(stats).toMatchObject({
+      packetRepair: 'engine',
+      repairPacketsFromOrigin: s10.a.packets - 1,
+      repairOriginRefused: 1,
+      repairPacketsFromPeers: 0,
+    });
+    expect(stats.repairOriginBytes).toBe(40_000);
+    expect(stats.bytesFromOrigin).toBe(40_000);
+    // Origin bytes are not the mesh's.
+    expect(stats.bytesFromMesh).toBe(0);
+    // The damaged packet is still missing: the segment is not released.
+    expect(await Promise.race([waiting, settle().then(() => 'pending')])).toBe('pending');
+    // The origin mends its copy; the engine asks again.
+    vi.stubGlobal('fetch', (_url: string, init: RequestInit) => {
+      const m = /^bytes=(\d+)-(\d+)$/.exec(new Headers(init.headers).get('Range') ?? '');
+      if (m === null) return Promise.resolve(new Response(null, { status: 416 }));
+      return Promise.resolve(new Response(s10.bytes.slice(Number(m[1]), Number(m[2]) + 1), { status: 206 }));
+    });
+    const five = packetPlace(s10.a.firstPacket, 5, D);
+    options.fetchOrigin?.(five.slice, [five.seq]);
+    await settle();
+    const bytes = await waiting;
+    expect(bytes).toEqual(s10.bytes);
+    expect(t.session.stats().repairPacketsFromOrigin).toBe(s10.a.packets);
+  });
+
+  it('segment: a segment the trees brought in part is completed by byte ranges, counted as segment repair', async () => {
+    const s12 = segment(12, 40_000);
+    const requests: string[] = [];
+    vi.stubGlobal('fetch', (url: string, init: RequestInit) => {
+      const m = /^bytes=(\d+)-(\d+)$/.exec(new Headers(init.headers).get('Range') ?? '');
+      requests.push(`${url} ${m?.[0] ?? ''}`);
+      if (m === null) return Promise.resolve(new Response(null, { status: 416 }));
+      return Promise.resolve(new Response(s12.bytes.slice(Number(m[1]), Number(m[2]) + 1), { status: 206 }));
+    });
+    const t = await connected('segment');
+    t.socket.receive({ type: 'announce', announcement: s12.a });
+    await settle();
+    const node = nodeOf(t.session);
+    const deliver = (node as unknown as { options: { deliver: (...args: unknown[]) => void } }).options
+      .deliver;
+    // The trees bring every packet but 6 and 7.
+    const plan = planPackets(40_000, D);
+    for (let index = 0; index < s12.a.packets; index++) {
+      if (index === 6 || index === 7) continue;
+      const [start, end] = packetRange(plan, 40_000, index);
+      const place = packetPlace(s12.a.firstPacket, index, D);
+      const payload = encodeMediaPacket({
+        segment: 12,
+        index,
+        count: s12.a.packets,
+        bytes: s12.bytes.subarray(start, end),
+      });
+      deliver(place.slice, place.seq, payload, 2, 1, 'tree');
+    }
+    // No neighbour to ask: straight to the origin's byte ranges (the budget's last 800 ms).
+    const bytes = await t.session.waitForSegment(12, 10_000 + 800, undefined, `${URL_BASE}seg12.ts`);
+    expect(bytes).toEqual(s12.bytes);
+    const [from6] = packetRange(plan, 40_000, 6);
+    const [, to7] = packetRange(plan, 40_000, 7);
+    expect(requests).toEqual([`${URL_BASE}seg12.ts bytes=${from6}-${to7 - 1}`]);
+    expect(t.session.stats()).toMatchObject({
+      packetRepair: 'segment',
+      repairPacketsFromOrigin: 2,
+      repairPacketsFromPeers: 0,
+      repairOriginBytes: to7 - from6,
+      repairOriginRefused: 0,
+      segmentsCompletedFromOrigin: 1,
+    });
+  });
+});
