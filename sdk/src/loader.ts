@@ -119,6 +119,21 @@ export function createMeshFragmentLoader(
 ): FragmentLoaderConstructor {
   const nowMs = options.nowMs ?? ((): number => performance.now());
 
+  /**
+   * Whether this stream's parts are byte ranges of their segment's file (what the mesh holds), not
+   * ranges of part files of their own: learned from a part whose segment hls.js already knows the
+   * URL of (a listed one) and remembered, since the segment being written has no URL in hls.js yet.
+   * Null until learned; false sticks (one packager, one way of cutting parts).
+   */
+  let partsAreSegmentRanges: boolean | null = null;
+  const partIsRangeOfSegment = (context: FragmentLoaderContext): boolean => {
+    const part = context.part;
+    if (part === null) return false;
+    if (context.frag.url !== '' && partsAreSegmentRanges !== false)
+      partsAreSegmentRanges = part.url === context.frag.url;
+    return partsAreSegmentRanges === true;
+  };
+
   return class MeshFragmentLoader implements Loader<FragmentLoaderContext> {
     // hls.js keeps a reference to this object (frag.stats = loader.stats) before calling load(), so
     // it is filled in place, also with the origin loader's numbers on a fallback.
@@ -148,7 +163,7 @@ export function createMeshFragmentLoader(
           : null;
       const meshable =
         typeof sn === 'number' &&
-        (context.part === null || (range !== null && context.part.url === context.frag.url)) &&
+        (context.part === null || (range !== null && partIsRangeOfSegment(context))) &&
         context.resetIV !== true &&
         provider.expectsSegment(sn);
       if (!meshable) {

@@ -179,14 +179,23 @@ const loaderConfig = {
   loadPolicy: { maxTimeToFirstByteMs: 10_000, maxLoadTimeMs: 20_000, timeoutRetry: null, errorRetry: null },
 } as LoaderConfiguration;
 
-/** An LL-HLS part: bytes [start, end) of segment `sn` (or a part in a file of its own). */
-function partContext(sn: number, start: number, end: number, ownFile = false): FragmentLoaderContext {
+/**
+ * An LL-HLS part: bytes [start, end) of segment `sn` (or a part in a file of its own). hls.js knows
+ * no URL yet for a segment still being written (`inProgress`).
+ */
+function partContext(
+  sn: number,
+  start: number,
+  end: number,
+  ownFile = false,
+  inProgress = false,
+): FragmentLoaderContext {
   const url = `http://127.0.0.1/live/seg${sn}.ts`;
   return {
     url: ownFile ? `${url}.part` : url,
     responseType: 'arraybuffer',
     type: 'media-fragment',
-    frag: { sn, url },
+    frag: { sn, url: inProgress ? '' : url },
     part: { url: ownFile ? `${url}.part` : url },
     rangeStart: ownFile ? 0 : start,
     rangeEnd: ownFile ? 0 : end,
@@ -291,6 +300,32 @@ describe('createMeshFragmentLoader with LL-HLS parts', () => {
     expect(rec.events).toEqual(['success']);
     expect(provider.originBytes).toEqual([100]);
     expect(provider.originParts).toEqual([100]);
+  });
+
+  it('takes parts of a segment still being written from the mesh once parts are known to be its ranges', async () => {
+    const provider = new FakeProvider();
+    provider.expected.add(4).add(5);
+    const MeshLoader = createMeshFragmentLoader(provider, {
+      defaultLoader: FakeOrigin,
+      bufferAheadMs: () => 2000,
+    });
+    const load = (context: FragmentLoaderContext): void => {
+      new MeshLoader({} as HlsConfig).load(context, loaderConfig, record().callbacks);
+    };
+    const originsBefore = FakeOrigin.instances.length;
+    // Not known yet: the part could be a range of a part file of its own.
+    load(partContext(5, 0, 100, false, true));
+    expect(FakeOrigin.instances.length).toBe(originsBefore + 1);
+    // A part of a listed segment shows parts are ranges of their segment's file…
+    load(partContext(4, 0, 100));
+    // …so the next in-progress part waits for the mesh.
+    load(partContext(5, 100, 200, false, true));
+    expect(provider.rangeWaits.map((w) => [w.sequence, w.start])).toEqual([
+      [4, 0],
+      [5, 100],
+    ]);
+    expect(FakeOrigin.instances.length).toBe(originsBefore + 1);
+    await sleep(0);
   });
 
   it('goes to the origin at once at startup, for parts in files of their own, and unexpected segments', () => {
