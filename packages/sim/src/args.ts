@@ -30,6 +30,12 @@ Options:
                          a packet later than its play time is a missed deadline
   --parity MODE          off (default), auto (a 17th slice of XOR parity, switched on and off by the
                          audience's measured loss) or on (always)
+  --production MODE      when the true source publishes what the packager writes at the stream
+                         rate: progressive (default: each packet as soon as its bytes are written)
+                         or segment (a segment's packets all at once, in order, at the segment's
+                         end, when the playlist lists it); summary.json's production figures give
+                         the delay from a packet's write to its last member either way
+  --segment-ms MS        segment duration for --production segment (default ${DEFAULT_RUN.segmentMs})
   --graceful F           fraction of churn departures that quit gracefully (default 0)
   --adversaries LIST    hostile members, KIND:FRACTION[,KIND:FRACTION] or all:FRACTION (each kind
                          at that fraction); the summary is then of honest members, plus what the
@@ -61,6 +67,8 @@ const FLAGS = {
   parity: { type: 'string' },
   'buffer-ms': { type: 'string' },
   graceful: { type: 'string' },
+  production: { type: 'string' },
+  'segment-ms': { type: 'string' },
   set: { type: 'string', multiple: true },
   adversaries: { type: 'string' },
   'no-rendezvous-ban': { type: 'boolean' },
@@ -190,6 +198,17 @@ export function parseArgs(
   if (graceful !== undefined) {
     if (graceful < 0 || graceful > 1) throw new UsageError('--graceful must be in [0, 1]');
     options.gracefulLeaveFraction = graceful;
+  }
+  const production = values.production;
+  if (production !== undefined) {
+    if (production !== 'progressive' && production !== 'segment')
+      throw new UsageError(`--production must be progressive or segment, got "${production}"`);
+    options.production = production;
+  }
+  const segmentMs = number('segment-ms');
+  if (segmentMs !== undefined) {
+    if (segmentMs < 1 || segmentMs > 60_000) throw new UsageError('--segment-ms must be in [1, 60000]');
+    options.segmentMs = segmentMs;
   }
   for (const pair of values.set ?? []) {
     const eq = pair.indexOf('=');

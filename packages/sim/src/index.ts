@@ -8,3 +8,4 @@ export * from './population.js';
 export * from './metrics.js';
 export * from './report.js';
 export * from './run.js';
+export * from './production.js';

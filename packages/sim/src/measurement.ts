@@ -115,6 +115,11 @@ export interface SimResult {
   readonly members: readonly MemberRecord[];
   readonly samples: readonly SecondSample[];
   readonly emitTimes: readonly Float64Array[];
+  /**
+   * Per data slice, per sequence number: when the packager finished writing the packet's bytes
+   * (NaN: not published). Equal to `emitTimes` under progressive production.
+   */
+  readonly writeTimes: readonly Float64Array[];
   readonly emittedPerSlice: readonly number[];
   readonly events: number;
   readonly simMs: number;
@@ -204,6 +209,8 @@ export class Measurement {
   readonly honestAccusations = new Map<string, number>();
   /** Per data slice, per sequence number: when the true source published it (NaN: not yet). */
   readonly emitTimes: Float64Array[];
+  /** Per data slice, per sequence number: when the packager wrote it (NaN: not published). */
+  readonly writeTimes: Float64Array[];
   /** The overlay as it stood at the end, for the stretch computation. */
   finalSourceNeighbours: number[] = [];
   readonly finalOverlay = new Map<number, readonly number[]>();
@@ -215,6 +222,7 @@ export class Measurement {
     private readonly measureFromMs: number,
   ) {
     this.emitTimes = Array.from({ length: slices }, () => new Float64Array(capacitySeqs).fill(Number.NaN));
+    this.writeTimes = Array.from({ length: slices }, () => new Float64Array(capacitySeqs).fill(Number.NaN));
   }
 
   /** A message `m` (null: the true source) hands to the network, counted by kind. */
@@ -235,9 +243,12 @@ export class Measurement {
     }
   }
 
-  recordEmission(slice: number, seq: number, now: number): void {
+  /** The true source published (slice, seq) at `now`; the packager had written it at `writtenAt`. */
+  recordEmission(slice: number, seq: number, now: number, writtenAt: number): void {
     const times = this.emitTimes[slice];
     if (times !== undefined && seq < times.length) times[seq] = now;
+    const written = this.writeTimes[slice];
+    if (written !== undefined && seq < written.length) written[seq] = writtenAt;
   }
 
   /** A packet delivered to `m`; true when it was the member's first on its last missing slice. */

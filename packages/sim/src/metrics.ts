@@ -10,6 +10,8 @@ import {
   type SimResult,
 } from './measurement.js';
 import { percentile } from './stats.js';
+import { PACKET_LIFE_MS, productionDelay, type ProductionWindow } from './production.js';
+import { DEFAULT_SEGMENT_MS } from './simulation.js';
 
 /** The run's figures, in the shape other tools read (`summary.json`); keep field names stable. */
 export interface Summary {
@@ -135,6 +137,18 @@ export interface Summary {
     shareOfAudienceBytes: number;
   };
   loops: { detected: number };
+  /**
+   * Write → receive: from the packager finishing a packet to members holding it (see
+   * production.ts for which members count), over the whole stream and over the steady-state
+   * window the latency figures use. `segmentMs` is null under progressive production.
+   */
+  production: {
+    mode: 'progressive' | 'segment';
+    segmentMs: number | null;
+    packetLifeMs: number;
+    all: ProductionWindow;
+    steady: ProductionWindow;
+  };
   /**
    * With hostile members (--adversaries): every other figure is of the honest members only; this
    * says what the attackers got away with. Origin share: packets honest members asked the origin
@@ -737,6 +751,13 @@ export function summarize(
       shareOfAudienceBytes: round(result.originBytes / Math.max(1, playback.packets * result.packetBytes), 6),
     },
     loops: { detected: loops },
+    production: {
+      mode: o.production ?? 'progressive',
+      segmentMs: o.production === 'segment' ? (o.segmentMs ?? DEFAULT_SEGMENT_MS) : null,
+      packetLifeMs: PACKET_LIFE_MS,
+      all: productionDelay(result, plan.streamStartMs, end),
+      steady: productionDelay(result, plan.measureFromMs, end),
+    },
     health: {
       decodeErrors: result.decodeErrors,
       protocolViolations: result.protocolViolations,

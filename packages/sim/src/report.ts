@@ -220,6 +220,7 @@ export function writeReport(
       `${pct(s.parity.uploadShare)}, ${fmt(s.parity.stripesActive)} / ${fmt(s.parity.stripesIdle)}, ${fmt(s.parity.recovered)}`,
     ],
     ['loops detected', fmt(s.loops.detected)],
+    ...productionRows(s.production),
     ['wall time / events', `${fmt(s.wallSeconds)} s / ${s.events.toLocaleString('en-US')}`],
   ];
   const adv = s.adversaries;
@@ -267,6 +268,31 @@ export function writeReport(
   );
   writeFileSync(join(dir, 'report.md'), md);
   return { summary: join(dir, 'summary.json'), report: join(dir, 'report.md'), plots };
+}
+
+/** Write → receive rows (see Summary.production): the whole stream, then the steady window. */
+function productionRows(production: Summary['production']): [string, string][] {
+  const mode =
+    production.segmentMs === null ? production.mode : `${production.mode}, ${fmt(production.segmentMs)} ms`;
+  const figures = (f: { mean: number; p90: number; p99: number }): string =>
+    `${fmt(f.mean, 1)} / ${fmt(f.p90, 1)} / ${fmt(f.p99, 1)} ms`;
+  const rows: [string, string][] = [];
+  for (const [name, w] of [
+    ['all', production.all],
+    ['steady', production.steady],
+  ] as const) {
+    const from = `written from ${fmt(w.fromWriteMs / 1000, 1)} s`;
+    rows.push(
+      [
+        `production (${mode}), ${name} (${from}): packets measured / not held by all; source wait mean / max`,
+        `${fmt(w.packets)} / ${fmt(w.packetsNotHeldByAll)}; ${fmt(w.sourceWaitMs.mean, 1)} / ${fmt(w.sourceWaitMs.max, 1)} ms`,
+      ],
+      [`write → last member mean / p90 / p99, ${name}`, figures(w.writeToLastMemberMs)],
+      [`write → 90% of members mean / p90 / p99, ${name}`, figures(w.writeTo90PctMs)],
+      [`write → each member mean / p90 / p99, ${name}`, figures(w.writeToEachMemberMs)],
+    );
+  }
+  return rows;
 }
 
 /** The report's cell for the rendezvous ban: who was banned, when, and what it refused. */

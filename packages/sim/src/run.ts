@@ -3,7 +3,7 @@ import { summarizeAdversaries, summarizeBans, type AdversarySpec } from './adver
 import { summarize, type Distributions, type Summary } from './metrics.js';
 import { planScenario, SCENARIO_NAMES, type ScenarioName } from './scenarios.js';
 import type { SimResult } from './measurement.js';
-import { Simulation, checkProtocolOverrides, type SimProgress } from './simulation.js';
+import { DEFAULT_SEGMENT_MS, Simulation, checkProtocolOverrides, type SimProgress } from './simulation.js';
 
 /** Everything `npm run sim` accepts, with defaults. */
 export interface RunOptions {
@@ -22,6 +22,10 @@ export interface RunOptions {
   playbackBufferMs: number;
   parity: 'off' | 'auto' | 'on';
   gracefulLeaveFraction: number;
+  /** When the true source publishes the packager's packets: as written, or per segment at its end. */
+  production: 'progressive' | 'segment';
+  /** Segment duration for segment production (ms). */
+  segmentMs: number;
   protocol: Partial<ProtocolConfig>;
   /** Hostile members (issue 18's red team): the summary is then of the honest members only. */
   adversaries?: readonly AdversarySpec[];
@@ -45,6 +49,8 @@ export const DEFAULT_RUN: Omit<RunOptions, 'scenario'> = {
   playbackBufferMs: 5000,
   parity: 'off',
   gracefulLeaveFraction: 0,
+  production: 'progressive',
+  segmentMs: DEFAULT_SEGMENT_MS,
   protocol: {},
 };
 
@@ -88,6 +94,8 @@ export function runScenario(options: RunOptions): RunOutput {
     playbackBufferMs: options.playbackBufferMs,
     parity: options.parity,
     gracefulLeaveFraction: options.gracefulLeaveFraction,
+    production: options.production,
+    segmentMs: options.segmentMs,
     targetLoadMin: 4,
     targetLoadMax: 28,
     protocol: options.protocol,

@@ -71,6 +71,17 @@ export interface SimOptions {
   readonly parity?: 'off' | 'auto' | 'on';
   /** Fraction of churn departures that are graceful quits (the rest fail abruptly). */
   readonly gracefulLeaveFraction: number;
+  /**
+   * When the true source publishes what the packager writes. The packager writes the stream at its
+   * rate: packet k's bytes are complete at w_k = streamStartMs + round(k × packet interval ÷ slices).
+   * `progressive` (default): each packet is published at w_k, as soon as it is written.
+   * `segment`: the packets are cut into segments of `segmentMs` (segment j holds the packets with
+   * w_k in [streamStartMs + j·segmentMs, streamStartMs + (j+1)·segmentMs)) and all of a segment's
+   * packets are published, in order, at its end, when a playlist would list it.
+   */
+  readonly production?: 'progressive' | 'segment';
+  /** Segment duration for `production: 'segment'` (default DEFAULT_SEGMENT_MS). */
+  readonly segmentMs?: number;
   /** TL range in slices, uniform (thesis §4.4, experimental setup: 4–28). */
   readonly targetLoadMin: number;
   readonly targetLoadMax: number;
@@ -123,6 +134,8 @@ const MAX_UPLINK_QUEUE_MS = 2000;
 const MIN_PACKET_BYTES = 64;
 /** Default playback buffer: a few seconds, as a live player keeps. */
 const DEFAULT_PLAYBACK_BUFFER_MS = 5000;
+/** Default segment duration: the packager's (HLS) 2 s segments. */
+export const DEFAULT_SEGMENT_MS = 2000;
 /** Default mean Gilbert–Elliott burst length (packets): short bursts, as on a congested Wi-Fi link. */
 const DEFAULT_LOSS_BURST_PACKETS = 4;
 /**
@@ -180,6 +193,15 @@ export class Simulation {
   private readonly sliceBytesPerMs: number;
   private readonly capacitySeqs: number;
   private publishCount = 0;
+  /** Segment production: the segment whose end the next publish event is (0-based). */
+  private segmentIndex = 0;
+  private readonly production: 'progressive' | 'segment';
+  private readonly segmentMs: number;
+  /**
+   * Packets a joiner's log starts further back under segment production: the trees carry the
+   * stream up to a segment behind the packager's position.
+   */
+  private readonly segmentLagSeqs: number;
   private events = 0;
   private readonly loss: LinkLossModel | null;
   /** Current slice source of each slice (for losses placed at the trees' first hops). */
@@ -218,6 +240,11 @@ export class Simulation {
     this.paritySlice = parity === 'off' ? -1 : dataSlices;
     this.packetIntervalMs = 1000 / options.packetsPerSlicePerSecond;
     this.publishIntervalMs = this.packetIntervalMs / this.slices;
+    this.production = options.production ?? 'progressive';
+    this.segmentMs = options.segmentMs ?? DEFAULT_SEGMENT_MS;
+    if (!(this.segmentMs > 0)) throw new RangeError(`segmentMs must be positive, got ${this.segmentMs}`);
+    this.segmentLagSeqs =
+      this.production === 'segment' ? Math.ceil(this.segmentMs / this.packetIntervalMs) : 0;
     const streamBytesPerSecond = (options.streamKbps * 1000) / 8;
     this.sliceBytesPerMs = streamBytesPerSecond / this.slices / 1000;
     this.packetBytes = Math.max(
@@ -282,7 +309,7 @@ export class Simulation {
     this.createInitialMembers(plan.initialMembers);
     // The source last, so the rendezvous server can already name members when it asks.
     this.createSource();
-    queue.push(plan.streamStartMs, netEvent(EV_PUBLISH, SOURCE_ID));
+    queue.push(this.nextPublishAt(), netEvent(EV_PUBLISH, SOURCE_ID));
     for (let t = SAMPLE_INTERVAL_MS; t <= plan.durationMs; t += SAMPLE_INTERVAL_MS)
       queue.push(t, netEvent(EV_SAMPLE, 0));
     if (plan.joiners > 0) queue.push(plan.joinStartMs, netEvent(EV_JOIN, 0));
@@ -318,6 +345,7 @@ export class Simulation {
       members: this.population.members,
       samples: measure.samples,
       emitTimes: measure.emitTimes,
+      writeTimes: measure.writeTimes,
       emittedPerSlice: measure.emitTimes.map((_, s) => this.sourceEngine().nextSequence(s)),
       events: this.events,
       simMs: plan.durationMs,
@@ -402,13 +430,16 @@ export class Simulation {
     // older than the first one the tree delivers.
     const baseSeq = Math.max(
       0,
-      Math.floor((now - this.options.plan.streamStartMs) / this.packetIntervalMs) - REPAIR_LOOKBACK_PACKETS,
+      Math.floor((now - this.options.plan.streamStartMs) / this.packetIntervalMs) -
+        REPAIR_LOOKBACK_PACKETS -
+        this.segmentLagSeqs,
     );
     const remainingSeqs = Math.min(
       this.capacitySeqs,
       Math.ceil(((this.options.plan.durationMs - now) / 1000) * this.options.packetsPerSlicePerSecond) +
         JOINER_SEQ_SLACK +
-        REPAIR_LOOKBACK_PACKETS,
+        REPAIR_LOOKBACK_PACKETS +
+        this.segmentLagSeqs,
     );
     const m = new MemberRecord(
       id,
@@ -616,14 +647,36 @@ export class Simulation {
     this.apply(m, m.engine.handle(now, { kind: 'timer' }), now);
   }
 
+  /** When the packager has finished writing packet k (stream-wide count, slices interleaved). */
+  private writtenAtMs(k: number): number {
+    return this.options.plan.streamStartMs + Math.round(k * this.publishIntervalMs);
+  }
+
+  /** The next publish event: the next packet's write time, or the current segment's end. */
+  private nextPublishAt(): number {
+    return this.production === 'progressive'
+      ? this.writtenAtMs(this.publishCount)
+      : this.options.plan.streamStartMs + Math.round((this.segmentIndex + 1) * this.segmentMs);
+  }
+
   private publish(now: number): void {
     const source = this.sourceEngine();
+    if (this.production === 'progressive') {
+      this.publishOne(source, now);
+    } else {
+      // The segment ends now: every packet written before its end goes out, in order, at once.
+      while (this.writtenAtMs(this.publishCount) < now) this.publishOne(source, now);
+      this.segmentIndex++;
+    }
+    const next = this.nextPublishAt();
+    if (next <= this.options.plan.durationMs) this.net.push(next, netEvent(EV_PUBLISH, SOURCE_ID));
+  }
+
+  private publishOne(source: Engine, now: number): void {
     const s = this.publishCount % this.slices;
-    this.measure.recordEmission(s, source.nextSequence(s), now);
+    this.measure.recordEmission(s, source.nextSequence(s), now, this.writtenAtMs(this.publishCount));
     this.publishCount++;
     this.apply(null, source.handle(now, { kind: 'publish', payload: this.emptyPayload }), now);
-    const next = this.options.plan.streamStartMs + Math.round(this.publishCount * this.publishIntervalMs);
-    if (next <= this.options.plan.durationMs) this.net.push(next, netEvent(EV_PUBLISH, SOURCE_ID));
   }
 
   private bootstrap(ev: NetEvent, now: number): void {
@@ -880,11 +933,15 @@ export class Simulation {
     m.playFromMs = now + this.playbackBufferMs;
     const engine = m.engine;
     if (engine === null) return;
+    // The engine's deadlines count from write times (zero + seq × interval). Under segment
+    // production a packet is published up to a segment after it was written, and a player plays
+    // a segment once it is listed: a segment later than the write-time clock.
+    const segmentWaitMs = this.production === 'segment' ? this.segmentMs : 0;
     this.apply(
       m,
       engine.handle(now, {
         kind: 'playout',
-        zeroAtMs: this.options.plan.streamStartMs + m.playoutDelayMs,
+        zeroAtMs: this.options.plan.streamStartMs + segmentWaitMs + m.playoutDelayMs,
         packetIntervalMs: this.packetIntervalMs,
         // 1 ms early: emission times are whole ms, so the engine's clock can put the first packet
         // half a millisecond before the start this simulator counts from.

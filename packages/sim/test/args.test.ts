@@ -42,6 +42,18 @@ describe('npm run sim arguments', () => {
     expect(parsed.options.packetsPerSlicePerSecond).toBe(DEFAULT_RUN.packetsPerSlicePerSecond);
   });
 
+  it('parses --production and --segment-ms (progressive and 2000 ms by default)', () => {
+    const plain = parseArgs(['--scenario', 'static']);
+    const segment = parseArgs(['--scenario', 'static', '--production', 'segment', '--segment-ms', '4000']);
+    if (plain === 'help' || segment === 'help') throw new Error('not help');
+    expect(plain.options).toMatchObject({ production: 'progressive', segmentMs: 2000 });
+    expect(segment.options).toMatchObject({ production: 'segment', segmentMs: 4000 });
+    expect(usageError(['--scenario', 'static', '--production', 'batch'])).toMatch(
+      /--production must be progressive or segment/,
+    );
+    expect(usageError(['--scenario', 'static', '--segment-ms', '0'])).toMatch(/--segment-ms/);
+  });
+
   it('answers --help', () => {
     expect(parseArgs(['--help'])).toBe('help');
   });
