@@ -37,8 +37,8 @@ const VIEWERS = 4;
  * issue's goal is 3 s at N = 8 and 16; a small swarm on two shared cores gets the same bound.
  */
 const MAX_LIVE_DELAY_P95_MS = 3000;
-/** Share of media from the mesh: a loose floor (the benchmark measures the real figure). */
-const MIN_MESH_SHARE = 0.5;
+/** Share of media from the mesh: measured 96% (4 viewers, 60 s); a floor with room for a loaded CI machine. */
+const MIN_MESH_SHARE = 0.8;
 
 const stack = new Stack();
 let stream: LiveStream;
