@@ -7,7 +7,7 @@
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import {
   Stack,
-  brief,
+  failWithEvidence,
   isIsolated,
   launchBrowser,
   log,
@@ -15,7 +15,6 @@ import {
   monitor,
   openViewer,
   percentile,
-  sampleAll,
   startStream,
   startTracker,
   steadinessProblems,
@@ -45,19 +44,8 @@ let stream: LiveStream;
 let tracker: Tracker;
 let browser: Browser;
 
-async function fail(title: string, problems: readonly string[], viewers: readonly Viewer[]): Promise<never> {
-  const snaps = await sampleAll(viewers);
-  const lines = [`${title}: ${problems.length} problem(s)`, ...problems.map((p) => `  - ${p}`), ''];
-  snaps.forEach((s, i) => {
-    const v = viewers[i];
-    if (v === undefined) return;
-    lines.push(`── ${v.label} ──`, JSON.stringify(brief(v.label, s)), `full: ${JSON.stringify(s)}`);
-    if (v.console.lines.length > 0) lines.push('console:', v.console.text());
-  });
-  lines.push('── tracker log (last lines) ──', tracker.logs.lines.slice(-60).join('\n'));
-  process.stderr.write(`${lines.join('\n')}\n`);
-  throw new Error(`${title}:\n${problems.join('\n')}`);
-}
+const fail = (title: string, problems: readonly string[], viewers: readonly Viewer[]): Promise<never> =>
+  failWithEvidence(title, problems, viewers, { tracker, stream });
 
 const figure = (s: ViewerSnapshot | undefined, key: string): number => {
   const value = s?.stats?.[key];

@@ -6,6 +6,7 @@ import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import {
   Stack,
   brief,
+  failWithEvidence,
   isIsolated,
   launchBrowser,
   log,
@@ -41,28 +42,8 @@ let late: Viewer | null = null;
 const INJECTED_LOSS = 0.05;
 
 /** Throws with every problem, after printing full per-viewer stats and the logs that explain them. */
-async function fail(title: string, problems: readonly string[], viewers: readonly Viewer[]): Promise<never> {
-  const snaps = await sampleAll(viewers);
-  const lines = [`${title}: ${problems.length} problem(s)`, ...problems.map((p) => `  - ${p}`), ''];
-  snaps.forEach((s, i) => {
-    const v = viewers[i];
-    if (v === undefined) return;
-    lines.push(
-      `── ${v.label} (${v.url}) ──`,
-      JSON.stringify(brief(v.label, s)),
-      `full: ${JSON.stringify(s)}`,
-    );
-    if (v.console.lines.length > 0) lines.push('console:', v.console.text());
-  });
-  const swarm = await tracker.swarm('live').catch((e: unknown) => `(unavailable: ${String(e)})`);
-  const origin = await tracker.origin().catch((e: unknown) => `(unavailable: ${String(e)})`);
-  lines.push('── tracker /debug/swarm/live ──', JSON.stringify(swarm));
-  lines.push('── tracker /debug/origin ──', JSON.stringify(origin));
-  lines.push('── tracker log (last lines) ──', tracker.logs.lines.slice(-60).join('\n'));
-  if (stream.stderr.lines.length > 0) lines.push('── ffmpeg ──', stream.stderr.text());
-  process.stderr.write(`${lines.join('\n')}\n`);
-  throw new Error(`${title}:\n${problems.join('\n')}`);
-}
+const fail = (title: string, problems: readonly string[], viewers: readonly Viewer[]): Promise<never> =>
+  failWithEvidence(title, problems, viewers, { tracker, stream });
 
 /** A figure of a snapshot's player stats by name, 0 when absent (counters start at 0). */
 const figure = (s: ViewerSnapshot | undefined, key: string): number => {

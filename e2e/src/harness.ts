@@ -6,9 +6,11 @@
  * (`npm run e2e`, tools/src/e2e/run.ts).
  */
 import { waitFor } from '../../tools/src/lib/wait.js';
+import type { LiveStream } from '../../tools/src/stack/stream.js';
+import type { Tracker } from '../../tools/src/stack/tracker.js';
 import type { Viewer } from '../../tools/src/viewers/browser.js';
 import type { ViewerSnapshot } from '../../tools/src/viewers/snapshot.js';
-import { sampleAll } from '../../tools/src/viewers/watch.js';
+import { brief, sampleAll } from '../../tools/src/viewers/watch.js';
 
 export { isIsolated, runIsolated } from '../../tools/src/lib/netns.js';
 export { root } from '../../tools/src/lib/paths.js';
@@ -61,4 +63,32 @@ export async function waitForPlaying(
 /** A progress line of a test on stderr (vitest shows it beside the test's output). */
 export function log(text: string): void {
   process.stderr.write(`e2e: ${text}\n`);
+}
+
+/**
+ * Throws with every problem, after printing what explains them: each viewer's stats and console,
+ * the tracker's view of the swarm and its origin counters, its last log lines, and ffmpeg's errors.
+ */
+export async function failWithEvidence(
+  title: string,
+  problems: readonly string[],
+  viewers: readonly Viewer[],
+  { tracker, stream }: { readonly tracker: Tracker; readonly stream?: LiveStream },
+): Promise<never> {
+  const snaps = await sampleAll(viewers);
+  const lines = [`${title}: ${problems.length} problem(s)`, ...problems.map((p) => `  - ${p}`), ''];
+  snaps.forEach((s, i) => {
+    const v = viewers[i];
+    if (v === undefined) return;
+    lines.push(`── ${v.label} (${v.url}) ──`, JSON.stringify(brief(v.label, s)), `full: ${JSON.stringify(s)}`);
+    if (v.console.lines.length > 0) lines.push('console:', v.console.text());
+  });
+  const swarm = await tracker.swarm('live').catch((e: unknown) => `(unavailable: ${String(e)})`);
+  const origin = await tracker.origin().catch((e: unknown) => `(unavailable: ${String(e)})`);
+  lines.push('── tracker /debug/swarm/live ──', JSON.stringify(swarm));
+  lines.push('── tracker /debug/origin ──', JSON.stringify(origin));
+  lines.push('── tracker log (last lines) ──', tracker.logs.lines.slice(-60).join('\n'));
+  if (stream !== undefined && stream.stderr.lines.length > 0) lines.push('── ffmpeg ──', stream.stderr.text());
+  process.stderr.write(`${lines.join('\n')}\n`);
+  throw new Error(`${title}:\n${problems.join('\n')}`);
 }

@@ -196,7 +196,7 @@ function partContext(
     responseType: 'arraybuffer',
     type: 'media-fragment',
     frag: { sn, url: inProgress ? '' : url },
-    part: { url: ownFile ? `${url}.part` : url },
+    part: { url: ownFile ? `${url}.part` : url, duration: 0.5 },
     rangeStart: ownFile ? 0 : start,
     rangeEnd: ownFile ? 0 : end,
   } as unknown as FragmentLoaderContext;
@@ -249,12 +249,16 @@ describe('meshWaitBudgetMs', () => {
 });
 
 describe('partWaitBudgetMs', () => {
-  it('gives a part the buffer less a small margin, none at startup, at most partMaxWaitMs', () => {
-    expect(partWaitBudgetMs(0)).toBe(0);
-    expect(partWaitBudgetMs(1200)).toBe(700);
-    expect(partWaitBudgetMs(3000)).toBe(1000);
-    expect(partWaitBudgetMs(400)).toBe(0);
-    expect(partWaitBudgetMs(3000, { partMaxWaitMs: 2000, partSafetyMarginMs: 200 })).toBe(2000);
+  it('gives a part the buffer less a small margin, none at startup, at most half the part or partMaxWaitMs', () => {
+    expect(partWaitBudgetMs(0, 500)).toBe(0);
+    expect(partWaitBudgetMs(700, 2000)).toBe(200);
+    expect(partWaitBudgetMs(3000, 2000)).toBe(1000);
+    expect(partWaitBudgetMs(3000, 500)).toBe(250);
+    expect(partWaitBudgetMs(400, 500)).toBe(0);
+    // A part whose duration is unknown is bounded by partMaxWaitMs only.
+    expect(partWaitBudgetMs(3000, Number.NaN)).toBe(1000);
+    expect(partWaitBudgetMs(3000, 4000, { partMaxWaitMs: 2000, partSafetyMarginMs: 200 })).toBe(2000);
+    expect(partWaitBudgetMs(3000, 1000, { partWaitShareOfDuration: 1 })).toBe(1000);
   });
 });
 
@@ -292,7 +296,7 @@ describe('createMeshFragmentLoader with LL-HLS parts', () => {
   it('takes the part from the origin when the mesh misses its deadline', async () => {
     const provider = new FakeProvider();
     provider.expected.add(4);
-    const { rec, originsBefore } = startPart(provider, partContext(4, 0, 100), 530);
+    const { rec, originsBefore } = startPart(provider, partContext(4, 0, 100), 530); // 30 ms
     expect(FakeOrigin.instances.length).toBe(originsBefore);
     await sleep(60);
     expect(FakeOrigin.instances.length).toBe(originsBefore + 1);

@@ -316,7 +316,7 @@ The method and every setting are explained in [docs/benchmarks/README.md](${run.
 |---|---|---|---|---|---|---|---|---|---|---|---|---|
 ${rows.join('\n')}
 
-## Goals (issue 5, mesh arm; set for N = 16)
+## Goals (issues 5 and 14, mesh arm; set for N = 8 and 16)
 
 | setting | goal | target | measured | | missed by |
 |---|---|---|---|---|---|
