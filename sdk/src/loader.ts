@@ -38,11 +38,13 @@ export interface MeshFragmentLoaderOptions {
   /** Never wait for a part from the mesh longer than this. Default 1000 ms (two parts of 0.5 s). */
   readonly partMaxWaitMs?: number;
   /**
-   * Never wait for a part longer than this share of its own duration. Default 0.5. hls.js loads
-   * parts one after another, so a wait longer than the part plays drains the buffer part after
-   * part: waiting a whole 1 s for 0.5 s parts stalled 8 viewers 18 times in 180 s (bench:compare
-   * ll, N = 8), while the mesh holds a part 33 ms (p50) to 167 ms (max) after the origin lists it
-   * (4 Node viewers).
+   * Never wait for a part longer than this multiple of its own duration. Default 2 (1 s for the
+   * 0.5 s parts of the tracker's LL view, the same as partMaxWaitMs). hls.js loads parts one after
+   * another, so a wait longer than the part plays drains the buffer; but a cap of half the part
+   * (0.25 s) made things worse where it was tried (bench:compare ll, N = 8, a saturated 2-core
+   * machine: 28 stalls and 2.05 stream copies against 18 and 1.37 with 1 s), because under that
+   * load the browsers' mesh lags more than 0.25 s. Lower it where viewers have CPU to spare: the
+   * mesh holds a part 33 ms (p50) to 167 ms (max) after the origin lists it (4 Node viewers).
    */
   readonly partWaitShareOfDuration?: number;
   /**
@@ -59,7 +61,7 @@ export const DEFAULT_MAX_WAIT_MS = 4000;
 export const DEFAULT_STARTUP_WAIT_MS = 1500;
 export const DEFAULT_PART_SAFETY_MARGIN_MS = 500;
 export const DEFAULT_PART_MAX_WAIT_MS = 1000;
-export const DEFAULT_PART_WAIT_SHARE_OF_DURATION = 0.5;
+export const DEFAULT_PART_WAIT_SHARE_OF_DURATION = 2;
 
 /**
  * How long the loader may wait for the mesh before asking the origin: what is buffered minus a
@@ -78,7 +80,7 @@ export function meshWaitBudgetMs(bufferAheadMs: number, options: MeshFragmentLoa
 
 /**
  * The mesh wait for an LL-HLS part of `partDurationMs`: the buffer minus a small margin, within
- * [0, partMaxWaitMs] and at most `partWaitShareOfDuration` of the part's own duration; none with
+ * [0, partMaxWaitMs] and at most `partWaitShareOfDuration` times the part's own duration; none with
  * nothing buffered (startup is the origin's: the parts' playlist already holds the player at the
  * live edge, where the mesh has had no time to run ahead).
  */

@@ -249,16 +249,17 @@ describe('meshWaitBudgetMs', () => {
 });
 
 describe('partWaitBudgetMs', () => {
-  it('gives a part the buffer less a small margin, none at startup, at most half the part or partMaxWaitMs', () => {
+  it('gives a part the buffer less a small margin, none at startup, at most twice the part or partMaxWaitMs', () => {
     expect(partWaitBudgetMs(0, 500)).toBe(0);
     expect(partWaitBudgetMs(700, 2000)).toBe(200);
     expect(partWaitBudgetMs(3000, 2000)).toBe(1000);
-    expect(partWaitBudgetMs(3000, 500)).toBe(250);
+    expect(partWaitBudgetMs(3000, 300)).toBe(600);
+    expect(partWaitBudgetMs(3000, 500, { partWaitShareOfDuration: 0.5 })).toBe(250);
     expect(partWaitBudgetMs(400, 500)).toBe(0);
     // A part whose duration is unknown is bounded by partMaxWaitMs only.
     expect(partWaitBudgetMs(3000, Number.NaN)).toBe(1000);
     expect(partWaitBudgetMs(3000, 4000, { partMaxWaitMs: 2000, partSafetyMarginMs: 200 })).toBe(2000);
-    expect(partWaitBudgetMs(3000, 1000, { partWaitShareOfDuration: 1 })).toBe(1000);
+    expect(partWaitBudgetMs(3000, 1000, { partWaitShareOfDuration: 0.1 })).toBe(100);
   });
 });
 
