@@ -81,6 +81,10 @@ const LISTING_ATTEMPTS = 40;
 const SUCCESSOR_RETRY_MS = 20;
 /** …this many times (0.5 s) before the 250 ms playlist poll takes over again. */
 const SUCCESSOR_RETRIES = 25;
+/** Segments cut whole in a row, with pushing on, before the source stops trying for a while… */
+const PUSH_MISSES_BEFORE_PAUSE = 3;
+/** …this long (an origin restarted with streaming is found again within half a minute). */
+const PUSH_PAUSE_MS = 30_000;
 
 /**
  * The URI of the segment after `uri` as a numbering packager names it: its last run of digits plus
@@ -324,6 +328,10 @@ export async function startTrueSource(options: TrueSourceOptions): Promise<TrueS
   let latestPlaylist: MediaPlaylist | null = null;
   /** A segment is being pushed while written: the poll publishes nothing meanwhile. */
   let pushing = false;
+  /** Segments in a row cut whole although pushing was on (the origin did not stream them). */
+  let segmentsNotPushedInARow = 0;
+  /** Until then (performance.now() ms) no push is tried: the origin does not seem to stream. */
+  let pushPausedUntilMs = 0;
   const pushAbort = new AbortController();
   const state = { stopped: false };
   // A function, not a read of `state.stopped`: stop() may run while a poll awaits.
@@ -503,6 +511,7 @@ export async function startTrueSource(options: TrueSourceOptions): Promise<TrueS
     announce(signed);
     noteRate(outcome.bytes, listed.durationMs);
     segmentsPushed++;
+    segmentsNotPushedInARow = 0;
     segmentsPublished++;
     bytesPublished += outcome.bytes;
     log('debug', 'segment pushed while written', {
@@ -517,7 +526,8 @@ export async function startTrueSource(options: TrueSourceOptions): Promise<TrueS
 
   /** Pushes segment after segment while the origin streams them; the poll takes over otherwise. */
   const startPushing = (): void => {
-    if (pushing || pushMode !== 'while-written' || isStopped()) return;
+    if (pushing || pushMode !== 'while-written' || isStopped() || performance.now() < pushPausedUntilMs)
+      return;
     pushing = true;
     void (async () => {
       try {
@@ -556,7 +566,22 @@ export async function startTrueSource(options: TrueSourceOptions): Promise<TrueS
       for (const segment of fresh) {
         if (isStopped()) break;
         await publishSegment(segment.sequence, segment.uri, segment.durationMs);
+        // A segment cut whole while pushing was on: the origin did not stream it in progress (a
+        // plain file server, or a packager whose next name cannot be guessed). After a few in a
+        // row, stop asking for a while rather than asking 40 times a second for nothing.
+        if (lastSequence !== null && pushMode === 'while-written') segmentsNotPushedInARow++;
         lastSequence = segment.sequence;
+      }
+      if (segmentsNotPushedInARow >= PUSH_MISSES_BEFORE_PAUSE) {
+        segmentsNotPushedInARow = 0;
+        pushPausedUntilMs = performance.now() + PUSH_PAUSE_MS;
+        log(
+          'info',
+          'true source: the origin does not stream segments in progress; cutting them whole for a while',
+          {
+            pauseMs: PUSH_PAUSE_MS,
+          },
+        );
       }
       lastPlaylistError = '';
       startPushing();
