@@ -80,7 +80,11 @@ export async function failWithEvidence(
   snaps.forEach((s, i) => {
     const v = viewers[i];
     if (v === undefined) return;
-    lines.push(`── ${v.label} (${v.url}) ──`, JSON.stringify(brief(v.label, s)), `full: ${JSON.stringify(s)}`);
+    lines.push(
+      `── ${v.label} (${v.url}) ──`,
+      JSON.stringify(brief(v.label, s)),
+      `full: ${JSON.stringify(s)}`,
+    );
     if (v.console.lines.length > 0) lines.push('console:', v.console.text());
   });
   const swarm = await tracker.swarm('live').catch((e: unknown) => `(unavailable: ${String(e)})`);
@@ -88,7 +92,8 @@ export async function failWithEvidence(
   lines.push('── tracker /debug/swarm/live ──', JSON.stringify(swarm));
   lines.push('── tracker /debug/origin ──', JSON.stringify(origin));
   lines.push('── tracker log (last lines) ──', tracker.logs.lines.slice(-60).join('\n'));
-  if (stream !== undefined && stream.stderr.lines.length > 0) lines.push('── ffmpeg ──', stream.stderr.text());
+  if (stream !== undefined && stream.stderr.lines.length > 0)
+    lines.push('── ffmpeg ──', stream.stderr.text());
   process.stderr.write(`${lines.join('\n')}\n`);
   throw new Error(`${title}:\n${problems.join('\n')}`);
 }
