@@ -57,12 +57,8 @@ export class PacketSignatures {
   constructor(private readonly options: PacketSignaturesOptions) {}
 
   /** The verdict on a signed packet whose bytes hash to `payloadSha256`. */
-  check(
-    packet: MediaPacket & { readonly signed: SignedPacketFields },
-    payloadSha256: Uint8Array,
-  ): SignatureVerdict {
+  check(packet: MediaPacket, signed: SignedPacketFields, payloadSha256: Uint8Array): SignatureVerdict {
     if (this.options.publicKey === null) return 'valid';
-    const { signed } = packet;
     if (signed.signature.length !== PACKET_SIGNATURE_BYTES) return 'forged';
     const key = claimKey(packet, signed, payloadSha256);
     const known = this.verdicts.get(key);
@@ -73,7 +69,11 @@ export class PacketSignatures {
     }
     this.remember(key, 'pending');
     this.pending++;
-    const message = packetSigningBytes(this.options.stream, packet, payloadSha256);
+    const message = packetSigningBytes(
+      this.options.stream,
+      { segment: packet.segment, index: packet.index, signed },
+      payloadSha256,
+    );
     void crypto.subtle
       .verify('Ed25519', this.options.publicKey, Uint8Array.from(signed.signature), Uint8Array.from(message))
       .catch(() => false)

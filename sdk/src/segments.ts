@@ -365,21 +365,9 @@ export class SegmentStore {
       return Promise.resolve(null);
     const entry = this.entry(sequence, 0, true);
     if (entry === null) return Promise.resolve(null);
-    return new Promise((resolve) => {
-      const finish = (bytes: Uint8Array | null): void => {
-        clearTimeout(timer);
-        signal?.removeEventListener('abort', onAbort);
-        entry.waiters.delete(finish);
-        resolve(bytes);
-      };
-      const onAbort = (): void => {
-        finish(null);
-      };
-      const timer = setTimeout(() => {
-        finish(null);
-      }, timeoutMs);
-      signal?.addEventListener('abort', onAbort);
+    return waitFor(timeoutMs, signal, (finish) => {
       entry.waiters.add(finish);
+      return () => entry.waiters.delete(finish);
     });
   }
 
@@ -425,23 +413,13 @@ export class SegmentStore {
     if (timeoutMs <= 0 || signal?.aborted === true || !this.expects(sequence)) return Promise.resolve(null);
     const entry = this.entry(sequence, 0, true);
     if (entry === null || entry.rangeWaiters.length >= MAX_RANGE_WAITERS) return Promise.resolve(null);
-    return new Promise((resolve) => {
-      const finish = (bytes: Uint8Array | null): void => {
-        clearTimeout(timer);
-        signal?.removeEventListener('abort', onAbort);
+    return waitFor(timeoutMs, signal, (finish) => {
+      const waiter: RangeWaiter = { start, end, resolve: finish };
+      entry.rangeWaiters.push(waiter);
+      return () => {
         const at = entry.rangeWaiters.indexOf(waiter);
         if (at >= 0) entry.rangeWaiters.splice(at, 1);
-        resolve(bytes);
       };
-      const waiter: RangeWaiter = { start, end, resolve: finish };
-      const onAbort = (): void => {
-        finish(null);
-      };
-      const timer = setTimeout(() => {
-        finish(null);
-      }, timeoutMs);
-      signal?.addEventListener('abort', onAbort);
-      entry.rangeWaiters.push(waiter);
     });
   }
 
@@ -455,6 +433,8 @@ export class SegmentStore {
 
   /** Hands byte ranges now available to their waiters (after a packet or the whole segment). */
   private wakeRanges(entry: Entry): void {
+    // Called for every packet: nothing to do (and no copy to make) without a range waiter.
+    if (entry.rangeWaiters.length === 0) return;
     for (const w of [...entry.rangeWaiters]) {
       const bytes = entry.failed ? null : this.range(entry.sequence, w.start, w.end);
       if (bytes !== null || entry.failed) w.resolve(bytes);
@@ -548,6 +528,31 @@ export class SegmentStore {
     for (const w of [...entry.waiters]) w(out);
     this.wakeRanges(entry);
   }
+}
+
+/**
+ * A wait that `register` hooks up (it returns how to unhook): resolved by the `finish` it is given,
+ * or with null at the timeout or on an abort, unhooked either way.
+ */
+function waitFor(
+  timeoutMs: number,
+  signal: AbortSignal | undefined,
+  register: (finish: (bytes: Uint8Array | null) => void) => () => void,
+): Promise<Uint8Array | null> {
+  return new Promise((resolve) => {
+    const finish = (bytes: Uint8Array | null): void => {
+      clearTimeout(timer);
+      signal?.removeEventListener('abort', onAbort);
+      unregister();
+      resolve(bytes);
+    };
+    const onAbort = (): void => {
+      finish(null);
+    };
+    const timer = setTimeout(onAbort, timeoutMs);
+    signal?.addEventListener('abort', onAbort);
+    const unregister = register(finish);
+  });
 }
 
 export function bytesToHex(bytes: Uint8Array): string {

@@ -141,14 +141,14 @@ export function inspectPacket(
   const packet = decoded.packet;
   const { segment, index, count, bytes, signed } = packet;
   const announcement = store.announcement(segment);
-  const digest = sha256(bytes);
+  // Hashed only once nothing cheaper decides: held packets are looked at again and again.
   if (announcement === null) {
     if (signed === undefined || signatures === undefined) return 'hold';
     if (place !== undefined) {
       const dealt = packetPlace(signed.packetNumber, 0, place.dataSlices);
       if (dealt.slice !== place.slice || dealt.seq !== place.seq) return 'reject';
     }
-    const verdict = signatures.check({ ...packet, signed }, digest);
+    const verdict = signatures.check(packet, signed, sha256(bytes));
     return verdict === 'valid' ? 'accept' : verdict === 'forged' ? 'reject' : 'hold';
   }
   if (count !== headerCount(announcement) && count !== announcement.packets) return 'reject';
@@ -165,7 +165,7 @@ export function inspectPacket(
     if (dealt.slice !== place.slice || dealt.seq !== place.seq) return 'reject';
   }
   const expected = announcement.packetHashes.slice(index * PACKET_HASH_HEX, (index + 1) * PACKET_HASH_HEX);
-  return bytesToHex(digest.subarray(0, PACKET_HASH_HEX / 2)) === expected ? 'accept' : 'reject';
+  return bytesToHex(sha256(bytes).subarray(0, PACKET_HASH_HEX / 2)) === expected ? 'accept' : 'reject';
 }
 
 /** Host hooks for non-browser runtimes and tests. */

@@ -12,8 +12,8 @@ import {
   packetSigningBytes,
   type MediaPacket,
 } from '@chunkycast/wire';
+import { GROWING_HEADER } from '../src/ll-hls/index.js';
 import {
-  GROWING_HEADER,
   MIN_PACKET_BYTES,
   PacketCutter,
   packetBytesFor,

@@ -1,6 +1,7 @@
 /**
  * Pushing a segment into the mesh while the packager writes it (issue 14). The origin streams the
- * segment in progress (`GROWING_HEADER`, see tracker/src/ll-hls/): every `packetBytes` bytes become a
+ * segment in progress (`GROWING_HEADER`, see tracker/src/ll-hls/; any other answer, such as a plain
+ * file server's, is not pushed: the segment is cut whole once listed): every `packetBytes` bytes become a
  * packet, signed on its own (`packetSigningBytes`: viewers check it on arrival, before any
  * announcement of the segment exists) and dealt to the slices at once. When the origin ends the
  * stream the segment is complete: the tail packet and empty ones up to a whole row of slices follow,
@@ -18,13 +19,6 @@ import {
   packetSigningBytes,
 } from '@chunkycast/wire';
 
-/**
- * The origin marks a body that is a segment still being written, streamed until the packager
- * finishes it (so the end of the body is the end of the segment), with GROWING_HEADER. Any other
- * answer (a plain file server sends what is on disk with its length) is not pushed: the source waits
- * until the playlist lists the segment and cuts it whole.
- */
-export { GROWING_HEADER } from '../ll-hls/index.js';
 /**
  * A packet should fill in about this long at the stream's rate: its first byte waits for its last
  * before it can leave, so this is the latency the cut adds. 125 ms keeps a ~1 Mbit/s stream at ~16
