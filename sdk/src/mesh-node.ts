@@ -525,6 +525,18 @@ export class MeshNode {
   }
 
   /**
+   * The player needs these stream-wide packets by `atMs` (the engine's `deadline` input: a segment
+   * taken whole). Only with a playout clock's host; a bad span is logged and ignored.
+   */
+  deadline(span: { readonly firstPacket: number; readonly packets: number; readonly atMs: number }): void {
+    if (this.options.fetchOrigin === undefined) {
+      this.log('error', 'a deadline needs the fetchOrigin option: ignored');
+      return;
+    }
+    this.feed({ kind: 'deadline', ...span });
+  }
+
+  /**
    * A packet fetched from the origin for the engine's `fetchOrigin`, already checked against its
    * announced hash by the host: the engine delivers it (if still needed) and forwards it down the tree.
    */

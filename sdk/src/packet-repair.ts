@@ -78,15 +78,17 @@ export interface PlayoutClock {
 }
 
 /**
- * The playout clock that makes the player's deadline for one segment the engine's deadline for that
- * segment's last packet. The engine's clock is linear: packet `seq` of `slice` plays at
- * zeroAtMs + (seq + slice/D)·interval, i.e. stream-wide packet n at zeroAtMs + (n/D)·interval. One
- * slice's interval is the segment's duration over its packets per slice (D·durationMs/packets), so
- * the clock runs at the stream's real rate and later segments fall a duration later each, as the
- * player will want them. hls.js needs a segment whole, so every packet of it is due at the deadline;
- * a linear clock cannot say that, and anchoring at the last packet makes each earlier packet due
- * that much earlier (at most one segment duration): never later than the player needs it. Null when
- * the announcement cannot give a rate (no duration or no packets).
+ * The playout clock for a player that needs this segment by `deadlineMs`. The engine's clock is
+ * linear: packet `seq` of `slice` plays at zeroAtMs + (seq + slice/D)·interval, i.e. stream-wide
+ * packet n at zeroAtMs + (n/D)·interval. One slice's interval is the segment's duration over its
+ * packets per slice (D·durationMs/packets), so the clock runs at the stream's real rate and later
+ * segments fall a duration later each, as the player will want them. It is anchored on the segment's
+ * first packet, so no packet of the segment plays before the deadline: hls.js needs the segment
+ * whole, every packet of it at the deadline, which the host says with a `deadline` span
+ * (`segmentDeadline`). A clock that already put the later packets earlier (anchored on the last
+ * packet, as it was) made the early packets look due up to a segment's duration early, and sent them
+ * to the origin before any neighbour was asked. Null when the announcement cannot give a rate (no
+ * duration or no packets).
  */
 export function playoutFor(
   a: Pick<SignedAnnouncement, 'firstPacket' | 'packets' | 'durationMs'>,
@@ -103,9 +105,24 @@ export function playoutFor(
   )
     return null;
   const packetIntervalMs = (dataSlices * a.durationMs) / a.packets;
-  const lastPacket = a.firstPacket + a.packets - 1;
-  const zeroAtMs = deadlineMs - (lastPacket / dataSlices) * packetIntervalMs;
+  const zeroAtMs = deadlineMs - (a.firstPacket / dataSlices) * packetIntervalMs;
   return { zeroAtMs, packetIntervalMs, fromMs: nowMs };
+}
+
+/** The engine's `deadline` input (without `kind`): every packet of the segment by the deadline. */
+export interface DeadlineSpan {
+  readonly firstPacket: number;
+  readonly packets: number;
+  readonly atMs: number;
+}
+
+/** The span that tells the engine a whole segment is needed by `deadlineMs` (null if it has no packets). */
+export function segmentDeadline(
+  a: Pick<SignedAnnouncement, 'firstPacket' | 'packets'>,
+  deadlineMs: number,
+): DeadlineSpan | null {
+  if (!(a.packets > 0) || !Number.isFinite(deadlineMs)) return null;
+  return { firstPacket: a.firstPacket, packets: a.packets, atMs: deadlineMs };
 }
 
 /** One origin request: a run of adjacent packets of a segment. */

@@ -43,7 +43,13 @@ import {
   type UploadCapacityMode,
 } from './capacity.js';
 import { PacketSignatures } from './packet-signatures.js';
-import { OriginRepair, playoutFor, resolvePacketRepair, type PacketRepairMode } from './packet-repair.js';
+import {
+  OriginRepair,
+  playoutFor,
+  resolvePacketRepair,
+  segmentDeadline,
+  type PacketRepairMode,
+} from './packet-repair.js';
 import { SegmentStore, bytesToHex, importPublicKey } from './segments.js';
 import {
   SYSTEM_CLOCK,
@@ -833,8 +839,9 @@ export class MeshSession extends EventTarget implements SegmentProvider {
   }
 
   /**
-   * Engine mode: the playout clock that makes the player's deadline for this segment the engine's
-   * deadline for its last packet (`playoutFor`). A segment not announced yet (its packets still
+   * Engine mode: the playout clock that runs at the stream's rate with this segment's first packet
+   * at the player's deadline (`playoutFor`), and that deadline for every packet of the segment
+   * (`segmentDeadline`). A segment not announced yet (its packets still
    * being written) gets its clock when its announcement comes.
    */
   private tellPlayout(sequence: number, deadlineMs: number): void {
@@ -849,9 +856,11 @@ export class MeshSession extends EventTarget implements SegmentProvider {
       return;
     }
     const clock = playoutFor(a, deadlineMs, node.engine.config.dataSlices, this.clock.now());
-    if (clock === null) return;
+    const span = segmentDeadline(a, deadlineMs);
+    if (clock === null || span === null) return;
     const rttMs = this.originRepair?.originRttMs ?? null;
     node.playout(rttMs === null ? clock : { ...clock, originRttMs: rttMs });
+    node.deadline(span);
   }
 
   /**

@@ -15,6 +15,7 @@ import {
   OriginRepair,
   locatePacket,
   playoutFor,
+  segmentDeadline,
   resolvePacketRepair,
   type PlayoutClock,
 } from '../src/packet-repair.js';
@@ -118,26 +119,32 @@ describe('locatePacket', () => {
 describe('playoutFor', () => {
   const a = { firstPacket: 176, packets: 32, durationMs: 2000 };
 
-  it("makes the player's deadline the segment's last packet's, at the stream's real rate", () => {
+  it("makes the player's deadline the segment's first packet's, at the stream's real rate", () => {
     const clock = playoutFor(a, 50_000, D, 47_000);
     expect(clock).not.toBeNull();
     if (clock === null) return;
     // Two packets per slice per 2 s segment: one slice's packet every second.
     expect(clock.packetIntervalMs).toBe(1000);
     expect(clock.fromMs).toBe(47_000);
-    const last = packetPlace(a.firstPacket, a.packets - 1, D);
-    expect(playTime(clock, last.slice, last.seq)).toBeCloseTo(50_000, 6);
-    // Every packet of the segment is due by the deadline, the first one a segment's duration
-    // (less one packet) earlier.
     const first = packetPlace(a.firstPacket, 0, D);
-    expect(playTime(clock, first.slice, first.seq)).toBeCloseTo(50_000 - (2000 * 31) / 32, 6);
+    expect(playTime(clock, first.slice, first.seq)).toBeCloseTo(50_000, 6);
+    // No packet of the segment plays before the deadline (the span brings them all to it), the
+    // last one a segment's duration (less one packet) later.
+    const last = packetPlace(a.firstPacket, a.packets - 1, D);
+    expect(playTime(clock, last.slice, last.seq)).toBeCloseTo(50_000 + (2000 * 31) / 32, 6);
     for (let i = 0; i < a.packets; i++) {
       const p = packetPlace(a.firstPacket, i, D);
-      expect(playTime(clock, p.slice, p.seq)).toBeLessThanOrEqual(50_000 + 1e-6);
+      expect(playTime(clock, p.slice, p.seq)).toBeGreaterThanOrEqual(50_000 - 1e-6);
     }
-    // The next segment (same rate) falls one duration later: its last packet at 52 000.
-    const nextLast = packetPlace(a.firstPacket + a.packets, a.packets - 1, D);
-    expect(playTime(clock, nextLast.slice, nextLast.seq)).toBeCloseTo(52_000, 6);
+    // The next segment (same rate) falls one duration later: its first packet at 52 000.
+    const nextFirst = packetPlace(a.firstPacket + a.packets, 0, D);
+    expect(playTime(clock, nextFirst.slice, nextFirst.seq)).toBeCloseTo(52_000, 6);
+  });
+
+  it('segmentDeadline needs every packet of the segment by the deadline', () => {
+    expect(segmentDeadline(a, 50_000)).toEqual({ firstPacket: 176, packets: 32, atMs: 50_000 });
+    expect(segmentDeadline({ ...a, packets: 0 }, 50_000)).toBeNull();
+    expect(segmentDeadline(a, Number.POSITIVE_INFINITY)).toBeNull();
   });
 
   it('gives no clock when the announcement cannot give a rate', () => {

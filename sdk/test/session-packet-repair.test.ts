@@ -12,7 +12,7 @@ import {
   planPackets,
   type SignedAnnouncement,
 } from '@chunkycast/wire';
-import { playoutFor } from '../src/packet-repair.js';
+import { playoutFor, segmentDeadline } from '../src/packet-repair.js';
 import { FakeClock, socketFactory, welcome } from './tracker-fakes.js';
 
 const D = 16;
@@ -82,12 +82,15 @@ function nodeOf(session: MeshSession): MeshNode {
 describe('MeshSession packetRepair', () => {
   it("engine: the player's deadline for a segment becomes the engine's playout clock", async () => {
     const playout = vi.spyOn(MeshNode.prototype, 'playout');
+    const deadline = vi.spyOn(MeshNode.prototype, 'deadline');
     const s10 = segment(10, 40_000);
     const t = await connected('engine', [s10.a]);
     expect(t.session.packetRepair).toBe('engine');
     const waiting = t.session.waitForSegment(10, 12_000, undefined, `${URL_BASE}seg10.ts`);
     expect(playout).toHaveBeenCalledTimes(1);
     expect(playout.mock.calls[0]?.[0]).toEqual(playoutFor(s10.a, 12_000, D, 10_000));
+    // hls.js takes the segment whole: every packet of it is due at the player's deadline.
+    expect(deadline.mock.calls).toEqual([[{ firstPacket: s10.a.firstPacket, packets: s10.a.packets, atMs: 12_000 }]]);
     // A segment not announced yet (still being written) gets its clock when its announcement comes.
     const s11 = segment(11, 40_000);
     void t.session.waitForSegment(11, 14_000, undefined, `${URL_BASE}seg11.ts`);
@@ -96,6 +99,7 @@ describe('MeshSession packetRepair', () => {
     await settle();
     expect(playout).toHaveBeenCalledTimes(2);
     expect(playout.mock.calls[1]?.[0]).toEqual(playoutFor(s11.a, 14_000, D, 10_000));
+    expect(deadline.mock.calls[1]?.[0]).toEqual(segmentDeadline(s11.a, 14_000));
     t.session.close();
     expect(await waiting).toBeNull();
   });

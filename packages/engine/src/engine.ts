@@ -478,6 +478,9 @@ export class Engine {
             ...(input.originRttMs !== undefined ? { originRttMs: input.originRttMs } : {}),
           });
         break;
+      case 'deadline':
+        if (this.config.role === 'member') this.repair.setDeadline(input.firstPacket, input.packets, input.atMs);
+        break;
       case 'originPacket':
         if (
           this.config.role === 'member' &&

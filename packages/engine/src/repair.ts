@@ -83,7 +83,8 @@ export interface RepairCounters {
 interface Missing {
   readonly slice: number;
   readonly seq: number;
-  readonly deadline: number;
+  /** Repair deadline: the clock's play time, or earlier once the host gives a span (setDeadline). */
+  deadline: number;
   readonly detectedAt: number;
   helper: PeerId | null;
   askedAt: number;
@@ -101,6 +102,20 @@ interface Playout {
   readonly fromMs: number;
   readonly originRttMs?: number;
 }
+
+/** A host's deadline for a run of stream-wide packets [first, end) (Input 'deadline'). */
+interface DeadlineSpan {
+  readonly first: number;
+  readonly end: number;
+  readonly atMs: number;
+}
+
+/**
+ * Host deadline spans kept, newest by deadline: a player asks for a segment a few segments ahead of
+ * its playhead at most (hls.js buffers about three), so 16 covers every segment still awaited. Not
+ * from the papers: their playout is linear.
+ */
+const MAX_DEADLINE_SPANS = 16;
 
 /** Weight of a new lag sample: follows a parent change within a few packets, smooths jitter. */
 const LAG_SMOOTHING = 0.2;
@@ -142,6 +157,8 @@ const MAX_REQUEST_ID = 0xffff_fffe;
  * that failed (their advertised Bloom filters hold neither mask), fewest in flight per helper.
  * NAK or timeout moves a packet to the next helper; within `originLeadMs` of its deadline it is
  * fetched from the origin instead. A repaired packet goes to the application and on down the tree.
+ * A packet's deadline is its play time on the clock, or earlier where the host said a run of packets
+ * is needed all at once (`setDeadline`: a player that takes segments whole).
  *
  * Helper: serves what its ring holds, as long as its repair rate stays under
  * `repairUploadShare`·TL slices and the transport to the requester is not backed up; otherwise BUSY.
@@ -170,6 +187,7 @@ export class Repairer {
     falseAlarms: 0,
   };
   private playout: Playout | null = null;
+  private spans: DeadlineSpan[] = [];
   private nextScanAt = Infinity;
   private readonly scanFrom: number[];
   private readonly lagMs: Float64Array;
@@ -242,6 +260,30 @@ export class Repairer {
       }
     }
     if (this.nextScanAt === Infinity) this.nextScanAt = now;
+  }
+
+  /**
+   * The host needs packets [firstPacket, firstPacket + packets) by `atMs` (Input 'deadline'): their
+   * deadline becomes the earlier of that and the clock's. Packets already missing take it at once.
+   */
+  setDeadline(firstPacket: number, packets: number, atMs: number): void {
+    if (!Number.isSafeInteger(firstPacket) || firstPacket < 0 || !Number.isSafeInteger(packets) || packets <= 0)
+      throw new RangeError('a deadline span needs a whole firstPacket ≥ 0 and a whole packets > 0');
+    if (!Number.isFinite(atMs)) throw new RangeError('a deadline span needs a finite atMs');
+    const span: DeadlineSpan = { first: firstPacket, end: firstPacket + packets, atMs };
+    const kept = this.spans.filter((x) => x.end <= span.first || x.first >= span.end);
+    kept.push(span);
+    if (kept.length > MAX_DEADLINE_SPANS) {
+      kept.sort((a, b) => b.atMs - a.atMs);
+      kept.length = MAX_DEADLINE_SPANS;
+    }
+    this.spans = kept;
+    if (this.playout === null) return;
+    const d = this.host.dataSlices;
+    for (const m of this.missing.values()) {
+      const n = m.seq * d + m.slice;
+      if (n >= span.first && n < span.end) m.deadline = this.deadlineOf(m.slice, m.seq, this.playTime(m.slice, m.seq));
+    }
   }
 
   setBacklog(peer: PeerId, bytes: number): void {
@@ -369,15 +411,16 @@ export class Repairer {
       seq = Math.max(seq, this.firstSeqPlayingAt(s, now));
       for (;;) {
         const play = this.playTime(s, seq);
+        const deadline = this.deadlineOf(s, seq, play);
         // Missing once overdue on its own path, or in any case when the deadline draws near (a path
         // that drifted later than the buffer would otherwise never be caught in time).
-        if (now < Math.min(play + lag + p.repairGraceMs, play - 2 * this.originLeadMs)) break;
-        if (st.payloadOf(seq) === undefined && play > now && !this.missing.has(key(s, seq))) {
+        if (now < Math.min(play + lag + p.repairGraceMs, deadline - 2 * this.originLeadMs)) break;
+        if (st.payloadOf(seq) === undefined && deadline > now && !this.missing.has(key(s, seq))) {
           this.counters.packetsMissing++;
           this.missing.set(key(s, seq), {
             slice: s,
             seq,
-            deadline: play,
+            deadline,
             detectedAt: now,
             helper: null,
             askedAt: -Infinity,
@@ -636,6 +679,17 @@ export class Repairer {
   private playTime(s: number, seq: number): number {
     const pl = this.playout as Playout;
     return pl.zeroAtMs + (seq + s / this.host.dataSlices) * pl.packetIntervalMs;
+  }
+
+  /**
+   * A packet's repair deadline: its play time on the clock, or a host span's earlier deadline. Never
+   * later than the clock's, so the clock alone can still tell which packets are past needing.
+   */
+  private deadlineOf(s: number, seq: number, play: number): number {
+    if (this.spans.length === 0) return play;
+    const n = seq * this.host.dataSlices + s;
+    for (const span of this.spans) if (n >= span.first && n < span.end) return Math.min(play, span.atMs);
+    return play;
   }
 
   private firstSeqPlayingAt(s: number, atMs: number): number {

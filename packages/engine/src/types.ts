@@ -50,6 +50,19 @@ export type Input =
        */
       readonly originRttMs?: number;
     }
+  /**
+   * The host needs stream-wide packets [firstPacket, firstPacket + packets) by `atMs` (packet n is
+   * `seq · D + slice`, wire `packetPlace`): a player that takes a segment only whole needs its first
+   * packet when it needs its last, which a linear `playout` clock cannot say. Those packets' repair
+   * deadline becomes `atMs`, never later than the clock's own (the clock still decides which packets
+   * are past needing). The newest few spans are kept; a span given again replaces its deadline.
+   */
+  | {
+      readonly kind: 'deadline';
+      readonly firstPacket: number;
+      readonly packets: number;
+      readonly atMs: number;
+    }
   /** A packet the host fetched from the origin after a `fetchOrigin` action. */
   | {
       readonly kind: 'originPacket';

@@ -475,6 +475,47 @@ describe('repair: requester', () => {
       expect(rig.fetches().map((f) => [f.time, f.action.seqs])).toEqual([[due, [5]]]);
     });
 
+    it('a host deadline for a run of packets (a segment needed whole) moves their last resort earlier', () => {
+      const rig = missingFive();
+      const d = rig.dataSlices;
+      // Packets of seqs 4…7 (every slice) are needed by T0 + 4000, 2 s before seq 5's play time.
+      const neededAt = T0 + 4000;
+      rig.solo.input({ kind: 'deadline', firstPacket: 4 * d, packets: 4 * d, atMs: neededAt });
+      rig.runTo(DETECTED_AT + STEP_MS);
+      const first = rig.requestsFor(0, 5);
+      expect(first.map((r) => r.to)).toEqual([A]);
+      rig.solo.feed(A, nak(first[0]!.message, RepairNakReason.NotHeld));
+      const due = neededAt - ORIGIN_LEAD_MS;
+      rig.runTo(due - STEP_MS);
+      expect(rig.fetches()).toEqual([]);
+      rig.runTo(due);
+      expect(rig.fetches().map((f) => [f.time, f.action.slice, f.action.seqs])).toEqual([[due, 0, [5]]]);
+    });
+
+    it('a host deadline given after the packet went missing applies to it; one later than the clock is not taken', () => {
+      const rig = missingFive();
+      const d = rig.dataSlices;
+      rig.runTo(DETECTED_AT + STEP_MS);
+      rig.solo.feed(A, nak(rig.requestsFor(0, 5)[0]!.message, RepairNakReason.NotHeld));
+      // Later than the clock's deadline (T0 + 6000): the clock's stands.
+      rig.solo.input({ kind: 'deadline', firstPacket: 5 * d, packets: d, atMs: T0 + 9000 });
+      rig.runTo(rig.deadline(0, 5) - ORIGIN_LEAD_MS - STEP_MS);
+      expect(rig.fetches()).toEqual([]);
+      // The same span again, earlier than now + lead: fetched on the next scan.
+      const at = rig.solo.now;
+      rig.solo.input({ kind: 'deadline', firstPacket: 5 * d, packets: d, atMs: at + 1000 });
+      rig.runTo(at + STEP_MS);
+      expect(rig.fetches().map((f) => [f.time, f.action.seqs])).toEqual([[at + STEP_MS, [5]]]);
+    });
+
+    it('refuses a deadline span that is not whole packets or not a finite time', () => {
+      const rig = missingFive();
+      expect(() => rig.solo.input({ kind: 'deadline', firstPacket: -1, packets: 2, atMs: 0 })).toThrow(RangeError);
+      expect(() => rig.solo.input({ kind: 'deadline', firstPacket: 0, packets: 0, atMs: 0 })).toThrow(RangeError);
+      expect(() => rig.solo.input({ kind: 'deadline', firstPacket: 0, packets: 1.5, atMs: 0 })).toThrow(RangeError);
+      expect(() => rig.solo.input({ kind: 'deadline', firstPacket: 0, packets: 2, atMs: NaN })).toThrow(RangeError);
+    });
+
     it('a slice source (fed by the true source) asks the origin at once, and no neighbour', () => {
       const rig = new Rig({ neighbours: [B, D] });
       rig.advertise(B, { 0: { receiving: true }, 1: { receiving: true } });
