@@ -8,7 +8,7 @@ import { faultsOf, withFaults } from './faults.js';
 import { createMeshFragmentLoader } from './loader.js';
 import { MAX_UPLOAD_LIMIT_KBPS, MeshSession } from './session.js';
 import type { MeshErrorCode, MeshSessionOptions, MeshStats, SegmentProvider } from './types.js';
-import { MeshError } from './types.js';
+import { MeshError, STARTUP_SEGMENTS } from './types.js';
 
 /** What the player adds to the session's stats. */
 export interface MeshPlayerStats extends MeshStats {
@@ -285,6 +285,8 @@ function emptyStats(stream: string): MeshStats {
     meshShare: 0,
     segmentsFromMesh: 0,
     segmentsFromOrigin: 0,
+    startupSegmentsFromMesh: 0,
+    startupSegmentsFromOrigin: 0,
     partsFromMesh: 0,
     partsFromOrigin: 0,
     packetSignaturesVerified: 0,
@@ -320,6 +322,7 @@ function emptyStats(stream: string): MeshStats {
     repairOriginBytes: 0,
     repairOriginRefused: 0,
     repairPacketsExpired: 0,
+    engineRepairCounters: null,
     peerLinks: [],
     peersByRoute: { host: 0, srflx: 0, prflx: 0, relay: 0 },
     relayedBytes: 0,
@@ -412,6 +415,7 @@ export class MeshPlayer extends ElementBase {
         ...base,
         bytesFromOrigin: origin.bytesFromOrigin,
         segmentsFromOrigin: origin.segmentsFromOrigin,
+        startupSegmentsFromOrigin: Math.min(STARTUP_SEGMENTS, origin.segmentsFromOrigin),
         partsFromOrigin: origin.partsFromOrigin,
       };
     }

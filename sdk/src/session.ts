@@ -60,7 +60,13 @@ import {
   type Welcome,
 } from './tracker-client.js';
 import { unreachable } from './unreachable.js';
-import { MeshError, type MeshSessionOptions, type MeshStats, type SegmentProvider } from './types.js';
+import {
+  MeshError,
+  STARTUP_SEGMENTS,
+  type MeshSessionOptions,
+  type MeshStats,
+  type SegmentProvider,
+} from './types.js';
 
 /**
  * Engine settings for a live HLS stream. A 2 s segment of a ~1 Mbit/s stream is one packet per
@@ -274,6 +280,8 @@ export class MeshSession extends EventTarget implements SegmentProvider {
   private partsFromMesh = 0;
   private partsFromOrigin = 0;
   private segmentsCompletedFromOrigin = 0;
+  private startupSegmentsFromMesh = 0;
+  private startupSegmentsFromOrigin = 0;
   private nextRepairId = 1;
   /** Seeded by the session (helpers for repair are chosen at random, reproducibly per seed). */
   private random: Random = createRandom(1);
@@ -1109,12 +1117,20 @@ export class MeshSession extends EventTarget implements SegmentProvider {
   noteOriginSegment(bytes: number, part = false): void {
     this.bytesFromOrigin += bytes;
     if (part) this.partsFromOrigin++;
-    else this.segmentsFromOrigin++;
+    else {
+      this.segmentsFromOrigin++;
+      if (this.startupSegmentsFromMesh + this.startupSegmentsFromOrigin < STARTUP_SEGMENTS)
+        this.startupSegmentsFromOrigin++;
+    }
   }
 
   noteMeshSegment(_sequence: number, part = false): void {
     if (part) this.partsFromMesh++;
-    else this.segmentsFromMesh++;
+    else {
+      this.segmentsFromMesh++;
+      if (this.startupSegmentsFromMesh + this.startupSegmentsFromOrigin < STARTUP_SEGMENTS)
+        this.startupSegmentsFromMesh++;
+    }
   }
 
   noteStall(ms: number): void {
@@ -1157,6 +1173,8 @@ export class MeshSession extends EventTarget implements SegmentProvider {
       meshShare: total === 0 ? 0 : bytesFromMesh / total,
       segmentsFromMesh: this.segmentsFromMesh,
       segmentsFromOrigin: this.segmentsFromOrigin,
+      startupSegmentsFromMesh: this.startupSegmentsFromMesh,
+      startupSegmentsFromOrigin: this.startupSegmentsFromOrigin,
       partsFromMesh: this.partsFromMesh,
       partsFromOrigin: this.partsFromOrigin,
       packetSignaturesVerified: this.signatures?.counters.verified ?? 0,
@@ -1189,6 +1207,8 @@ export class MeshSession extends EventTarget implements SegmentProvider {
       repairPacketsFromOrigin: this.store?.counters.packetsFilledFromOrigin ?? 0,
       repairOriginBytes: this.segmentRepairOriginBytes + (this.originRepair?.counters.bytesFetched ?? 0),
       repairPacketsExpired: node?.engine.repair.counters.packetsExpired ?? 0,
+      engineRepairCounters:
+        this.packetRepair === 'engine' && node !== null ? { ...node.engine.repair.counters } : null,
       repairOriginRefused:
         this.segmentRepairOriginRefused + (this.originRepair?.counters.packetsRefused ?? 0),
       repairRequests: this.repairRequests,

@@ -1,6 +1,9 @@
 import type { PeerId, RouteCounts, TrackerErrorCode } from '@chunkycast/wire';
 import type { PeerLinkStats } from './connectivity.js';
 
+/** How many of a viewer's first whole segments `startupSegmentsFrom…` counts (issue 14). */
+export const STARTUP_SEGMENTS = 3;
+
 /** Options of a viewer's (or the true source's) place in one stream's mesh. */
 export interface MeshSessionOptions {
   /** The rendezvous server's WebSocket URL (ws:// or wss://). */
@@ -112,6 +115,12 @@ export interface MeshStats {
   readonly meshShare: number;
   readonly segmentsFromMesh: number;
   readonly segmentsFromOrigin: number;
+  /**
+   * Of the first STARTUP_SEGMENTS (3) whole segments the player loaded, how many came from the mesh
+   * and how many from the origin: a joining viewer's first segments should come from neighbours.
+   */
+  readonly startupSegmentsFromMesh: number;
+  readonly startupSegmentsFromOrigin: number;
   /** LL-HLS parts (`low-latency`) the mesh delivered, and those fetched from the origin. */
   readonly partsFromMesh: number;
   readonly partsFromOrigin: number;
@@ -183,6 +192,13 @@ export interface MeshStats {
    * deadline (the current mesh node's count). Segment repair's misses show as segmentsFromOrigin.
    */
   readonly repairPacketsExpired: number;
+  /**
+   * Engine repair only: the engine's own repair counters (the current mesh node's): what it found
+   * missing, asked, was refused, timed out on and took from the origin, and why (`originNeverAsked`:
+   * due before any neighbour could be asked; `originWhileAsking`: a neighbour was still asked). Null
+   * with segment repair. For diagnosis: the names follow the engine and may change.
+   */
+  readonly engineRepairCounters: Readonly<Record<string, number>> | null;
   /** Every open WebRTC link: route type, candidate types, round-trip time, bytes (read every 2 s). */
   readonly peerLinks: readonly PeerLinkStats[];
   /** Open links by route type: `host`, `srflx`, `prflx` or `relay` (TURN); links not yet read are left out. */

@@ -104,6 +104,19 @@ describe('MeshSession packetRepair', () => {
     expect(await waiting).toBeNull();
   });
 
+  it("stats count where a viewer's first three whole segments came from (parts and later segments not)", async () => {
+    const t = await connected('segment');
+    t.session.noteOriginSegment(1000);
+    t.session.noteMeshSegment(1, true); // a part
+    t.session.noteMeshSegment(2);
+    t.session.noteMeshSegment(3);
+    t.session.noteOriginSegment(1000); // the fourth segment
+    t.session.noteMeshSegment(5);
+    const st = t.session.stats();
+    expect([st.startupSegmentsFromMesh, st.startupSegmentsFromOrigin]).toEqual([2, 1]);
+    expect([st.segmentsFromMesh, st.segmentsFromOrigin, st.partsFromMesh]).toEqual([3, 2, 1]);
+  });
+
   it('segment: the engine gets no playout clock', async () => {
     const playout = vi.spyOn(MeshNode.prototype, 'playout');
     const s10 = segment(10, 40_000);

@@ -59,6 +59,8 @@ function start(): void {
             bytesFromRepair: own.bytesFromRepair,
             segmentsFromMesh: own.segmentsFromMesh,
             segmentsFromOrigin: own.segmentsFromOrigin,
+            startupSegmentsFromMesh: own.startupSegmentsFromMesh,
+            startupSegmentsFromOrigin: own.startupSegmentsFromOrigin,
             partsFromMesh: own.partsFromMesh,
             partsFromOrigin: own.partsFromOrigin,
             segmentsCompletedFromOrigin: own.segmentsCompletedFromOrigin,

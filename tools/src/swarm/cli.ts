@@ -202,6 +202,7 @@ try {
         packetsFromPeers: typeof st.repairPacketsFromPeers === 'number' ? st.repairPacketsFromPeers : null,
         packetsFromOrigin: typeof st.repairPacketsFromOrigin === 'number' ? st.repairPacketsFromOrigin : null,
         originBytes: typeof st.repairOriginBytes === 'number' ? st.repairOriginBytes : null,
+        engineCounters: numberRecord(st.engineRepairCounters),
       },
       liveDelayMsP50: percentile(delays, 50),
       liveDelayMsP95: percentile(delays, 95),
@@ -287,6 +288,14 @@ function packetRepairOf(i: number): string | undefined {
   return opts.packetRepair;
 }
 
+/** A page's object of counters, numbers only (anything else from the page is left out). */
+function numberRecord(x: unknown): Record<string, number> | null {
+  if (typeof x !== 'object' || x === null) return null;
+  const out: Record<string, number> = {};
+  for (const [k, v] of Object.entries(x)) if (typeof v === 'number') out[k] = v;
+  return out;
+}
+
 interface RepairFigures {
   readonly stalls: number | null;
   readonly stallMs: number | null;
@@ -298,6 +307,7 @@ interface RepairFigures {
     readonly packetsFromPeers: number | null;
     readonly packetsFromOrigin: number | null;
     readonly originBytes: number | null;
+    readonly engineCounters: Readonly<Record<string, number>> | null;
   };
 }
 
@@ -332,6 +342,8 @@ function byPacketRepair(perViewer: readonly RepairFigures[]): Record<string, Rec
     add('repairPacketsFromPeers', v.repair.packetsFromPeers);
     add('repairPacketsFromOrigin', v.repair.packetsFromOrigin);
     add('repairOriginBytes', v.repair.originBytes);
+    // The engine's own counters (engine repair), summed: why packets went to the origin.
+    for (const [k, x] of Object.entries(v.repair.engineCounters ?? {})) add(`engine.${k}`, x);
   }
   return out;
 }
