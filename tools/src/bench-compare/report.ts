@@ -144,8 +144,36 @@ export function checkGoals(results: readonly TrialSummary[]): Goal[] {
       'ms',
     );
     add('no stalls', 0, mesh.stalls, 'stalls');
+    if (mesh.setting === 'default')
+      add(
+        'first segments from neighbours: ≥ ½ of each viewer’s first 3 from the mesh',
+        STARTUP_MESH_SHARE_MIN,
+        startupMeshShare(mesh),
+        'share',
+        false,
+      );
   }
   return goals;
+}
+
+/**
+ * At the default position a joining viewer's first segments should come from neighbours rather
+ * than the origin (issue 14): most of them, since the first viewer of a swarm has no neighbour yet.
+ */
+const STARTUP_MESH_SHARE_MIN = 0.5;
+
+/** Of the viewers' first three whole segments (the player's startupSegmentsFrom… stats), the mesh's share. */
+export function startupMeshShare(mesh: TrialSummary): number | null {
+  let fromMesh = 0;
+  let total = 0;
+  for (const v of mesh.perViewer) {
+    const m = v.extra.startupSegmentsFromMesh;
+    const o = v.extra.startupSegmentsFromOrigin;
+    if (typeof m !== 'number' || typeof o !== 'number') continue;
+    fromMesh += m;
+    total += m + o;
+  }
+  return total === 0 ? null : Number((fromMesh / total).toFixed(3));
 }
 
 /** One line of evidence per missed goal, from the figures of the same run. */
@@ -186,6 +214,10 @@ function whyLines(run: CompareRun): string[] {
       lines.push(
         `${g.setting}, startup: mesh per viewer ${mesh.perViewer.map((v) => s1(v.startupMs)).join(', ')} s vs http ${http?.perViewer.map((v) => s1(v.startupMs)).join(', ') ?? '—'} s; ${busy}.`,
       );
+    else if (g.goal.startsWith('first segments'))
+      lines.push(
+        `${g.setting}, first segments: from the mesh / origin per viewer ${mesh.perViewer.map((v) => `${String(v.extra.startupSegmentsFromMesh ?? '—')}/${String(v.extra.startupSegmentsFromOrigin ?? '—')}`).join(', ')}.`,
+      );
     else if (g.goal === 'no stalls')
       lines.push(
         `${g.setting}, stalls: per viewer ${mesh.perViewer.map((v) => v.stalls ?? '—').join(', ')} (${s1(mesh.stallMs)} s in all; http ${http?.stalls ?? '—'}); ${busy}.`,
@@ -208,6 +240,7 @@ function formatGoalValue(value: number | null, unit: string): string {
   if (unit === 'ms') return `${(value / 1000).toFixed(2)} s`;
   if (unit === 'B/viewer-min') return `${(value / 1048576).toFixed(2)} MiB`;
   if (unit === 'copies') return value.toFixed(3);
+  if (unit === 'share') return `${(100 * value).toFixed(1)}%`;
   return String(value);
 }
 
