@@ -830,7 +830,9 @@ export class MeshSession extends EventTarget implements SegmentProvider {
    * Engine mode: the player's deadline becomes the engine's playout clock, and the engine repairs the
    * segment's missing packets (neighbours, then the origin) on its own schedule; the session only
    * waits. What is still missing at the deadline is the loader's: the whole segment from the origin.
-   * A segment from before we joined is waited for too once announced: neighbours' rings may hold it.
+   * A segment from before we joined is out of the engine's reach (it repairs only what plays after
+   * its clock started, and its ring holds no history), so it is asked of neighbours' segment stores
+   * at once (catch-up, the same request as segment repair's).
    */
   private async waitWithEngineRepair(
     sequence: number,
@@ -842,8 +844,9 @@ export class MeshSession extends EventTarget implements SegmentProvider {
     if (store === null) return null;
     if (url !== undefined) this.originRepair?.setUrl(sequence, url);
     this.tellPlayout(sequence, deadlineMs);
-    const announced = store.announcement(sequence) !== null;
-    return store.wait(sequence, deadlineMs - this.clock.now(), signal, announced && !store.expects(sequence));
+    const beforeJoin = store.announcement(sequence) !== null && !store.expects(sequence);
+    if (beforeJoin) this.requestRepair(sequence);
+    return store.wait(sequence, deadlineMs - this.clock.now(), signal, beforeJoin);
   }
 
   /**

@@ -90,7 +90,9 @@ describe('MeshSession packetRepair', () => {
     expect(playout).toHaveBeenCalledTimes(1);
     expect(playout.mock.calls[0]?.[0]).toEqual(playoutFor(s10.a, 12_000, D, 10_000));
     // hls.js takes the segment whole: every packet of it is due at the player's deadline.
-    expect(deadline.mock.calls).toEqual([[{ firstPacket: s10.a.firstPacket, packets: s10.a.packets, atMs: 12_000 }]]);
+    expect(deadline.mock.calls).toEqual([
+      [{ firstPacket: s10.a.firstPacket, packets: s10.a.packets, atMs: 12_000 }],
+    ]);
     // A segment not announced yet (still being written) gets its clock when its announcement comes.
     const s11 = segment(11, 40_000);
     void t.session.waitForSegment(11, 14_000, undefined, `${URL_BASE}seg11.ts`);
@@ -115,6 +117,22 @@ describe('MeshSession packetRepair', () => {
     const st = t.session.stats();
     expect([st.startupSegmentsFromMesh, st.startupSegmentsFromOrigin]).toEqual([2, 1]);
     expect([st.segmentsFromMesh, st.segmentsFromOrigin, st.partsFromMesh]).toEqual([3, 2, 1]);
+  });
+
+  it('engine: a segment from before joining is asked of neighbours at once (catch-up); a live one is left to the engine', async () => {
+    const requestRepair = vi.spyOn(
+      MeshSession.prototype as unknown as { requestRepair: (sequence: number) => boolean },
+      'requestRepair',
+    );
+    const s10 = segment(10, 40_000);
+    const t = await connected('engine', [s10.a]);
+    void t.session.waitForSegment(10, 12_000, undefined, `${URL_BASE}seg10.ts`);
+    expect(requestRepair.mock.calls).toEqual([[10]]);
+    const s11 = segment(11, 40_000);
+    t.socket.receive({ type: 'announce', announcement: s11.a });
+    await settle();
+    void t.session.waitForSegment(11, 14_000, undefined, `${URL_BASE}seg11.ts`);
+    expect(requestRepair.mock.calls).toEqual([[10]]);
   });
 
   it('segment: the engine gets no playout clock', async () => {

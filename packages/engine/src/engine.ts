@@ -479,7 +479,8 @@ export class Engine {
           });
         break;
       case 'deadline':
-        if (this.config.role === 'member') this.repair.setDeadline(input.firstPacket, input.packets, input.atMs);
+        if (this.config.role === 'member')
+          this.repair.setDeadline(input.firstPacket, input.packets, input.atMs);
         break;
       case 'originPacket':
         if (

@@ -267,7 +267,12 @@ export class Repairer {
    * deadline becomes the earlier of that and the clock's. Packets already missing take it at once.
    */
   setDeadline(firstPacket: number, packets: number, atMs: number): void {
-    if (!Number.isSafeInteger(firstPacket) || firstPacket < 0 || !Number.isSafeInteger(packets) || packets <= 0)
+    if (
+      !Number.isSafeInteger(firstPacket) ||
+      firstPacket < 0 ||
+      !Number.isSafeInteger(packets) ||
+      packets <= 0
+    )
       throw new RangeError('a deadline span needs a whole firstPacket ≥ 0 and a whole packets > 0');
     if (!Number.isFinite(atMs)) throw new RangeError('a deadline span needs a finite atMs');
     const span: DeadlineSpan = { first: firstPacket, end: firstPacket + packets, atMs };
@@ -282,7 +287,8 @@ export class Repairer {
     const d = this.host.dataSlices;
     for (const m of this.missing.values()) {
       const n = m.seq * d + m.slice;
-      if (n >= span.first && n < span.end) m.deadline = this.deadlineOf(m.slice, m.seq, this.playTime(m.slice, m.seq));
+      if (n >= span.first && n < span.end)
+        m.deadline = this.deadlineOf(m.slice, m.seq, this.playTime(m.slice, m.seq));
     }
   }
 

@@ -510,10 +510,18 @@ describe('repair: requester', () => {
 
     it('refuses a deadline span that is not whole packets or not a finite time', () => {
       const rig = missingFive();
-      expect(() => rig.solo.input({ kind: 'deadline', firstPacket: -1, packets: 2, atMs: 0 })).toThrow(RangeError);
-      expect(() => rig.solo.input({ kind: 'deadline', firstPacket: 0, packets: 0, atMs: 0 })).toThrow(RangeError);
-      expect(() => rig.solo.input({ kind: 'deadline', firstPacket: 0, packets: 1.5, atMs: 0 })).toThrow(RangeError);
-      expect(() => rig.solo.input({ kind: 'deadline', firstPacket: 0, packets: 2, atMs: NaN })).toThrow(RangeError);
+      expect(() => rig.solo.input({ kind: 'deadline', firstPacket: -1, packets: 2, atMs: 0 })).toThrow(
+        RangeError,
+      );
+      expect(() => rig.solo.input({ kind: 'deadline', firstPacket: 0, packets: 0, atMs: 0 })).toThrow(
+        RangeError,
+      );
+      expect(() => rig.solo.input({ kind: 'deadline', firstPacket: 0, packets: 1.5, atMs: 0 })).toThrow(
+        RangeError,
+      );
+      expect(() => rig.solo.input({ kind: 'deadline', firstPacket: 0, packets: 2, atMs: NaN })).toThrow(
+        RangeError,
+      );
     });
 
     it('a slice source (fed by the true source) asks the origin at once, and no neighbour', () => {
