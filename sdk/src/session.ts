@@ -116,6 +116,11 @@ const MAX_REPAIR_PACKETS_PER_REQUEST = 64;
 const MAX_ORIGIN_FILL_REQUESTS = 4;
 /** Hashing a filled segment takes well under this. */
 const ORIGIN_FILL_VERIFY_MS = 1000;
+/**
+ * While a joining viewer's first data channels are still opening, a segment from before it joined
+ * waits for one this often (within the loader's budget) before asking neighbours for it.
+ */
+const CATCH_UP_POLL_MS = 50;
 const REPORT_INTERVAL_MS = 2000;
 /**
  * Children per slice in a report to the tracker: its decoder refuses a report with more (wire's
@@ -820,6 +825,8 @@ export class MeshSession extends EventTarget implements SegmentProvider {
     const aborted = (): boolean => signal?.aborted === true;
     let bytes = await store.wait(sequence, repairAtMs - this.clock.now(), signal);
     if (bytes !== null || aborted()) return bytes;
+    if (beforeJoin) await this.waitForHelper(fillAtMs, signal);
+    if (aborted()) return null;
     if (this.requestRepair(sequence))
       bytes = await store.wait(sequence, fillAtMs - this.clock.now(), signal, true);
     if (bytes !== null || url === undefined || aborted()) return bytes;
@@ -845,8 +852,26 @@ export class MeshSession extends EventTarget implements SegmentProvider {
     if (url !== undefined) this.originRepair?.setUrl(sequence, url);
     this.tellPlayout(sequence, deadlineMs);
     const beforeJoin = store.announcement(sequence) !== null && !store.expects(sequence);
-    if (beforeJoin) this.requestRepair(sequence);
-    return store.wait(sequence, deadlineMs - this.clock.now(), signal, beforeJoin);
+    if (!beforeJoin) return store.wait(sequence, deadlineMs - this.clock.now(), signal);
+    // Catch-up; nobody to ask leaves the segment to the origin at once rather than at the deadline.
+    await this.waitForHelper(deadlineMs, signal);
+    if (signal?.aborted === true || !this.requestRepair(sequence)) return null;
+    return store.wait(sequence, deadlineMs - this.clock.now(), signal, true);
+  }
+
+  /**
+   * A segment from before we joined is asked of neighbours; a joining viewer's first channels may
+   * still be opening (expectsSegment let the loader wait for that): wait for one, within the budget.
+   */
+  private async waitForHelper(deadlineMs: number, signal?: AbortSignal): Promise<void> {
+    while (
+      this.repairHelpers().length === 0 &&
+      (this.node?.openingPeers ?? 0) > 0 &&
+      this.clock.now() + CATCH_UP_POLL_MS < deadlineMs &&
+      signal?.aborted !== true &&
+      !this.closed
+    )
+      await new Promise<void>((resolve) => this.clock.setTimeout(resolve, CATCH_UP_POLL_MS));
   }
 
   /**
@@ -1111,10 +1136,15 @@ export class MeshSession extends EventTarget implements SegmentProvider {
   expectsSegment(sequence: number): boolean {
     if (this.closed || this.store === null) return false;
     if (this.store.expects(sequence)) return true;
-    // From before we joined: neighbours may hold it (repair), if a channel is open already. Waiting
-    // for the first channels instead delayed startup noticeably to save one or two segments from
-    // the origin: playback first.
-    return this.store.announcement(sequence) !== null && (this.node?.openPeers ?? 0) > 0;
+    // From before we joined: neighbours may hold it (repair), if a channel is open already, or once
+    // the player holds a segment, if one is still opening (the loader's budget is then the buffer,
+    // and the wait for a channel costs nothing). Waiting for the first channels before the first
+    // segment delayed startup noticeably to save one segment from the origin: playback first.
+    if (this.store.announcement(sequence) === null) return false;
+    const node = this.node;
+    if (node === null) return false;
+    if (node.openPeers > 0) return true;
+    return this.segmentsFromMesh + this.segmentsFromOrigin > 0 && node.openingPeers > 0;
   }
 
   noteOriginSegment(bytes: number, part = false): void {
