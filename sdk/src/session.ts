@@ -47,6 +47,7 @@ import {
   OriginRepair,
   playoutFor,
   resolvePacketRepair,
+  SegmentPace,
   segmentDeadline,
   type PacketRepairMode,
 } from './packet-repair.js';
@@ -77,6 +78,16 @@ import {
 export const LIVE_PROTOCOL: Partial<ProtocolConfig> = {
   receivingTimeoutMs: 5000,
   probeAfterSilenceMs: 4500,
+  // Engine repair's last resort is an HTTP range request to the origin, not the thesis's 650 ms
+  // overlay round trip (config.ts's 1500): 1.5 × a 250 ms round trip + 200 ms until the first fetch
+  // measures the real one (OriginRepair's originRttMs). The engine also treats a packet as missing
+  // 2 × this before its deadline; at 1500 that was before a segment cut whole was even published,
+  // when the player's deadline is ~3 s after publication, and every packet went to the origin.
+  originLeadMs: 600,
+  // A slice root's packet merely late (the source's pace jitters by hundreds of ms) cost an origin
+  // fetch at once in the Node live test (the origin's share 0.26 against 0.12 without); a second
+  // leaves it time to come, and the children wait for the root's copy (Pending).
+  rootOriginWaitMs: 1000,
 };
 
 /** Stream copies a viewer forwards by default: TL = M = 16 slices is one copy (the thesis's TL = 16). */
@@ -336,6 +347,8 @@ export class MeshSession extends EventTarget implements SegmentProvider {
   private originRepair: OriginRepair | null = null;
   /** Engine mode: the player's deadline for segments it waits for that are not announced yet. */
   private readonly awaitedDeadlines = new Map<number, number>();
+  /** The pace segments are published at (engine repair's clock rate). */
+  private readonly segmentPace = new SegmentPace();
   /** Engine mode: packets (and their bytes) the engine recovered from neighbours' packet repair. */
   private enginePacketsRepaired = 0;
   private engineBytesRepaired = 0;
@@ -437,6 +450,7 @@ export class MeshSession extends EventTarget implements SegmentProvider {
       onAnnounced: (a) => {
         if (a.sequence === store.newestAnnouncedSequence) this.tellLiveSequence();
         this.originRepair?.announced();
+        this.segmentPace.announced(a);
         const deadlineMs = this.awaitedDeadlines.get(a.sequence);
         if (deadlineMs !== undefined) {
           this.awaitedDeadlines.delete(a.sequence);
@@ -850,9 +864,19 @@ export class MeshSession extends EventTarget implements SegmentProvider {
     const store = this.store;
     if (store === null) return null;
     if (url !== undefined) this.originRepair?.setUrl(sequence, url);
-    this.tellPlayout(sequence, deadlineMs);
+    // The engine's deadline comes before the loader's, as segment repair's origin fill does: its
+    // last resort is a range request that must land, be checked and reach the store in time on a
+    // loaded machine (the engine leaves it ~1.5 origin round trips, a few ms on loopback).
+    this.tellPlayout(sequence, deadlineMs - ORIGIN_FILL_LEAD_MS);
     const beforeJoin = store.announcement(sequence) !== null && !store.expects(sequence);
-    if (!beforeJoin) return store.wait(sequence, deadlineMs - this.clock.now(), signal);
+    if (!beforeJoin) {
+      const fillAtMs = url === undefined ? deadlineMs : deadlineMs - ORIGIN_FILL_LEAD_MS / 2;
+      const bytes = await store.wait(sequence, fillAtMs - this.clock.now(), signal);
+      if (bytes !== null || url === undefined || signal?.aborted === true) return bytes;
+      // What the engine could not bring in time comes as byte ranges, and failing that the loader
+      // takes the whole segment.
+      return this.completeFromOrigin(sequence, url, signal);
+    }
     // Catch-up; nobody to ask leaves the segment to the origin at once rather than at the deadline.
     await this.waitForHelper(deadlineMs, signal);
     if (signal?.aborted === true || !this.requestRepair(sequence)) return null;
@@ -891,7 +915,13 @@ export class MeshSession extends EventTarget implements SegmentProvider {
         this.awaitedDeadlines.delete(oldest.value);
       return;
     }
-    const clock = playoutFor(a, deadlineMs, node.engine.config.dataSlices, this.clock.now());
+    const clock = playoutFor(
+      a,
+      deadlineMs,
+      node.engine.config.dataSlices,
+      this.clock.now(),
+      this.segmentPace.ms,
+    );
     const span = segmentDeadline(a, deadlineMs);
     if (clock === null || span === null) return;
     const rttMs = this.originRepair?.originRttMs ?? null;

@@ -83,7 +83,7 @@ function nodeOf(session: MeshSession): MeshNode {
 }
 
 describe('MeshSession packetRepair', () => {
-  it("engine: the player's deadline for a segment becomes the engine's playout clock", async () => {
+  it("engine: the player's deadline for a segment, less the origin fill's lead, becomes the engine's playout clock", async () => {
     const playout = vi.spyOn(MeshNode.prototype, 'playout');
     const deadline = vi.spyOn(MeshNode.prototype, 'deadline');
     const s10 = segment(10, 40_000);
@@ -91,10 +91,11 @@ describe('MeshSession packetRepair', () => {
     expect(t.session.packetRepair).toBe('engine');
     const waiting = t.session.waitForSegment(10, 12_000, undefined, `${URL_BASE}seg10.ts`);
     expect(playout).toHaveBeenCalledTimes(1);
-    expect(playout.mock.calls[0]?.[0]).toEqual(playoutFor(s10.a, 12_000, D, 10_000));
-    // hls.js takes the segment whole: every packet of it is due at the player's deadline.
+    // The engine's last resort must land before the loader gives up: 800 ms (ORIGIN_FILL_LEAD_MS) early.
+    expect(playout.mock.calls[0]?.[0]).toEqual(playoutFor(s10.a, 11_200, D, 10_000));
+    // hls.js takes the segment whole: every packet of it is due by then.
     expect(deadline.mock.calls).toEqual([
-      [{ firstPacket: s10.a.firstPacket, packets: s10.a.packets, atMs: 12_000 }],
+      [{ firstPacket: s10.a.firstPacket, packets: s10.a.packets, atMs: 11_200 }],
     ]);
     // A segment not announced yet (still being written) gets its clock when its announcement comes.
     const s11 = segment(11, 40_000);
@@ -103,8 +104,8 @@ describe('MeshSession packetRepair', () => {
     t.socket.receive({ type: 'announce', announcement: s11.a });
     await settle();
     expect(playout).toHaveBeenCalledTimes(2);
-    expect(playout.mock.calls[1]?.[0]).toEqual(playoutFor(s11.a, 14_000, D, 10_000));
-    expect(deadline.mock.calls[1]?.[0]).toEqual(segmentDeadline(s11.a, 14_000));
+    expect(playout.mock.calls[1]?.[0]).toEqual(playoutFor(s11.a, 13_200, D, 10_000));
+    expect(deadline.mock.calls[1]?.[0]).toEqual(segmentDeadline(s11.a, 13_200));
     t.session.close();
     expect(await waiting).toBeNull();
   });
