@@ -19,11 +19,14 @@ import { MeshError } from './types.js';
 export type PacketRepairMode = 'engine' | 'segment';
 
 /**
- * `engine` since both were measured with real players (issue 14, docs/low-latency.md): 8 viewers,
- * 120 s, 2% of received media dropped, one run per path, both without a stall; the engine's path took
- * 23% fewer bytes from the origin (4.93 against 6.36 MiB) and 136 packets from it against 224.
+ * Still `segment` (issue 14, docs/low-latency.md). With real players at steady pace the engine's path
+ * took 23% fewer bytes from the origin (8 viewers, 120 s, 2% of received media dropped, one run per
+ * path, no stall in either), but where the true source's pace is irregular (the Node live tests: a
+ * segment every 1–2.3 s for an EXTINF of 0.5 s, origin round trips of ~1.5 s) its time-based loss
+ * detection calls late packets lost, and 27–43% of the bytes came from the origin where segment
+ * repair takes under 25%. The switch is this constant.
  */
-export const DEFAULT_PACKET_REPAIR: PacketRepairMode = 'engine';
+export const DEFAULT_PACKET_REPAIR: PacketRepairMode = 'segment';
 
 /** Resolves and checks `packetRepair` (hosts may pass unchecked JSON). */
 export function resolvePacketRepair(raw: unknown): PacketRepairMode {
@@ -95,19 +98,50 @@ export function playoutFor(
   deadlineMs: number,
   dataSlices: number,
   nowMs: number,
+  segmentPaceMs: number | null = null,
 ): PlayoutClock | null {
+  const segmentMs = segmentPaceMs !== null && segmentPaceMs > 0 ? segmentPaceMs : a.durationMs;
   if (
-    !(a.durationMs > 0) ||
+    !(segmentMs > 0) ||
     !(a.packets > 0) ||
     !(dataSlices > 0) ||
     !Number.isFinite(deadlineMs) ||
     !Number.isFinite(nowMs)
   )
     return null;
-  const packetIntervalMs = (dataSlices * a.durationMs) / a.packets;
+  const packetIntervalMs = (dataSlices * segmentMs) / a.packets;
   const zeroAtMs = deadlineMs - (a.firstPacket / dataSlices) * packetIntervalMs;
   return { zeroAtMs, packetIntervalMs, fromMs: nowMs };
 }
+
+/**
+ * The pace segments really come at, from the true source's signed publication times of consecutive
+ * segments, smoothed: a source that falls behind its packager (or a packager slower than its
+ * EXTINF) publishes slower than the announced duration says, and a clock at the announced rate then
+ * runs ahead of the trees, so every packet looks late. Gaps outside [¼, 8]× the duration (a pause,
+ * a restart) are left out.
+ */
+export class SegmentPace {
+  private paceMs: number | null = null;
+  private last: { sequence: number; publishedAtMs: number } | null = null;
+
+  get ms(): number | null {
+    return this.paceMs;
+  }
+
+  announced(a: Pick<SignedAnnouncement, 'sequence' | 'publishedAtMs' | 'durationMs'>): void {
+    const last = this.last;
+    if (last !== null && a.sequence <= last.sequence) return;
+    this.last = { sequence: a.sequence, publishedAtMs: a.publishedAtMs };
+    if (last === null || a.sequence !== last.sequence + 1 || !(a.durationMs > 0)) return;
+    const gapMs = a.publishedAtMs - last.publishedAtMs;
+    if (!(gapMs >= a.durationMs / 4 && gapMs <= a.durationMs * 8)) return;
+    this.paceMs = this.paceMs === null ? gapMs : this.paceMs + PACE_SMOOTHING * (gapMs - this.paceMs);
+  }
+}
+
+/** Weight of a new gap in the pace: follows a change within a few segments, smooths jitter. */
+const PACE_SMOOTHING = 0.25;
 
 /** The engine's `deadline` input (without `kind`): every packet of the segment by the deadline. */
 export interface DeadlineSpan {

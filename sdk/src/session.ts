@@ -47,6 +47,7 @@ import {
   OriginRepair,
   playoutFor,
   resolvePacketRepair,
+  SegmentPace,
   segmentDeadline,
   type PacketRepairMode,
 } from './packet-repair.js';
@@ -77,6 +78,16 @@ import {
 export const LIVE_PROTOCOL: Partial<ProtocolConfig> = {
   receivingTimeoutMs: 5000,
   probeAfterSilenceMs: 4500,
+  // Engine repair's last resort is an HTTP range request to the origin, not the thesis's 650 ms
+  // overlay round trip (config.ts's 1500): 1.5 × a 250 ms round trip + 200 ms until the first fetch
+  // measures the real one (OriginRepair's originRttMs). The engine also treats a packet as missing
+  // 2 × this before its deadline; at 1500 that was before a segment cut whole was even published,
+  // when the player's deadline is ~3 s after publication, and every packet went to the origin.
+  originLeadMs: 600,
+  // A slice root's packet merely late (the source's pace jitters by hundreds of ms) cost an origin
+  // fetch at once in the Node live test (the origin's share 0.26 against 0.12 without); a second
+  // leaves it time to come, and the children wait for the root's copy (Pending).
+  rootOriginWaitMs: 1000,
 };
 
 /** Stream copies a viewer forwards by default: TL = M = 16 slices is one copy (the thesis's TL = 16). */
@@ -116,6 +127,11 @@ const MAX_REPAIR_PACKETS_PER_REQUEST = 64;
 const MAX_ORIGIN_FILL_REQUESTS = 4;
 /** Hashing a filled segment takes well under this. */
 const ORIGIN_FILL_VERIFY_MS = 1000;
+/**
+ * While a joining viewer's first data channels are still opening, a segment from before it joined
+ * waits for one this often (within the loader's budget) before asking neighbours for it.
+ */
+const CATCH_UP_POLL_MS = 50;
 const REPORT_INTERVAL_MS = 2000;
 /**
  * Children per slice in a report to the tracker: its decoder refuses a report with more (wire's
@@ -331,6 +347,8 @@ export class MeshSession extends EventTarget implements SegmentProvider {
   private originRepair: OriginRepair | null = null;
   /** Engine mode: the player's deadline for segments it waits for that are not announced yet. */
   private readonly awaitedDeadlines = new Map<number, number>();
+  /** The pace segments are published at (engine repair's clock rate). */
+  private readonly segmentPace = new SegmentPace();
   /** Engine mode: packets (and their bytes) the engine recovered from neighbours' packet repair. */
   private enginePacketsRepaired = 0;
   private engineBytesRepaired = 0;
@@ -432,6 +450,7 @@ export class MeshSession extends EventTarget implements SegmentProvider {
       onAnnounced: (a) => {
         if (a.sequence === store.newestAnnouncedSequence) this.tellLiveSequence();
         this.originRepair?.announced();
+        this.segmentPace.announced(a);
         const deadlineMs = this.awaitedDeadlines.get(a.sequence);
         if (deadlineMs !== undefined) {
           this.awaitedDeadlines.delete(a.sequence);
@@ -820,6 +839,8 @@ export class MeshSession extends EventTarget implements SegmentProvider {
     const aborted = (): boolean => signal?.aborted === true;
     let bytes = await store.wait(sequence, repairAtMs - this.clock.now(), signal);
     if (bytes !== null || aborted()) return bytes;
+    if (beforeJoin) await this.waitForHelper(fillAtMs, signal);
+    if (aborted()) return null;
     if (this.requestRepair(sequence))
       bytes = await store.wait(sequence, fillAtMs - this.clock.now(), signal, true);
     if (bytes !== null || url === undefined || aborted()) return bytes;
@@ -843,10 +864,38 @@ export class MeshSession extends EventTarget implements SegmentProvider {
     const store = this.store;
     if (store === null) return null;
     if (url !== undefined) this.originRepair?.setUrl(sequence, url);
-    this.tellPlayout(sequence, deadlineMs);
+    // The engine's deadline comes before the loader's, as segment repair's origin fill does: its
+    // last resort is a range request that must land, be checked and reach the store in time on a
+    // loaded machine (the engine leaves it ~1.5 origin round trips, a few ms on loopback).
+    this.tellPlayout(sequence, deadlineMs - ORIGIN_FILL_LEAD_MS);
     const beforeJoin = store.announcement(sequence) !== null && !store.expects(sequence);
-    if (beforeJoin) this.requestRepair(sequence);
-    return store.wait(sequence, deadlineMs - this.clock.now(), signal, beforeJoin);
+    if (!beforeJoin) {
+      const fillAtMs = url === undefined ? deadlineMs : deadlineMs - ORIGIN_FILL_LEAD_MS / 2;
+      const bytes = await store.wait(sequence, fillAtMs - this.clock.now(), signal);
+      if (bytes !== null || url === undefined || signal?.aborted === true) return bytes;
+      // What the engine could not bring in time comes as byte ranges, and failing that the loader
+      // takes the whole segment.
+      return this.completeFromOrigin(sequence, url, signal);
+    }
+    // Catch-up; nobody to ask leaves the segment to the origin at once rather than at the deadline.
+    await this.waitForHelper(deadlineMs, signal);
+    if (signal?.aborted === true || !this.requestRepair(sequence)) return null;
+    return store.wait(sequence, deadlineMs - this.clock.now(), signal, true);
+  }
+
+  /**
+   * A segment from before we joined is asked of neighbours; a joining viewer's first channels may
+   * still be opening (expectsSegment let the loader wait for that): wait for one, within the budget.
+   */
+  private async waitForHelper(deadlineMs: number, signal?: AbortSignal): Promise<void> {
+    while (
+      this.repairHelpers().length === 0 &&
+      (this.node?.openingPeers ?? 0) > 0 &&
+      this.clock.now() + CATCH_UP_POLL_MS < deadlineMs &&
+      signal?.aborted !== true &&
+      !this.closed
+    )
+      await new Promise<void>((resolve) => this.clock.setTimeout(resolve, CATCH_UP_POLL_MS));
   }
 
   /**
@@ -866,7 +915,13 @@ export class MeshSession extends EventTarget implements SegmentProvider {
         this.awaitedDeadlines.delete(oldest.value);
       return;
     }
-    const clock = playoutFor(a, deadlineMs, node.engine.config.dataSlices, this.clock.now());
+    const clock = playoutFor(
+      a,
+      deadlineMs,
+      node.engine.config.dataSlices,
+      this.clock.now(),
+      this.segmentPace.ms,
+    );
     const span = segmentDeadline(a, deadlineMs);
     if (clock === null || span === null) return;
     const rttMs = this.originRepair?.originRttMs ?? null;
@@ -1111,10 +1166,15 @@ export class MeshSession extends EventTarget implements SegmentProvider {
   expectsSegment(sequence: number): boolean {
     if (this.closed || this.store === null) return false;
     if (this.store.expects(sequence)) return true;
-    // From before we joined: neighbours may hold it (repair), if a channel is open already. Waiting
-    // for the first channels instead delayed startup noticeably to save one or two segments from
-    // the origin: playback first.
-    return this.store.announcement(sequence) !== null && (this.node?.openPeers ?? 0) > 0;
+    // From before we joined: neighbours may hold it (repair), if a channel is open already, or once
+    // the player holds a segment, if one is still opening (the loader's budget is then the buffer,
+    // and the wait for a channel costs nothing). Waiting for the first channels before the first
+    // segment delayed startup noticeably to save one segment from the origin: playback first.
+    if (this.store.announcement(sequence) === null) return false;
+    const node = this.node;
+    if (node === null) return false;
+    if (node.openPeers > 0) return true;
+    return this.segmentsFromMesh + this.segmentsFromOrigin > 0 && node.openingPeers > 0;
   }
 
   noteOriginSegment(bytes: number, part = false): void {

@@ -66,6 +66,7 @@ function playTime(clock: PlayoutClock, slice: number, seq: number): number {
 describe('packetRepair option', () => {
   it('defaults to segment, takes engine, refuses anything else', () => {
     expect(resolvePacketRepair(undefined)).toBe('segment');
+    expect(resolvePacketRepair('segment')).toBe('segment');
     expect(resolvePacketRepair('engine')).toBe('engine');
     expect(() => resolvePacketRepair('packets')).toThrow(MeshError);
     const errors: string[] = [];

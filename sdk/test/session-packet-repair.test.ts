@@ -7,6 +7,7 @@ import { afterEach, describe, expect, it, vi } from 'vitest';
 import { MeshNode, MeshSession } from '@chunkycast/sdk/core';
 import {
   encodeMediaPacket,
+  MessageType,
   packetPlace,
   packetRange,
   planPackets,
@@ -17,6 +18,8 @@ import { FakeClock, socketFactory, welcome } from './tracker-fakes.js';
 
 const D = 16;
 const URL_BASE = 'https://origin.test/live/';
+/** More than the session's catch-up poll (50 ms). */
+const CATCH_UP_STEP_MS = 60;
 
 const sessions: MeshSession[] = [];
 afterEach(() => {
@@ -80,7 +83,7 @@ function nodeOf(session: MeshSession): MeshNode {
 }
 
 describe('MeshSession packetRepair', () => {
-  it("engine: the player's deadline for a segment becomes the engine's playout clock", async () => {
+  it("engine: the player's deadline for a segment, less the origin fill's lead, becomes the engine's playout clock", async () => {
     const playout = vi.spyOn(MeshNode.prototype, 'playout');
     const deadline = vi.spyOn(MeshNode.prototype, 'deadline');
     const s10 = segment(10, 40_000);
@@ -88,10 +91,11 @@ describe('MeshSession packetRepair', () => {
     expect(t.session.packetRepair).toBe('engine');
     const waiting = t.session.waitForSegment(10, 12_000, undefined, `${URL_BASE}seg10.ts`);
     expect(playout).toHaveBeenCalledTimes(1);
-    expect(playout.mock.calls[0]?.[0]).toEqual(playoutFor(s10.a, 12_000, D, 10_000));
-    // hls.js takes the segment whole: every packet of it is due at the player's deadline.
+    // The engine's last resort must land before the loader gives up: 800 ms (ORIGIN_FILL_LEAD_MS) early.
+    expect(playout.mock.calls[0]?.[0]).toEqual(playoutFor(s10.a, 11_200, D, 10_000));
+    // hls.js takes the segment whole: every packet of it is due by then.
     expect(deadline.mock.calls).toEqual([
-      [{ firstPacket: s10.a.firstPacket, packets: s10.a.packets, atMs: 12_000 }],
+      [{ firstPacket: s10.a.firstPacket, packets: s10.a.packets, atMs: 11_200 }],
     ]);
     // A segment not announced yet (still being written) gets its clock when its announcement comes.
     const s11 = segment(11, 40_000);
@@ -100,8 +104,8 @@ describe('MeshSession packetRepair', () => {
     t.socket.receive({ type: 'announce', announcement: s11.a });
     await settle();
     expect(playout).toHaveBeenCalledTimes(2);
-    expect(playout.mock.calls[1]?.[0]).toEqual(playoutFor(s11.a, 14_000, D, 10_000));
-    expect(deadline.mock.calls[1]?.[0]).toEqual(segmentDeadline(s11.a, 14_000));
+    expect(playout.mock.calls[1]?.[0]).toEqual(playoutFor(s11.a, 13_200, D, 10_000));
+    expect(deadline.mock.calls[1]?.[0]).toEqual(segmentDeadline(s11.a, 13_200));
     t.session.close();
     expect(await waiting).toBeNull();
   });
@@ -127,12 +131,44 @@ describe('MeshSession packetRepair', () => {
     const s10 = segment(10, 40_000);
     const t = await connected('engine', [s10.a]);
     void t.session.waitForSegment(10, 12_000, undefined, `${URL_BASE}seg10.ts`);
+    await settle();
     expect(requestRepair.mock.calls).toEqual([[10]]);
     const s11 = segment(11, 40_000);
     t.socket.receive({ type: 'announce', announcement: s11.a });
     await settle();
     void t.session.waitForSegment(11, 14_000, undefined, `${URL_BASE}seg11.ts`);
     expect(requestRepair.mock.calls).toEqual([[10]]);
+  });
+
+  it("catch-up waits for a neighbour's channel still opening, but only once the player holds a segment", async () => {
+    const opening = vi.spyOn(MeshNode.prototype, 'openingPeers', 'get').mockReturnValue(1);
+    let open: number[] = [];
+    vi.spyOn(MeshNode.prototype, 'openPeerIds').mockImplementation(() => open);
+    vi.spyOn(MeshNode.prototype, 'openPeers', 'get').mockImplementation(() => open.length);
+    const sent = vi.spyOn(MeshNode.prototype, 'sendRepair').mockReturnValue(true);
+    const s10 = segment(10, 40_000);
+    const t = await connected('engine', [s10.a]);
+    // Startup (nothing played yet): a channel still opening is not waited for; playback first.
+    expect(t.session.expectsSegment(10)).toBe(false);
+    t.session.noteOriginSegment(40_000);
+    expect(t.session.expectsSegment(10)).toBe(true);
+    const waiting = t.session.waitForSegment(10, t.clock.now() + 1000, undefined, `${URL_BASE}seg10.ts`);
+    await settle();
+    t.clock.advance(200);
+    await settle();
+    expect(sent).not.toHaveBeenCalled();
+    open = [42];
+    t.clock.advance(CATCH_UP_STEP_MS);
+    await settle();
+    expect(sent.mock.calls.map(([to, message]) => [to, message.type])).toEqual([
+      [42, MessageType.RepairRequest],
+    ]);
+    // Nobody opening and nobody open: the origin at once, not at the deadline.
+    open = [];
+    opening.mockReturnValue(0);
+    expect(t.session.expectsSegment(10)).toBe(false);
+    t.session.close();
+    expect(await waiting).toBeNull();
   });
 
   it('segment: the engine gets no playout clock', async () => {
@@ -160,7 +196,10 @@ describe('MeshSession packetRepair', () => {
       if (fifth >= 0 && fifth < body.length) body[fifth] = (body[fifth] ?? 0) ^ 0xff;
       return Promise.resolve(new Response(body, { status: 206 }));
     });
-    const t = await connected('engine', [s10.a]);
+    // Announced after joining: a segment the engine repairs (one from before is catch-up's).
+    const t = await connected('engine');
+    t.socket.receive({ type: 'announce', announcement: s10.a });
+    await settle();
     const node = nodeOf(t.session);
     const options = (
       node as unknown as { options: { fetchOrigin?: (s: number, q: readonly number[]) => void } }

@@ -157,6 +157,14 @@ export interface ProtocolConfig {
    */
   readonly originLeadMs: number;
   /**
+   * A slice root (fed by the true source) takes a missing packet from the origin this long after it
+   * found it missing, not only at the origin lead: nobody else can have a packet lost on the tree's
+   * first hop, and the copy it fetches flows down to everyone. 0 (at once) in the simulator, whose
+   * source is on time; a live source's pace jitters, and a packet merely late then cost an origin
+   * fetch per root (SDK: LIVE_PROTOCOL). Not from the papers.
+   */
+  readonly rootOriginWaitMs: number;
+  /**
    * A helper's repair upload is capped at this fraction of its TL (in slice-equivalents of packet
    * rate, at least one slice); requests beyond it get BUSY. Repair is a fraction of a stream's loss;
    * half of TL keeps the total under ML = 1.5·TL (thesis §4.4, experimental setup) while serving bursts of requests
@@ -219,6 +227,7 @@ export const DEFAULT_PROTOCOL: ProtocolConfig = Object.freeze({
   repairTimeoutMs: 1500,
   repairPendingWaitMs: 1000,
   originLeadMs: 1500,
+  rootOriginWaitMs: 0,
   repairUploadShare: 0.5,
   repairBacklogLimitBytes: 256 * 1024,
   repairWindowPackets: 32,
@@ -394,6 +403,7 @@ export function resolveConfig(init: EngineInit): ResolvedConfig {
   checkInteger('repairTimeoutMs', protocol.repairTimeoutMs, 1, 60_000);
   checkInteger('repairPendingWaitMs', protocol.repairPendingWaitMs, 0, 60_000);
   checkInteger('originLeadMs', protocol.originLeadMs, 0, 60_000);
+  checkInteger('rootOriginWaitMs', protocol.rootOriginWaitMs, 0, 60_000);
   checkNumber('repairUploadShare', protocol.repairUploadShare, 0, 10);
   checkInteger('repairBacklogLimitBytes', protocol.repairBacklogLimitBytes, 0, 1 << 30);
   checkInteger('repairWindowPackets', protocol.repairWindowPackets, 1, 4096);

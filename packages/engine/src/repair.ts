@@ -247,8 +247,20 @@ export class Repairer {
       !Number.isFinite(playout.fromMs)
     )
       throw new RangeError('playout needs a finite zeroAtMs and fromMs and a positive packetIntervalMs');
+    const previous = this.playout;
     this.playout = playout;
     const slices = this.host.dataSlices;
+    // A clock moved (a host re-anchors it on each deadline it learns) moves deadlines, not the trees:
+    // each slice's lag is carried over so that its packets' expected arrival stays where it was,
+    // measured at the newest packet held (where the next ones will be judged).
+    if (previous !== null)
+      for (let s = 0; s < slices; s++) {
+        const lag = this.lagMs[s] ?? Number.NaN;
+        if (Number.isNaN(lag)) continue;
+        const seq = Math.max(0, this.host.slice(s).highestSeq);
+        const shift = this.playTimeOn(previous, s, seq) - this.playTimeOn(playout, s, seq);
+        this.lagMs[s] = lag + shift;
+      }
     for (let s = 0; s < slices; s++) {
       const first = this.firstSeqPlayingAt(s, playout.fromMs);
       this.scanFrom[s] = Math.max(this.scanFrom[s] ?? -1, first);
@@ -366,7 +378,7 @@ export class Repairer {
       // A slice source (fed by the true source) asks the origin at once: a packet lost on the
       // tree's first hop is missing in the whole tree, no neighbour can have it, and the copy
       // it fetches flows down to everyone in time.
-      if (m.deadline - now <= this.originLeadMs || this.isTreeRoot(m.slice)) {
+      if (m.deadline - now <= this.originLeadMs || this.rootAsksOrigin(now, m)) {
         if (m.helper !== null) this.counters.originWhileAsking++;
         else if (m.tried.length === 0) this.counters.originNeverAsked++;
         this.releaseHelper(m);
@@ -661,6 +673,11 @@ export class Repairer {
     m.helper = null;
   }
 
+  /** A slice root takes its missing packet from the origin `rootOriginWaitMs` after finding it missing. */
+  private rootAsksOrigin(now: number, m: Missing): boolean {
+    return this.isTreeRoot(m.slice) && now - m.detectedAt >= this.host.protocol.rootOriginWaitMs;
+  }
+
   private isTreeRoot(s: number): boolean {
     const st = this.host.slice(s);
     return st.isSliceSource || st.parent === this.host.sourceId;
@@ -683,7 +700,10 @@ export class Repairer {
   }
 
   private playTime(s: number, seq: number): number {
-    const pl = this.playout as Playout;
+    return this.playTimeOn(this.playout as Playout, s, seq);
+  }
+
+  private playTimeOn(pl: Playout, s: number, seq: number): number {
     return pl.zeroAtMs + (seq + s / this.host.dataSlices) * pl.packetIntervalMs;
   }
 

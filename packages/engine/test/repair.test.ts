@@ -508,6 +508,29 @@ describe('repair: requester', () => {
       expect(rig.fetches().map((f) => [f.time, f.action.seqs])).toEqual([[at + STEP_MS, [5]]]);
     });
 
+    it('a clock moved later moves deadlines, not when a packet counts as missing', () => {
+      const rig = missingFive();
+      rig.runTo(T0 + 800);
+      // The host re-anchors its clock 3 s later (say, the player's buffer grew).
+      rig.solo.input({
+        kind: 'playout',
+        zeroAtMs: ZERO_AT + 3000,
+        packetIntervalMs: INTERVAL_MS,
+        fromMs: T0,
+      });
+      rig.runTo(DETECTED_AT - STEP_MS);
+      expect(rig.requests()).toEqual([]);
+      rig.runTo(DETECTED_AT);
+      expect(rig.requestsFor(0, 5).map((r) => [r.time, r.to])).toEqual([[DETECTED_AT, A]]);
+      rig.solo.feed(A, nak(rig.requestsFor(0, 5)[0]!.message, RepairNakReason.NotHeld));
+      // The origin waits for the new deadline.
+      const due = rig.deadline(0, 5) + 3000 - ORIGIN_LEAD_MS;
+      rig.runTo(due - STEP_MS);
+      expect(rig.fetches()).toEqual([]);
+      rig.runTo(due);
+      expect(rig.fetches().map((f) => [f.time, f.action.seqs])).toEqual([[due, [5]]]);
+    });
+
     it('refuses a deadline span that is not whole packets or not a finite time', () => {
       const rig = missingFive();
       expect(() => rig.solo.input({ kind: 'deadline', firstPacket: -1, packets: 2, atMs: 0 })).toThrow(
@@ -544,6 +567,29 @@ describe('repair: requester', () => {
       rig.runTo(T0 + 3000);
       expect(rig.requests()).toEqual([]);
       expect(rig.solo.engine.repair.counters.originNeverAsked).toBe(1);
+    });
+
+    it('with rootOriginWaitMs, a slice source waits that long after finding the packet missing', () => {
+      const rig = new Rig({ neighbours: [B, D], protocol: { rootOriginWaitMs: 500 } });
+      rig.advertise(B, { 0: { receiving: true }, 1: { receiving: true } });
+      rig.advertise(D, { 0: { receiving: true }, 1: { receiving: true } });
+      for (const s of [0, 1])
+        rig.solo.feed(SOURCE, { type: MessageType.SliceSourceAssign, slice: s, epoch: 1, assigned: true });
+      expect(rig.solo.engine.sliceSourceOf()).toEqual([0, 1]);
+      rig.treeFrom = SOURCE;
+      rig.drop(0, 5);
+      rig.runTo(T0);
+      rig.playout();
+      rig.runTo(DETECTED_AT + 500 - STEP_MS);
+      expect(rig.fetches()).toEqual([]);
+      expect(rig.solo.engine.repair.counters.packetsMissing).toBe(1);
+      rig.runTo(DETECTED_AT + 500);
+      expect(rig.fetches().map((f) => [f.time, f.action.slice, f.action.seqs])).toEqual([
+        [DETECTED_AT + 500, 0, [5]],
+      ]);
+      rig.runTo(T0 + 3000);
+      // Meanwhile it asked the neighbours not below it (here B and D advertise no mask of ours).
+      expect(new Set(rig.requestsFor(0, 5).map((r) => r.to))).toEqual(new Set([B, D]));
     });
   });
 
