@@ -198,6 +198,14 @@ class Rig {
     }
   }
 
+  /** No origin fetch before `due`, and slice 0's seq 5 asked of the origin exactly then (alone). */
+  expectOriginFetchAt(due: number): void {
+    this.runTo(due - STEP_MS);
+    expect(this.fetches()).toEqual([]);
+    this.runTo(due);
+    expect(this.fetches().map((f) => [f.time, f.action.slice, f.action.seqs])).toEqual([[due, 0, [5]]]);
+  }
+
   requests(since = 0): { time: number; to: PeerId; message: PacketRepairRequestMessage }[] {
     return this.solo.sendsOf(MessageType.PacketRepairRequest, since);
   }
@@ -408,6 +416,21 @@ describe('repair: requester', () => {
     expect(rig.requestsFor(0, 5).map((r) => r.to)).toEqual([A, B, C, D, F]);
   });
 
+  /** ME is the slice source of both slices (fed by the true source), and misses slice 0's seq 5. */
+  function sliceSourceMissingFive(protocol: Partial<ProtocolConfig> = {}): Rig {
+    const rig = new Rig({ neighbours: [B, D], protocol });
+    rig.advertise(B, { 0: { receiving: true }, 1: { receiving: true } });
+    rig.advertise(D, { 0: { receiving: true }, 1: { receiving: true } });
+    for (const s of [0, 1])
+      rig.solo.feed(SOURCE, { type: MessageType.SliceSourceAssign, slice: s, epoch: 1, assigned: true });
+    expect(rig.solo.engine.sliceSourceOf()).toEqual([0, 1]);
+    rig.treeFrom = SOURCE;
+    rig.drop(0, 5);
+    rig.runTo(T0);
+    rig.playout();
+    return rig;
+  }
+
   describe('the origin, last resort', () => {
     it('when every helper said NotHeld: fetched once the deadline is within originLeadMs, delivered via origin', () => {
       const rig = helperField();
@@ -455,10 +478,7 @@ describe('repair: requester', () => {
       expect(first.map((r) => r.to)).toEqual([A]);
       rig.solo.feed(A, nak(first[0]!.message, RepairNakReason.NotHeld));
       const due = rig.deadline(0, 5) - ORIGIN_LEAD_MS;
-      rig.runTo(due - STEP_MS);
-      expect(rig.fetches()).toEqual([]);
-      rig.runTo(due);
-      expect(rig.fetches().map((f) => [f.time, f.action.slice, f.action.seqs])).toEqual([[due, 0, [5]]]);
+      rig.expectOriginFetchAt(due);
       expect(rig.requestsFor(0, 5)).toHaveLength(1);
     });
 
@@ -469,10 +489,7 @@ describe('repair: requester', () => {
       const first = rig.requestsFor(0, 5);
       rig.solo.feed(A, nak(first[0]!.message, RepairNakReason.NotHeld));
       const due = rig.deadline(0, 5) - 500;
-      rig.runTo(due - STEP_MS);
-      expect(rig.fetches()).toEqual([]);
-      rig.runTo(due);
-      expect(rig.fetches().map((f) => [f.time, f.action.seqs])).toEqual([[due, [5]]]);
+      rig.expectOriginFetchAt(due);
     });
 
     it('a host deadline for a run of packets (a segment needed whole) moves their last resort earlier', () => {
@@ -486,10 +503,7 @@ describe('repair: requester', () => {
       expect(first.map((r) => r.to)).toEqual([A]);
       rig.solo.feed(A, nak(first[0]!.message, RepairNakReason.NotHeld));
       const due = neededAt - ORIGIN_LEAD_MS;
-      rig.runTo(due - STEP_MS);
-      expect(rig.fetches()).toEqual([]);
-      rig.runTo(due);
-      expect(rig.fetches().map((f) => [f.time, f.action.slice, f.action.seqs])).toEqual([[due, 0, [5]]]);
+      rig.expectOriginFetchAt(due);
     });
 
     it('a host deadline given after the packet went missing applies to it; one later than the clock is not taken', () => {
@@ -525,10 +539,7 @@ describe('repair: requester', () => {
       rig.solo.feed(A, nak(rig.requestsFor(0, 5)[0]!.message, RepairNakReason.NotHeld));
       // The origin waits for the new deadline.
       const due = rig.deadline(0, 5) + 3000 - ORIGIN_LEAD_MS;
-      rig.runTo(due - STEP_MS);
-      expect(rig.fetches()).toEqual([]);
-      rig.runTo(due);
-      expect(rig.fetches().map((f) => [f.time, f.action.seqs])).toEqual([[due, [5]]]);
+      rig.expectOriginFetchAt(due);
     });
 
     it('refuses a deadline span that is not whole packets or not a finite time', () => {
@@ -548,16 +559,7 @@ describe('repair: requester', () => {
     });
 
     it('a slice source (fed by the true source) asks the origin at once, and no neighbour', () => {
-      const rig = new Rig({ neighbours: [B, D] });
-      rig.advertise(B, { 0: { receiving: true }, 1: { receiving: true } });
-      rig.advertise(D, { 0: { receiving: true }, 1: { receiving: true } });
-      for (const s of [0, 1])
-        rig.solo.feed(SOURCE, { type: MessageType.SliceSourceAssign, slice: s, epoch: 1, assigned: true });
-      expect(rig.solo.engine.sliceSourceOf()).toEqual([0, 1]);
-      rig.treeFrom = SOURCE;
-      rig.drop(0, 5);
-      rig.runTo(T0);
-      rig.playout();
+      const rig = sliceSourceMissingFive();
       rig.runTo(DETECTED_AT - STEP_MS);
       expect(rig.fetches()).toEqual([]);
       rig.runTo(DETECTED_AT);
@@ -570,16 +572,7 @@ describe('repair: requester', () => {
     });
 
     it('with rootOriginWaitMs, a slice source waits that long after finding the packet missing', () => {
-      const rig = new Rig({ neighbours: [B, D], protocol: { rootOriginWaitMs: 500 } });
-      rig.advertise(B, { 0: { receiving: true }, 1: { receiving: true } });
-      rig.advertise(D, { 0: { receiving: true }, 1: { receiving: true } });
-      for (const s of [0, 1])
-        rig.solo.feed(SOURCE, { type: MessageType.SliceSourceAssign, slice: s, epoch: 1, assigned: true });
-      expect(rig.solo.engine.sliceSourceOf()).toEqual([0, 1]);
-      rig.treeFrom = SOURCE;
-      rig.drop(0, 5);
-      rig.runTo(T0);
-      rig.playout();
+      const rig = sliceSourceMissingFive({ rootOriginWaitMs: 500 });
       rig.runTo(DETECTED_AT + 500 - STEP_MS);
       expect(rig.fetches()).toEqual([]);
       expect(rig.solo.engine.repair.counters.packetsMissing).toBe(1);
