@@ -84,9 +84,10 @@ export const LIVE_PROTOCOL: Partial<ProtocolConfig> = {
   // 2 × this before its deadline; at 1500 that was before a segment cut whole was even published,
   // when the player's deadline is ~3 s after publication, and every packet went to the origin.
   originLeadMs: 600,
-  // A slice root's packet merely late (the source's pace jitters by hundreds of ms) cost an origin
-  // fetch at once in the Node live test (the origin's share 0.26 against 0.12 without); a second
-  // leaves it time to come, and the children wait for the root's copy (Pending).
+  // A slice root fetched a packet merely late (a live source's pace jitters by hundreds of ms) from
+  // the origin at once: in the Node live test with engine repair the origin's share was 0.12 with
+  // no root shortcut and 0.26 with it. A second leaves a late packet time to come; its children
+  // wait for the root's copy meanwhile (Pending). (That test stayed noisy with it, 0.27–0.36.)
   rootOriginWaitMs: 1000,
 };
 
@@ -849,8 +850,9 @@ export class MeshSession extends EventTarget implements SegmentProvider {
 
   /**
    * Engine mode: the player's deadline becomes the engine's playout clock, and the engine repairs the
-   * segment's missing packets (neighbours, then the origin) on its own schedule; the session only
-   * waits. What is still missing at the deadline is the loader's: the whole segment from the origin.
+   * segment's missing packets (neighbours, then the origin) on its own schedule; the session waits.
+   * What is still missing shortly before the deadline comes as byte ranges, and failing that the
+   * loader takes the whole segment from the origin.
    * A segment from before we joined is out of the engine's reach (it repairs only what plays after
    * its clock started, and its ring holds no history), so it is asked of neighbours' segment stores
    * at once (catch-up, the same request as segment repair's).
@@ -899,8 +901,8 @@ export class MeshSession extends EventTarget implements SegmentProvider {
   }
 
   /**
-   * Engine mode: the playout clock that runs at the stream's rate with this segment's first packet
-   * at the player's deadline (`playoutFor`), and that deadline for every packet of the segment
+   * Engine mode: the playout clock that runs at the published pace with this segment's first packet
+   * at `deadlineMs` (`playoutFor`), and that deadline for every packet of the segment
    * (`segmentDeadline`). A segment not announced yet (its packets still
    * being written) gets its clock when its announcement comes.
    */

@@ -16,6 +16,7 @@ import {
   locatePacket,
   playoutFor,
   segmentDeadline,
+  SegmentPace,
   resolvePacketRepair,
   type PlayoutClock,
 } from '../src/packet-repair.js';
@@ -146,6 +147,12 @@ describe('playoutFor', () => {
     expect(segmentDeadline(a, 50_000)).toEqual({ firstPacket: 176, packets: 32, atMs: 50_000 });
     expect(segmentDeadline({ ...a, packets: 0 }, 50_000)).toBeNull();
     expect(segmentDeadline(a, Number.POSITIVE_INFINITY)).toBeNull();
+  });
+
+  it('runs at the measured pace when there is one', () => {
+    const clock = playoutFor(a, 50_000, D, 47_000, 3000);
+    expect(clock?.packetIntervalMs).toBe(1500);
+    expect(playoutFor(a, 50_000, D, 47_000, null)?.packetIntervalMs).toBe(1000);
   });
 
   it('gives no clock when the announcement cannot give a rate', () => {
@@ -421,3 +428,28 @@ function rangeOf(a: SignedAnnouncement, first: number, last: number): string {
   const plan = planOf(a);
   return `bytes=${packetRange(plan, a.bytes, first)[0]}-${packetRange(plan, a.bytes, last)[1] - 1}`;
 }
+
+describe('SegmentPace', () => {
+  const at = (sequence: number, publishedAtMs: number) => ({ sequence, publishedAtMs, durationMs: 2000 });
+
+  it('smooths the gaps between consecutive segments, leaving out pauses, repeats and jumps', () => {
+    const pace = new SegmentPace();
+    expect(pace.ms).toBeNull();
+    pace.announced(at(10, 100_000));
+    expect(pace.ms).toBeNull();
+    pace.announced(at(11, 104_000));
+    expect(pace.ms).toBe(4000);
+    pace.announced(at(12, 106_000));
+    // A quarter of the way to the new gap (2000).
+    expect(pace.ms).toBe(3500);
+    // A repeat, an old one, a jump and a pause over 8 durations change nothing.
+    pace.announced(at(12, 107_000));
+    pace.announced(at(9, 90_000));
+    pace.announced(at(14, 110_000));
+    pace.announced(at(15, 150_000));
+    expect(pace.ms).toBe(3500);
+    // A gap under a quarter of the duration is left out too.
+    pace.announced(at(16, 150_400));
+    expect(pace.ms).toBe(3500);
+  });
+});
