@@ -434,11 +434,6 @@ export class MeshNode {
     return n;
   }
 
-  /** Peers whose link is being set up (signalling or ICE under way, channel not open yet). */
-  get openingPeers(): number {
-    return this.links.size - this.openPeers;
-  }
-
   start(): void {
     this.renegotiationTimer = setInterval(() => {
       this.renegotiations = 0;

@@ -887,12 +887,11 @@ export class MeshSession extends EventTarget implements SegmentProvider {
 
   /**
    * A segment from before we joined is asked of neighbours; a joining viewer's first channels may
-   * still be opening (expectsSegment let the loader wait for that): wait for one, within the budget.
+   * not be open yet (expectsSegment let the loader wait for them): wait for one, within the budget.
    */
   private async waitForHelper(deadlineMs: number, signal?: AbortSignal): Promise<void> {
     while (
       this.repairHelpers().length === 0 &&
-      (this.node?.openingPeers ?? 0) > 0 &&
       this.clock.now() + CATCH_UP_POLL_MS < deadlineMs &&
       signal?.aborted !== true &&
       !this.closed
@@ -1169,14 +1168,15 @@ export class MeshSession extends EventTarget implements SegmentProvider {
     if (this.closed || this.store === null) return false;
     if (this.store.expects(sequence)) return true;
     // From before we joined: neighbours may hold it (repair), if a channel is open already, or once
-    // the player holds a segment, if one is still opening (the loader's budget is then the buffer,
-    // and the wait for a channel costs nothing). Waiting for the first channels before the first
-    // segment delayed startup noticeably to save one segment from the origin: playback first.
+    // the player holds a segment in any case (the loader's budget is then the buffer less its safety
+    // margin, so waiting for a first channel costs no stall). Waiting for the first channels before
+    // the first segment delayed startup noticeably to save one segment from the origin: playback
+    // first. (With a channel only once one was opening, 8 viewers took 2 of their first 3 segments
+    // from the origin: the second was asked for before any link had started.)
     if (this.store.announcement(sequence) === null) return false;
     const node = this.node;
     if (node === null) return false;
-    if (node.openPeers > 0) return true;
-    return this.segmentsFromMesh + this.segmentsFromOrigin > 0 && node.openingPeers > 0;
+    return node.openPeers > 0 || this.segmentsFromMesh + this.segmentsFromOrigin > 0;
   }
 
   noteOriginSegment(bytes: number, part = false): void {

@@ -107,6 +107,7 @@ describe('MeshSession packetRepair', () => {
     expect(playout.mock.calls[1]?.[0]).toEqual(playoutFor(s11.a, 13_200, D, 10_000));
     expect(deadline.mock.calls[1]?.[0]).toEqual(segmentDeadline(s11.a, 13_200));
     t.session.close();
+    t.clock.advance(CATCH_UP_STEP_MS); // a wait for a helper ends on its next look
     expect(await waiting).toBeNull();
   });
 
@@ -128,6 +129,8 @@ describe('MeshSession packetRepair', () => {
       MeshSession.prototype as unknown as { requestRepair: (sequence: number) => boolean },
       'requestRepair',
     );
+    vi.spyOn(MeshNode.prototype, 'openPeerIds').mockReturnValue([42]);
+    vi.spyOn(MeshNode.prototype, 'sendRepair').mockReturnValue(true);
     const s10 = segment(10, 40_000);
     const t = await connected('engine', [s10.a]);
     void t.session.waitForSegment(10, 12_000, undefined, `${URL_BASE}seg10.ts`);
@@ -140,15 +143,15 @@ describe('MeshSession packetRepair', () => {
     expect(requestRepair.mock.calls).toEqual([[10]]);
   });
 
-  it("catch-up waits for a neighbour's channel still opening, but only once the player holds a segment", async () => {
-    const opening = vi.spyOn(MeshNode.prototype, 'openingPeers', 'get').mockReturnValue(1);
+  it("catch-up waits for a neighbour's channel, but only once the player holds a segment", async () => {
     let open: number[] = [];
     vi.spyOn(MeshNode.prototype, 'openPeerIds').mockImplementation(() => open);
     vi.spyOn(MeshNode.prototype, 'openPeers', 'get').mockImplementation(() => open.length);
     const sent = vi.spyOn(MeshNode.prototype, 'sendRepair').mockReturnValue(true);
+    const s9 = segment(9, 40_000);
     const s10 = segment(10, 40_000);
-    const t = await connected('engine', [s10.a]);
-    // Startup (nothing played yet): a channel still opening is not waited for; playback first.
+    const t = await connected('engine', [s9.a, s10.a]);
+    // Startup (nothing played yet): no channel is waited for; playback first.
     expect(t.session.expectsSegment(10)).toBe(false);
     t.session.noteOriginSegment(40_000);
     expect(t.session.expectsSegment(10)).toBe(true);
@@ -163,12 +166,21 @@ describe('MeshSession packetRepair', () => {
     expect(sent.mock.calls.map(([to, message]) => [to, message.type])).toEqual([
       [42, MessageType.RepairRequest],
     ]);
-    // Nobody opening and nobody open: the origin at once, not at the deadline.
-    open = [];
-    opening.mockReturnValue(0);
-    expect(t.session.expectsSegment(10)).toBe(false);
     t.session.close();
+    t.clock.advance(CATCH_UP_STEP_MS); // a wait for a helper ends on its next look
     expect(await waiting).toBeNull();
+    // Nobody to ask by the deadline: the loader goes to the origin then (null), not later.
+    open = [];
+    const u = await connected('engine', [s9.a, s10.a]);
+    u.session.noteOriginSegment(40_000);
+    const alone = u.session.waitForSegment(9, u.clock.now() + 500, undefined, `${URL_BASE}seg9.ts`);
+    await settle();
+    for (let i = 0; i < 10; i++) {
+      u.clock.advance(CATCH_UP_STEP_MS);
+      await settle();
+    }
+    expect(await alone).toBeNull();
+    expect(sent).toHaveBeenCalledTimes(1);
   });
 
   it('segment: the engine gets no playout clock', async () => {
