@@ -246,16 +246,7 @@ describe('two tracker processes sharing swarms through Redis', () => {
     await Promise.all(viewers.map((v) => v.ready));
     // Give the trees a few segments to form, then ask every viewer for consecutive segments the
     // way the player does: wait for the mesh, and complete a partial segment from the origin (on A).
-    // At least 4 s, and until every viewer has a parent for every slice (at most 20 s): as the
-    // first file of a full run, under every worker's start-up, A's viewers once had no trees yet
-    // after 4 s, and one took nothing from the mesh.
-    const treesBy = Date.now() + 20_000;
     await new Promise((r) => setTimeout(r, 4000));
-    while (
-      Date.now() < treesBy &&
-      !viewers.every((v) => v.stats().slices.every((slice) => slice.parent !== null))
-    )
-      await new Promise((r) => setTimeout(r, 250));
     const originBefore = await a.metric('chunkycast_tracker_origin_bytes_total{role="viewers"}');
     // The next segments the packager writes (the source announces each within a playlist poll).
     const firstSeq = Math.max(...packager.segments.keys()) + 1;
@@ -350,7 +341,7 @@ describe('two tracker processes sharing swarms through Redis', () => {
     // Offers one way, answers the other: both processes relayed signals out and in.
     for (const count of [relays.aIn, relays.aOut, relays.bIn, relays.bOut]) expect(count).toBeGreaterThan(0);
     expect(relays.bAnnouncementsIn).toBeGreaterThanOrEqual(wanted.length);
-  }, 90_000);
+  }, 60_000);
 
   it('bootstraps across processes, relays signals, and answers unknownPeer for ids nowhere', async () => {
     const probeA = await probe(a);
