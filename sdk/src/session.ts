@@ -297,8 +297,8 @@ export class MeshSession extends EventTarget implements SegmentProvider {
   private partsFromMesh = 0;
   private partsFromOrigin = 0;
   private segmentsCompletedFromOrigin = 0;
-  private startupSegmentsFromMesh = 0;
-  private startupSegmentsFromOrigin = 0;
+  /** Where the first STARTUP_SEGMENTS whole segments came from. */
+  private readonly startupSegments = { mesh: 0, origin: 0 };
   private nextRepairId = 1;
   /** Seeded by the session (helpers for repair are chosen at random, reproducibly per seed). */
   private random: Random = createRandom(1);
@@ -1184,17 +1184,20 @@ export class MeshSession extends EventTarget implements SegmentProvider {
     if (part) this.partsFromOrigin++;
     else {
       this.segmentsFromOrigin++;
-      if (this.startupSegmentsFromMesh + this.startupSegmentsFromOrigin < STARTUP_SEGMENTS)
-        this.startupSegmentsFromOrigin++;
+      this.noteStartupSegment('origin');
     }
+  }
+
+  private noteStartupSegment(from: 'mesh' | 'origin'): void {
+    const counted = this.startupSegments.mesh + this.startupSegments.origin;
+    if (counted < STARTUP_SEGMENTS) this.startupSegments[from]++;
   }
 
   noteMeshSegment(_sequence: number, part = false): void {
     if (part) this.partsFromMesh++;
     else {
       this.segmentsFromMesh++;
-      if (this.startupSegmentsFromMesh + this.startupSegmentsFromOrigin < STARTUP_SEGMENTS)
-        this.startupSegmentsFromMesh++;
+      this.noteStartupSegment('mesh');
     }
   }
 
@@ -1238,8 +1241,8 @@ export class MeshSession extends EventTarget implements SegmentProvider {
       meshShare: total === 0 ? 0 : bytesFromMesh / total,
       segmentsFromMesh: this.segmentsFromMesh,
       segmentsFromOrigin: this.segmentsFromOrigin,
-      startupSegmentsFromMesh: this.startupSegmentsFromMesh,
-      startupSegmentsFromOrigin: this.startupSegmentsFromOrigin,
+      startupSegmentsFromMesh: this.startupSegments.mesh,
+      startupSegmentsFromOrigin: this.startupSegments.origin,
       partsFromMesh: this.partsFromMesh,
       partsFromOrigin: this.partsFromOrigin,
       packetSignaturesVerified: this.signatures?.counters.verified ?? 0,
