@@ -35,6 +35,9 @@ export default defineConfig({
     outDir: here('dist'),
     emptyOutDir: true,
     target: 'es2022',
+    // Maps next to the bundles: the cost benchmark's profiles (npm run swarm -- --profile-viewer)
+    // name the source file and function of every sample; the page loads them only in DevTools.
+    sourcemap: true,
     // hls.js alone is over Vite's 500 kB warning; the page is one player, not a site to split.
     chunkSizeWarningLimit: 2000,
     rollupOptions: {

@@ -42,3 +42,23 @@ export class FakePackager {
     renameSync(join(this.dir, 'live.m3u8.tmp'), join(this.dir, 'live.m3u8'));
   }
 }
+
+/**
+ * Where two byte arrays first differ, or null when they are equal, in one native comparison.
+ * vitest's toEqual walks a 120 kB array element by element: 0.4 s each, 13 of a live test's 28 s
+ * in a profile, on the one event loop that also runs the tracker, the true source and the viewers
+ * whose timing the test measures (under load, the viewers missed their deadlines and the test
+ * failed on the origin's share).
+ */
+export function byteMismatch(
+  actual: Uint8Array | null | undefined,
+  expected: Uint8Array | undefined,
+): string | null {
+  if (actual === null || actual === undefined || expected === undefined)
+    return `expected ${expected === undefined ? 'no bytes' : `${expected.length} bytes`}, got ${actual === null || actual === undefined ? String(actual) : `${actual.length} bytes`}`;
+  const view = (x: Uint8Array): Buffer => Buffer.from(x.buffer, x.byteOffset, x.byteLength);
+  if (view(actual).equals(view(expected))) return null;
+  if (actual.length !== expected.length) return `length ${actual.length}, expected ${expected.length}`;
+  const at = actual.findIndex((b, i) => b !== expected[i]);
+  return `byte ${at} is ${actual[at]}, expected ${expected[at]}`;
+}

@@ -11,6 +11,13 @@ import { cpus } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
+import {
+  profileMarkdown,
+  sourceMapsIn,
+  summarizeProfile,
+  type CpuProfile,
+  type ProfileSummary,
+} from '../lib/cpu-profile.js';
 import { UsageError, noPositionals, numberOption, parseCommandLine, stringValue } from '../lib/args.js';
 import { runIsolated } from '../lib/netns.js';
 import { resolveOut, withoutOut } from '../lib/out-dir.js';
@@ -43,8 +50,16 @@ options:
                     demo's ?fault=drop-received:F), so that repair has work on loopback
   --hide-video      hide the players (display: none): they still decode and play, but skip painting,
                     about 25% less CPU per viewer (for large swarms on few cores)
+  --profile-viewer S
+                    record Chromium's CPU profile of viewer v0's page for S seconds, from 10 s into
+                    the window: DIR/v0.cpuprofile (open in DevTools) and, in report.md and
+                    result.json's profile, its self time by part, source file and function
   --help            print this help`;
 
+/** A profile starts this far into the window (past startup), or a quarter of the way if shorter. */
+const PROFILE_WARMUP_MS = 10_000;
+/** Chromium's sampling interval for the profile: 1 ms, fine enough for per-packet work. */
+const PROFILE_SAMPLING_US = 1000;
 /** Every viewer page is read this often. */
 const SAMPLE_INTERVAL_MS = 2000;
 /** A progress line every this many samples. */
@@ -64,6 +79,7 @@ const opts = parseCommandLine(
     'hide-video': { type: 'boolean' },
     'packet-repair': { type: 'string' },
     'drop-received': { type: 'string' },
+    'profile-viewer': { type: 'string' },
   },
   (parsed) => {
     noPositionals(parsed);
@@ -81,6 +97,7 @@ const opts = parseCommandLine(
     )
       throw new UsageError(`--packet-repair must be engine, segment or split, got ${packetRepair}`);
     const dropReceived = stringValue(parsed, 'drop-received');
+    const profile = stringValue(parsed, 'profile-viewer');
     return {
       viewers,
       durationS: numberOption('duration', stringValue(parsed, 'duration'), 60, { min: 4 }),
@@ -94,6 +111,7 @@ const opts = parseCommandLine(
         dropReceived === undefined
           ? undefined
           : numberOption('drop-received', dropReceived, 0, { min: 0, max: 1 }),
+      profileS: profile === undefined ? undefined : numberOption('profile-viewer', profile, 0, { min: 1 }),
     };
   },
 );
@@ -146,6 +164,13 @@ try {
   }
   progress(`${viewers.length} viewer(s) open after ${((Date.now() - windowStart) / 1000).toFixed(1)} s`);
 
+  const profiling =
+    opts.profileS === undefined || viewers[0] === undefined
+      ? null
+      : profileViewer(viewers[0], {
+          startAfterMs: Math.min(PROFILE_WARMUP_MS, (opts.durationS * 1000) / 4),
+          durationMs: Math.min(opts.profileS * 1000, opts.durationS * 1000 - PROFILE_WARMUP_MS),
+        });
   const series = await monitor(viewers, {
     durationMs: opts.durationS * 1000,
     intervalMs: SAMPLE_INTERVAL_MS,
@@ -156,6 +181,7 @@ try {
     },
   });
   const windowEnd = Date.now();
+  const profile = profiling === null ? null : await profiling;
   const origin = await tracker.origin();
   const produced = stream.bytesProduced(windowStart, windowEnd);
   // monitor() takes at least one round, so every series has a last sample.
@@ -264,11 +290,17 @@ try {
     },
     environment: { node: process.version, cpus: cpus().length, chromium, startedAt: started.toISOString() },
     byPacketRepair: byPacketRepair(perViewer),
+    profile: profile === null ? null : { viewer: 'v0', ...profile.summary },
     perViewer,
   };
   mkdirSync(opts.out, { recursive: true });
   writeFileSync(join(opts.out, 'result.json'), `${JSON.stringify(result, null, 2)}\n`);
-  writeFileSync(join(opts.out, 'report.md'), report(result));
+  if (profile !== null) writeFileSync(join(opts.out, 'v0.cpuprofile'), JSON.stringify(profile.raw));
+  writeFileSync(
+    join(opts.out, 'report.md'),
+    report(result) +
+      (profile === null ? '' : `\n${profileMarkdown(profile.summary, "Where viewer v0's CPU went")}`),
+  );
   last.forEach((s, i) => {
     progress(JSON.stringify(brief(viewers[i]?.label ?? `v${i}`, s)));
   });
@@ -280,6 +312,27 @@ try {
   progress(`failed: ${errorStack(error)}`);
   await stack.stopAll();
   process.exit(1);
+}
+
+/**
+ * Chromium's JS profiler on one viewer page (DevTools protocol), from `startAfterMs` for
+ * `durationMs`; summed by source file through the demo's source maps.
+ */
+async function profileViewer(
+  viewer: Viewer,
+  { startAfterMs, durationMs }: { startAfterMs: number; durationMs: number },
+): Promise<{ raw: CpuProfile; summary: ProfileSummary }> {
+  const cdp = await viewer.page.context().newCDPSession(viewer.page);
+  await sleep(startAfterMs);
+  await cdp.send('Profiler.enable');
+  await cdp.send('Profiler.setSamplingInterval', { interval: PROFILE_SAMPLING_US });
+  await cdp.send('Profiler.start');
+  progress(`profiling ${viewer.label} for ${(durationMs / 1000).toFixed(0)} s`);
+  await sleep(Math.max(0, durationMs));
+  const { profile } = await cdp.send('Profiler.stop');
+  await cdp.detach().catch(() => undefined);
+  const raw = profile as unknown as CpuProfile;
+  return { raw, summary: summarizeProfile(raw, sourceMapsIn(fromRoot('demo', 'dist'))) };
 }
 
 /** Viewer i's `packetRepair` query parameter (split: even engine, odd segment; none: the SDK's). */
