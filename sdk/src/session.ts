@@ -164,12 +164,21 @@ export function inspectPacket(
   payload: Uint8Array,
   place?: { readonly slice: number; readonly seq: number; readonly dataSlices: number },
   signatures?: PacketSignatures,
+  digests?: PacketDigests,
 ): DataVerdict {
   const decoded = decodeMediaPacket(payload);
   if (!decoded.ok) return 'reject';
   const packet = decoded.packet;
   const { segment, index, count, bytes, signed } = packet;
   const announcement = store.announcement(segment);
+  // A held packet is inspected again on every recheck: its hash is computed once, kept by payload.
+  const sha256Once = (): Uint8Array => {
+    const known = digests?.get(payload);
+    if (known !== undefined) return known;
+    const digest = sha256(bytes);
+    digests?.set(payload, digest);
+    return digest;
+  };
   // Hashed only once nothing cheaper decides: held packets are looked at again and again.
   if (announcement === null) {
     if (signed === undefined || signatures === undefined) return 'hold';
@@ -177,7 +186,7 @@ export function inspectPacket(
       const dealt = packetPlace(signed.packetNumber, 0, place.dataSlices);
       if (dealt.slice !== place.slice || dealt.seq !== place.seq) return 'reject';
     }
-    const verdict = signatures.check(packet, signed, sha256(bytes));
+    const verdict = signatures.check(packet, signed, sha256Once());
     return verdict === 'valid' ? 'accept' : verdict === 'forged' ? 'reject' : 'hold';
   }
   if (count !== headerCount(announcement) && count !== announcement.packets) return 'reject';
@@ -194,8 +203,16 @@ export function inspectPacket(
     if (dealt.slice !== place.slice || dealt.seq !== place.seq) return 'reject';
   }
   const expected = announcement.packetHashes.slice(index * PACKET_HASH_HEX, (index + 1) * PACKET_HASH_HEX);
-  return bytesToHex(sha256(bytes).subarray(0, PACKET_HASH_HEX / 2)) === expected ? 'accept' : 'reject';
+  return bytesToHex(sha256Once().subarray(0, PACKET_HASH_HEX / 2)) === expected ? 'accept' : 'reject';
 }
+
+/**
+ * SHA-256 of packet payloads already hashed, keyed by the payload (the same array each time a held
+ * packet is rechecked; a WeakMap, so a packet dropped or passed on takes its entry with it).
+ * Measured: one recheck per finished signature check hashed every held packet again, so a segment
+ * pushed while written was hashed about (n² / 2) times over its n packets.
+ */
+export type PacketDigests = WeakMap<Uint8Array, Uint8Array>;
 
 /** Host hooks for non-browser runtimes and tests. */
 export interface SessionHost {
@@ -285,6 +302,7 @@ export class MeshSession extends EventTarget implements SegmentProvider {
   /** Signatures of packets of segments still being written (issue 14), checked before their announcement. */
   private signatures: PacketSignatures | null = null;
   private recheckScheduled = false;
+  private readonly packetDigests: PacketDigests = new WeakMap();
   /** The highest `liveSequence` told to the current node (-1: none yet). */
   private liveSequenceTold = -1;
   private closed = false;
@@ -603,6 +621,7 @@ export class MeshSession extends EventTarget implements SegmentProvider {
             payload,
             { slice, seq, dataSlices: node.engine.config.dataSlices },
             this.signatures ?? undefined,
+            this.packetDigests,
           ),
         onRepair: (from, message) => {
           if (this.node === node) this.onRepair(from, message);

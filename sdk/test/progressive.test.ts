@@ -3,7 +3,7 @@
 // and completes the segment when the announcement of the whole arrives.
 import { createHash } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
-import { SegmentStore, bytesToBase64, inspectPacket } from '@chunkycast/sdk/core';
+import { SegmentStore, bytesToBase64, inspectPacket, type PacketDigests } from '@chunkycast/sdk/core';
 import { PacketSignatures } from '../src/packet-signatures.js';
 import {
   OPEN_SEGMENT_COUNT,
@@ -143,6 +143,35 @@ describe('packets of a segment cut while written', () => {
     expect(inspectPacket(store, encodeMediaPacket(misplaced[2] as MediaPacket), undefined, signatures)).toBe(
       'reject',
     );
+  });
+
+  it('are hashed once however often they are rechecked while held', async () => {
+    const { privateKey, publicKey } = await keys();
+    const store = new SegmentStore({ stream: STREAM, publicKey, now: () => 0 });
+    const signatures = new PacketSignatures({ stream: STREAM, publicKey, settled: () => undefined });
+    const bytes = segmentBytes(5, 30_000);
+    const packets = await signedPackets(privateKey, 5, bytes, 80);
+    const payload = encodeMediaPacket(packets[1] as MediaPacket);
+    const place = { ...packetPlace(81, 0, SLICES), dataSlices: SLICES };
+    const digests: PacketDigests = new WeakMap();
+    expect(inspectPacket(store, payload, place, signatures, digests)).toBe('hold');
+    const digest = digests.get(payload);
+    expect(digest).toEqual(
+      new Uint8Array(
+        createHash('sha256')
+          .update((packets[1] as MediaPacket).bytes)
+          .digest(),
+      ),
+    );
+    expect(await settle(() => inspectPacket(store, payload, place, signatures, digests))).toBe('accept');
+    // Rechecks take the kept digest (the same array), not a new hash: a wrong one kept is believed,
+    // which is why the map is keyed by the payload array the check itself hashed.
+    expect(digests.get(payload)).toBe(digest);
+    await store.announce(await finalAnnouncement(privateKey, 5, bytes, packets, 80));
+    expect(inspectPacket(store, payload, place, signatures, digests)).toBe('accept');
+    digests.set(payload, new Uint8Array(32));
+    expect(inspectPacket(store, payload, place, signatures, digests)).toBe('reject');
+    expect(inspectPacket(store, payload, place, signatures)).toBe('accept');
   });
 
   it('are assembled, served as byte ranges before the end, and completed by the announcement', async () => {

@@ -70,6 +70,12 @@ export interface CpuUse {
   readonly renderersPct: number | null;
   readonly renderers: number;
   readonly processes: number;
+  /**
+   * % of one core by Chromium process type (`renderer`, `browser`, `gpu-process`,
+   * `utility:NetworkService`…), summed over the processes of that type: the WebRTC sockets of every
+   * page are the network service's, not their renderer's.
+   */
+  readonly byTypePct: Readonly<Record<string, number>>;
 }
 
 /**
@@ -82,10 +88,12 @@ export function cpuBetween(a: ChromiumSample, b: ChromiumSample): CpuUse {
   const wallS = (b.atMs - a.atMs) / 1000;
   let all = 0;
   let renderers = 0;
+  const byType: Record<string, number> = {};
   for (const p of b.processes) {
     const used = Math.max(0, p.cpuS - (before.get(p.pid) ?? 0));
     all += used;
     if (p.type === 'renderer') renderers += used;
+    byType[p.type] = (byType[p.type] ?? 0) + used;
   }
   return {
     wallS,
@@ -93,6 +101,9 @@ export function cpuBetween(a: ChromiumSample, b: ChromiumSample): CpuUse {
     renderersPct: wallS > 0 ? (100 * renderers) / wallS : null,
     renderers: b.processes.filter((p) => p.type === 'renderer').length,
     processes: b.processes.length,
+    byTypePct: Object.fromEntries(
+      Object.entries(byType).map(([type, used]) => [type, wallS > 0 ? (100 * used) / wallS : 0]),
+    ),
   };
 }
 

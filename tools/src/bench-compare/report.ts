@@ -305,6 +305,12 @@ export function reportMarkdown(run: CompareRun, plotFiles: Readonly<Record<strin
     (r) =>
       `| ${r.setting} | ${r.arm} | ${mib(r.originSourceMediaBytes)} | ${mib(r.originViewerMediaBytes)} | ${r.originMediaRequests ?? '—'} | ${mib(r.originPlaylistBytes)} | ${r.producedSegments} (${mib(r.producedBytes)}) | ${r.playingAtEnd}/${r.viewers} | ${r.neverPlayed} | ${r.stuckIntervals} | ${num(r.rendererCpuPerViewerPct, 1)} | ${num(r.rendererMemPerViewerMB, 0)} | ${r.machineBusyPct ?? '—'}% |`,
   );
+  // CPU by Chromium process type (all viewers together) and the tracker's: where an arm's cost lands.
+  const types = [...new Set(run.results.flatMap((r) => Object.keys(r.cpuByProcessTypePct)))].sort();
+  const cpuRows = run.results.map(
+    (r) =>
+      `| ${r.setting} | ${r.arm} | ${types.map((t) => num(r.cpuByProcessTypePct[t] ?? null, 1)).join(' | ')} | ${num(r.trackerCpuPct ?? null, 1)} |`,
+  );
   const p2pml = run.results.find((r) => {
     const settings = pageSettingsOf(r);
     return r.arm === 'p2pml' && settings !== null && settings.error === undefined;
@@ -361,6 +367,13 @@ ${misses.length === 0 ? '' : `What the figures say about the misses (the causes 
 | setting | arm | origin → true source MiB | origin → viewers MiB | media requests | playlist MiB | segments produced (MiB) | playing at end | never played | stuck 2 s intervals | renderer CPU % / viewer | renderer MiB / viewer | machine busy |
 |---|---|---|---|---|---|---|---|---|---|---|---|---|
 ${detailRows.join('\n')}
+
+CPU, % of one core, all viewers together, after the last viewer opened (the network service carries
+every page's WebRTC sockets; the tracker process also runs the true source in the mesh arm):
+
+| setting | arm | ${types.join(' | ')} | tracker |
+|---|---|${types.map(() => '---|').join('')}---|
+${cpuRows.join('\n')}
 
 ${problems.length === 0 ? 'No viewer failed to play and no page reported an error.' : problems.map((p) => `- ${p}`).join('\n')}
 

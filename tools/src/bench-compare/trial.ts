@@ -9,11 +9,14 @@
 import { cpus } from 'node:os';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { mean, percentile, round } from '../lib/stats.js';
+import { processStat } from '../lib/proc.js';
 import { errorMessage, waitFor } from '../lib/wait.js';
 import { Stack } from '../stack/cleanup.js';
 import type { FinishedSegment, LiveStream } from '../stack/stream.js';
+import { startSource, temporarySigningKey } from '../stack/source.js';
 import { startTracker, type OriginCounters } from '../stack/tracker.js';
 import { launchBrowser, openViewer, type Viewer } from '../viewers/browser.js';
+import { profilePage, type PageProfile } from '../viewers/profile.js';
 import type { ViewerSnapshot } from '../viewers/snapshot.js';
 import { monitor, steadinessProblems } from '../viewers/watch.js';
 import {
@@ -117,12 +120,20 @@ export interface TrialRaw extends TrialPlan {
   readonly cpu: {
     readonly window: CpuUse;
     readonly steady: CpuUse;
+    /**
+     * % of one core: the tracker process (origin, signalling, and the true source in the mesh arm
+     * unless it ran apart).
+     */
+    readonly trackerPct: number | null;
+    /** % of one core: the true source's own process (mesh arm with `separateSource`), else null. */
+    readonly sourcePct: number | null;
     readonly machineBusyPct: number | null;
     readonly memory: readonly { allMiB: number; renderersMiB: number }[];
   };
   readonly settings: unknown;
   readonly consoleTails: readonly string[][];
   readonly wtTrackerStderr: string | null;
+  readonly profile: PageProfile | null;
 }
 
 export interface TrialOptions extends TrialPlan {
@@ -132,6 +143,13 @@ export interface TrialOptions extends TrialPlan {
   readonly staggerMs: number;
   readonly hideVideo: boolean;
   readonly progress: (line: string) => void;
+  /** Profile viewer v0's page (bench:cost): from `startAfterMs` after it opened, for `durationMs`. */
+  readonly profile?: { readonly startAfterMs: number; readonly durationMs: number };
+  /**
+   * Mesh arm: run the true source as its own process (chunkycast-source) rather than in the
+   * tracker's, so that its CPU is read apart (bench:cost).
+   */
+  readonly separateSource?: boolean;
 }
 
 function cpuCount(): number {
@@ -153,15 +171,34 @@ export async function runTrial({
   staggerMs,
   hideVideo,
   progress,
+  profile: profileWindow,
+  separateSource = false,
 }: TrialOptions): Promise<TrialRaw> {
   const stack = new Stack();
   try {
+    const sourceApart = arm === 'mesh' && separateSource;
+    const key = sourceApart ? temporarySigningKey() : null;
+    if (key !== null)
+      stack.add('signing key', () => {
+        key.remove();
+        return Promise.resolve();
+      });
     const tracker = await startTracker({
       originDir: stream.dir,
-      sourceStream: arm === 'mesh' ? 'live' : null,
-      ...(lowLatency ? { extraArgs: ['--ll-hls'] } : {}),
+      sourceStream: arm === 'mesh' && !sourceApart ? 'live' : null,
+      extraArgs: [...(lowLatency ? ['--ll-hls'] : []), ...(key === null ? [] : ['--signing-key', key.path])],
     });
     stack.add('tracker', () => tracker.stop());
+    const source =
+      key === null
+        ? null
+        : await startSource({
+            trackerWsUrl: tracker.wsUrl,
+            playlistUrl: `${tracker.url}/live/live.m3u8`,
+            signingKeyFile: key.path,
+            broadcasterKey: tracker.broadcasterKey,
+          });
+    if (source !== null) stack.add('true source', () => source.stop());
     let wt: WebTorrentTracker | null = null;
     if (arm === 'p2pml') {
       const started = await startWebTorrentTracker();
@@ -188,6 +225,8 @@ export async function runTrial({
     // The counters just after the reset (bytes of requests already under way may land here).
     const originAtStart = await tracker.origin();
     const cpuAtStart = sampleChromium();
+    const trackerPid = tracker.proc.pid;
+    const sourcePid = source?.proc.pid;
     const pages: Viewer[] = [];
     for (let i = 0; i < count; i++) {
       const viewer = await openViewer(browser, url, { label: `v${i}` });
@@ -196,8 +235,17 @@ export async function runTrial({
         await viewer.page.addStyleTag({ content: 'video, mesh-player { display: none !important; }' });
       if (staggerMs > 0) await sleep(staggerMs);
     }
+    const profiling =
+      profileWindow === undefined || pages[0] === undefined
+        ? null
+        : profilePage(pages[0].page, profileWindow);
     const monitorStart = Date.now();
     const chromiumSamples: ChromiumSample[] = [sampleChromium({ withMemory: true })];
+    // The tracker's process (with the true source in it in the mesh arm), over the same steady part.
+    const cpuSecondsOf = (pid: number | undefined): number | null =>
+      pid === undefined ? null : (processStat(pid)?.cpuSeconds ?? null);
+    const trackerCpuAtMonitor = cpuSecondsOf(trackerPid);
+    const sourceCpuAtMonitor = cpuSecondsOf(sourcePid);
     const machineSamples = [machineCpu()];
     const originPending: Promise<OriginPoint | null>[] = [
       Promise.resolve({
@@ -238,6 +286,13 @@ export async function runTrial({
       },
     });
     const windowEnd = Date.now();
+    const trackerCpuAtEnd = cpuSecondsOf(trackerPid);
+    const sourceCpuAtEnd = cpuSecondsOf(sourcePid);
+    const pctOfCore = (from: number | null, to: number | null): number | null =>
+      from === null || to === null || windowEnd <= monitorStart
+        ? null
+        : (100 * (to - from)) / ((windowEnd - monitorStart) / 1000);
+    const profile = profiling === null ? null : await profiling.catch(() => null);
     const origin = await tracker.origin();
     const originSeries = (await Promise.all(originPending)).filter((x): x is OriginPoint => x !== null);
     originSeries.push({
@@ -280,11 +335,14 @@ export async function runTrial({
         window: cpuBetween(cpuAtStart, lastChromium),
         steady: cpuBetween(firstChromium, lastChromium),
         machineBusyPct: machineBusyPct(firstMachine, lastMachine, cpuCount()),
+        trackerPct: pctOfCore(trackerCpuAtMonitor, trackerCpuAtEnd),
+        sourcePct: pctOfCore(sourceCpuAtMonitor, sourceCpuAtEnd),
         memory: chromiumSamples.filter((s) => s.processes.some((p) => 'pssKb' in p)).map(memoryOf),
       },
       settings,
       consoleTails,
       wtTrackerStderr: wt?.stderr() ?? null,
+      profile,
     };
   } finally {
     await stack.stopAll();
@@ -362,6 +420,10 @@ export interface TrialSummary {
   readonly armOwnLiveDelayMsP95: number | null;
   readonly cpuPerViewerPct: number | null;
   readonly rendererCpuPerViewerPct: number | null;
+  /** % of one core per Chromium process type, all viewers together (see CpuUse.byTypePct). */
+  readonly cpuByProcessTypePct: Readonly<Record<string, number>>;
+  /** % of one core: the tracker process, true source included in the mesh arm. */
+  readonly trackerCpuPct: number | null;
   readonly memPerViewerMB: number | null;
   readonly rendererMemPerViewerMB: number | null;
   readonly chromiumProcesses: number;
@@ -464,6 +526,10 @@ export function summarizeTrial(
     armOwnLiveDelayMsP95: round(percentile(ownDelays, 95), 0),
     cpuPerViewerPct: round(perViewerOf(trial.cpu.steady.allPct), 1),
     rendererCpuPerViewerPct: round(perViewerOf(trial.cpu.steady.renderersPct), 1),
+    cpuByProcessTypePct: Object.fromEntries(
+      Object.entries(trial.cpu.steady.byTypePct).map(([type, pct]) => [type, round(pct, 1) ?? 0]),
+    ),
+    trackerCpuPct: round(trial.cpu.trackerPct, 1),
     memPerViewerMB: round(perViewerOf(mean(memory.map((m) => m.allMiB))), 1),
     rendererMemPerViewerMB: round(perViewerOf(mean(memory.map((m) => m.renderersMiB))), 1),
     chromiumProcesses: trial.cpu.steady.processes,

@@ -11,13 +11,7 @@ import { cpus } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
-import {
-  profileMarkdown,
-  sourceMapsIn,
-  summarizeProfile,
-  type CpuProfile,
-  type ProfileSummary,
-} from '../lib/cpu-profile.js';
+import { profileMarkdown } from '../lib/cpu-profile.js';
 import { UsageError, noPositionals, numberOption, parseCommandLine, stringValue } from '../lib/args.js';
 import { runIsolated } from '../lib/netns.js';
 import { resolveOut, withoutOut } from '../lib/out-dir.js';
@@ -28,6 +22,7 @@ import { Stack } from '../stack/cleanup.js';
 import { startStream } from '../stack/stream.js';
 import { startTracker } from '../stack/tracker.js';
 import { chromiumPath, launchBrowser, openViewer, viewerUrl, type Viewer } from '../viewers/browser.js';
+import { profilePage } from '../viewers/profile.js';
 import type { ViewerSnapshot } from '../viewers/snapshot.js';
 import { brief, monitor, steadinessProblems, summaryLine, swarmSummary } from '../viewers/watch.js';
 
@@ -58,8 +53,6 @@ options:
 
 /** A profile starts this far into the window (past startup), or a quarter of the way if shorter. */
 const PROFILE_WARMUP_MS = 10_000;
-/** Chromium's sampling interval for the profile: 1 ms, fine enough for per-packet work. */
-const PROFILE_SAMPLING_US = 1000;
 /** Every viewer page is read this often. */
 const SAMPLE_INTERVAL_MS = 2000;
 /** A progress line every this many samples. */
@@ -167,10 +160,11 @@ try {
   const profiling =
     opts.profileS === undefined || viewers[0] === undefined
       ? null
-      : profileViewer(viewers[0], {
+      : profilePage(viewers[0].page, {
           startAfterMs: Math.min(PROFILE_WARMUP_MS, (opts.durationS * 1000) / 4),
           durationMs: Math.min(opts.profileS * 1000, opts.durationS * 1000 - PROFILE_WARMUP_MS),
         });
+  if (profiling !== null) progress(`profiling v0 for up to ${opts.profileS ?? 0} s`);
   const series = await monitor(viewers, {
     durationMs: opts.durationS * 1000,
     intervalMs: SAMPLE_INTERVAL_MS,
@@ -312,27 +306,6 @@ try {
   progress(`failed: ${errorStack(error)}`);
   await stack.stopAll();
   process.exit(1);
-}
-
-/**
- * Chromium's JS profiler on one viewer page (DevTools protocol), from `startAfterMs` for
- * `durationMs`; summed by source file through the demo's source maps.
- */
-async function profileViewer(
-  viewer: Viewer,
-  { startAfterMs, durationMs }: { startAfterMs: number; durationMs: number },
-): Promise<{ raw: CpuProfile; summary: ProfileSummary }> {
-  const cdp = await viewer.page.context().newCDPSession(viewer.page);
-  await sleep(startAfterMs);
-  await cdp.send('Profiler.enable');
-  await cdp.send('Profiler.setSamplingInterval', { interval: PROFILE_SAMPLING_US });
-  await cdp.send('Profiler.start');
-  progress(`profiling ${viewer.label} for ${(durationMs / 1000).toFixed(0)} s`);
-  await sleep(Math.max(0, durationMs));
-  const { profile } = await cdp.send('Profiler.stop');
-  await cdp.detach().catch(() => undefined);
-  const raw = profile as unknown as CpuProfile;
-  return { raw, summary: summarizeProfile(raw, sourceMapsIn(fromRoot('demo', 'dist'))) };
 }
 
 /** Viewer i's `packetRepair` query parameter (split: even engine, odd segment; none: the SDK's). */

@@ -275,6 +275,10 @@ export async function readViewer(page: Page): Promise<ViewerSnapshot> {
     } catch (error) {
       stats = { error: String(error) };
     }
+    const quality =
+      video !== null && typeof video.getVideoPlaybackQuality === 'function'
+        ? video.getVideoPlaybackQuality()
+        : null;
     return {
       now: Date.now(),
       pageMs: performance.now(),
@@ -291,7 +295,13 @@ export async function readViewer(page: Page): Promise<ViewerSnapshot> {
                   ? video.buffered.end(video.buffered.length - 1) - video.currentTime
                   : 0,
               error: video.error ? video.error.message || String(video.error.code) : null,
+              ...(quality === null
+                ? {}
+                : { droppedFrames: quality.droppedVideoFrames, totalFrames: quality.totalVideoFrames }),
             },
+      jsHeapBytes:
+        (performance as Performance & { memory?: { usedJSHeapSize?: number } }).memory?.usedJSHeapSize ??
+        null,
       firstPlayingMs: rec?.firstPlayingMs ?? null,
       waitingAfterStart: rec?.waitingAfterStart ?? 0,
       gum: rec?.gum ?? null,

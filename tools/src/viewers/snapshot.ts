@@ -78,6 +78,9 @@ export interface VideoSnapshot {
   /** Seconds buffered ahead of the playhead. */
   readonly buffered: number;
   readonly error: string | null;
+  /** getVideoPlaybackQuality(): frames the decoder dropped, of those it was given (absent: no API). */
+  readonly droppedFrames?: number;
+  readonly totalFrames?: number;
 }
 
 /** One sample of one viewer page; `error` alone when the page did not answer. */
@@ -90,6 +93,8 @@ export interface ViewerSnapshot {
   /** Page time (ms since navigation) of the first `playing` event, null before. */
   readonly firstPlayingMs?: number | null;
   readonly waitingAfterStart?: number;
+  /** Chromium's `performance.memory.usedJSHeapSize` of the page, bytes (absent elsewhere). */
+  readonly jsHeapBytes?: number | null;
   /** How the fake microphone request went. */
   readonly gum?: string | null;
   readonly errors?: readonly string[];

@@ -1,0 +1,217 @@
+/** bench:cost's figures, goals (issue 17) and Markdown report. */
+
+export interface CostRow {
+  readonly viewers: number;
+  readonly arm: string;
+  /** % of one core per viewer: all renderer processes ÷ viewers (the steady part of the window). */
+  readonly rendererCpuPerViewerPct: number | null;
+  /** The same for every Chromium process (browser, GPU, network service, renderers). */
+  readonly chromiumCpuPerViewerPct: number | null;
+  readonly cpuByProcessTypePct: Readonly<Record<string, number>>;
+  /** Proportional set size, MiB per viewer. */
+  readonly rendererMemPerViewerMB: number | null;
+  readonly chromiumMemPerViewerMB: number | null;
+  readonly jsHeapPerViewerMB: number | null;
+  /** Summed over the viewers at the end (getVideoPlaybackQuality). */
+  readonly droppedFrames: number | null;
+  readonly totalFrames: number | null;
+  readonly stalls: number;
+  readonly neverPlayed: number;
+  readonly playingAtEnd: number;
+  readonly p2pShare: number | null;
+  readonly streamCopiesFromOrigin: number | null;
+  /** % of one core: the tracker process (origin and signalling). */
+  readonly trackerCpuPct: number | null;
+  /** % of one core: the true source's own process (mesh only). */
+  readonly sourceCpuPct: number | null;
+  readonly sourceCpuPerSlicePct: number | null;
+  readonly machineBusyPct: number | null;
+  readonly windowS: number | null;
+  readonly profile: {
+    readonly profiledMs: number;
+    readonly busyMs: number;
+    readonly parts: Readonly<Record<string, number>>;
+    readonly functions: readonly { readonly name: string; readonly selfMs: number }[];
+  } | null;
+}
+
+export interface CostRun {
+  readonly command: string;
+  readonly durationS: number;
+  readonly hideVideo: boolean;
+  readonly profileS: number;
+  readonly environment: {
+    readonly node: string;
+    readonly cpus: number;
+    readonly cpuModel: string;
+    readonly memGiB: number;
+    readonly kernel: string;
+    readonly startedAt: string;
+  };
+  readonly elapsedS: number;
+  readonly rows: readonly CostRow[];
+  readonly failures: readonly { readonly viewers: number; readonly arm: string; readonly error: string }[];
+}
+
+export interface CostGoal {
+  readonly viewers: number;
+  readonly goal: string;
+  readonly target: number;
+  readonly measured: number | null;
+  /** null: not measured (a trial failed or had no figure). */
+  readonly met: boolean | null;
+}
+
+/** Issue 17's ratio limit, mesh ÷ plain hls.js, for renderer CPU and memory per viewer. */
+export const COST_RATIO_LIMIT = 1.2;
+/** The viewer counts the issue sets its goals at. */
+const GOAL_VIEWERS = [8, 16] as const;
+
+/** Issue 17's goals at the viewer counts that ran. */
+export function costGoals(rows: readonly CostRow[]): CostGoal[] {
+  const goals: CostGoal[] = [];
+  const ratio = (a: number | null | undefined, b: number | null | undefined): number | null =>
+    a === null || a === undefined || b === null || b === undefined || b <= 0 ? null : a / b;
+  const judge = (measured: number | null, target: number): boolean | null =>
+    measured === null ? null : measured <= target;
+  for (const n of GOAL_VIEWERS) {
+    const http = rows.find((r) => r.viewers === n && r.arm === 'http');
+    const mesh = rows.find((r) => r.viewers === n && r.arm === 'mesh');
+    if (http === undefined && mesh === undefined) continue;
+    const cpu = ratio(mesh?.rendererCpuPerViewerPct, http?.rendererCpuPerViewerPct);
+    goals.push({
+      viewers: n,
+      goal: 'renderer CPU per viewer, mesh ÷ http',
+      target: COST_RATIO_LIMIT,
+      measured: cpu,
+      met: judge(cpu, COST_RATIO_LIMIT),
+    });
+    const mem = ratio(mesh?.rendererMemPerViewerMB, http?.rendererMemPerViewerMB);
+    goals.push({
+      viewers: n,
+      goal: 'renderer memory per viewer, mesh ÷ http',
+      target: COST_RATIO_LIMIT,
+      measured: mem,
+      met: judge(mem, COST_RATIO_LIMIT),
+    });
+    if (n === 16) {
+      const stalls = mesh === undefined ? null : mesh.stalls + mesh.neverPlayed;
+      goals.push({
+        viewers: n,
+        goal: 'mesh stalls (and viewers that never played)',
+        target: 0,
+        measured: stalls,
+        met: judge(stalls, 0),
+      });
+      const dropped = mesh?.droppedFrames ?? null;
+      const httpDropped = http?.droppedFrames ?? null;
+      goals.push({
+        viewers: n,
+        goal: 'mesh dropped frames, at most plain hls.js’s',
+        target: httpDropped ?? Number.NaN,
+        measured: dropped,
+        met: dropped === null || httpDropped === null ? null : dropped <= httpDropped,
+      });
+    }
+  }
+  return goals;
+}
+
+const num = (x: number | null | undefined, digits = 1): string =>
+  x === null || x === undefined || !Number.isFinite(x) ? '—' : x.toFixed(digits);
+const pct = (x: number | null): string => (x === null ? '—' : `${(100 * x).toFixed(1)}%`);
+
+export function costReport(run: CostRun): { markdown: string; goals: CostGoal[] } {
+  const goals = costGoals(run.rows);
+  const rows = run.rows.map(
+    (r) =>
+      `| ${r.viewers} | ${r.arm} | ${num(r.rendererCpuPerViewerPct)} | ${num(r.chromiumCpuPerViewerPct)} | ${num(r.rendererMemPerViewerMB, 0)} | ${num(r.jsHeapPerViewerMB)} | ${r.droppedFrames ?? '—'} / ${r.totalFrames ?? '—'} | ${r.stalls}${r.neverPlayed > 0 ? ` (+${r.neverPlayed} never played)` : ''} | ${pct(r.p2pShare)} | ${num(r.streamCopiesFromOrigin, 2)} | ${num(r.trackerCpuPct)} | ${num(r.sourceCpuPct)} (${num(r.sourceCpuPerSlicePct, 2)}) | ${r.machineBusyPct ?? '—'}% |`,
+  );
+  const types = [...new Set(run.rows.flatMap((r) => Object.keys(r.cpuByProcessTypePct)))].sort();
+  const typeRows = run.rows.map(
+    (r) =>
+      `| ${r.viewers} | ${r.arm} | ${types.map((t) => num(r.cpuByProcessTypePct[t] ?? null)).join(' | ')} |`,
+  );
+  const goalRows = goals.map(
+    (g) =>
+      `| ${g.viewers} | ${g.goal} | ≤ ${num(g.target, g.target === COST_RATIO_LIMIT ? 2 : 0)} | ${num(g.measured, g.target === COST_RATIO_LIMIT ? 2 : 0)} | ${g.met === null ? 'not measured' : g.met ? 'met' : '**missed**'} |`,
+  );
+  const profiled = run.rows.filter((r) => r.profile !== null);
+  const parts = [...new Set(profiled.flatMap((r) => Object.keys(r.profile?.parts ?? {})))].filter(
+    (p) => p !== 'idle',
+  );
+  // Busy ms per second profiled, so trials of different length compare.
+  const perSecond = (r: CostRow, part: string): string => {
+    const p = r.profile;
+    if (p === null || p.profiledMs <= 0) return '—';
+    return num((1000 * (p.parts[part] ?? 0)) / p.profiledMs, 1);
+  };
+  const profileHead = profiled.map((r) => `${r.arm} × ${r.viewers}`);
+  const profileRows = [
+    `| main thread busy | ${profiled.map((r) => (r.profile === null ? '—' : num((1000 * r.profile.busyMs) / r.profile.profiledMs, 1))).join(' | ')} |`,
+    ...parts.map((part) => `| ${part} | ${profiled.map((r) => perSecond(r, part)).join(' | ')} |`),
+  ];
+  const largestMesh = [...profiled].reverse().find((r) => r.arm === 'mesh');
+  const failures = run.failures.map((f) => `- ${f.arm} × ${f.viewers}: ${f.error}`);
+  const markdown = `# What a viewer pays: plain hls.js against the mesh
+
+Command: \`${run.command}\`
+
+Machine: ${run.environment.cpus} × ${run.environment.cpuModel}, ${run.environment.memGiB} GiB, ${run.environment.kernel}, Node ${run.environment.node}; started ${run.environment.startedAt}, took ${run.elapsedS} s.
+Each arm on a fresh swarm of one ffmpeg stream (640×360, 30 fps, ~900 kbit/s, 2 s segments) at hls.js's
+default live position, ${run.durationS} s after the last viewer opened; players ${run.hideVideo ? 'hidden (display: none: decoded and played, not painted)' : 'painted'}.
+CPU is % of one core over the steady part of the window, from /proc (utime + stime); memory is
+proportional set size (shared pages divided among the processes), averaged over the window. The
+true source runs as its own process.
+
+| viewers | arm | renderer CPU % / viewer | all Chromium CPU % / viewer | renderer MiB / viewer | JS heap MiB / viewer | dropped / total frames | stalls | p2p share | origin copies | tracker CPU % | true source CPU % (per slice) | machine busy |
+|---|---|---|---|---|---|---|---|---|---|---|---|---|
+${rows.join('\n')}
+
+## Goals (issue 17)
+
+| viewers | goal | target | measured | |
+|---|---|---|---|---|
+${goalRows.join('\n')}
+
+## CPU by Chromium process type, % of one core, all viewers together
+
+The network service carries every page's WebRTC sockets, so part of the mesh's cost lands there and
+not in the renderers.
+
+| viewers | arm | ${types.join(' | ')} |
+|---|---|${types.map(() => '---|').join('')}
+${typeRows.join('\n')}
+
+## Where viewer v0's main thread went
+
+${
+  profiled.length === 0
+    ? 'No profile was taken (--profile 0).'
+    : `Chromium's sampling profiler on viewer v0's page for ${run.profileS} s per trial, from 10 s after the last
+viewer opened: ms of self time per second, by part (through the demo's source maps). Only the main
+thread: the renderer's other threads (media decoding, WebRTC's network thread) and the network
+service are not in it. The raw profiles are in profiles/ (open them in DevTools).
+
+| part | ${profileHead.join(' | ')} |
+|---|${profileHead.map(() => '---|').join('')}
+${profileRows.join('\n')}
+${
+  largestMesh?.profile === null || largestMesh === undefined
+    ? ''
+    : `
+Busiest functions, mesh × ${largestMesh.viewers} (ms of self time in ${num(largestMesh.profile.profiledMs / 1000, 0)} s):
+
+| function | self ms |
+|---|---|
+${largestMesh.profile.functions
+  .filter((f) => !f.name.startsWith('(idle)'))
+  .map((f) => `| ${f.name.replaceAll('|', '\\|')} | ${f.selfMs} |`)
+  .join('\n')}
+`
+}`
+}
+![Renderer CPU per viewer](renderer-cpu.svg)
+${failures.length === 0 ? '' : `\n## Trials that failed\n\n${failures.join('\n')}\n`}`;
+  return { markdown, goals };
+}

@@ -1,0 +1,37 @@
+/**
+ * Chromium's JS profiler on one viewer page (DevTools protocol): where its main thread's time goes,
+ * summed by source file and part through the demo's source maps (lib/cpu-profile.ts).
+ */
+import { setTimeout as sleep } from 'node:timers/promises';
+import type { Page } from 'playwright-core';
+import { summarizeProfile, sourceMapsIn, type CpuProfile, type ProfileSummary } from '../lib/cpu-profile.js';
+import { demoDist } from '../stack/tracker.js';
+
+/** Chromium's sampling interval: 1 ms, fine enough for per-packet work. */
+const PROFILE_SAMPLING_US = 1000;
+
+export interface PageProfile {
+  /** The raw profile, to write as a `.cpuprofile` that DevTools opens. */
+  readonly raw: CpuProfile;
+  readonly summary: ProfileSummary;
+}
+
+/** Profiles `page` from `startAfterMs` from now, for `durationMs`. */
+export async function profilePage(
+  page: Page,
+  { startAfterMs, durationMs }: { startAfterMs: number; durationMs: number },
+): Promise<PageProfile> {
+  const cdp = await page.context().newCDPSession(page);
+  try {
+    await sleep(Math.max(0, startAfterMs));
+    await cdp.send('Profiler.enable');
+    await cdp.send('Profiler.setSamplingInterval', { interval: PROFILE_SAMPLING_US });
+    await cdp.send('Profiler.start');
+    await sleep(Math.max(0, durationMs));
+    const { profile } = await cdp.send('Profiler.stop');
+    const raw = profile as unknown as CpuProfile;
+    return { raw, summary: summarizeProfile(raw, sourceMapsIn(demoDist)) };
+  } finally {
+    await cdp.detach().catch(() => undefined);
+  }
+}

@@ -1,0 +1,71 @@
+import { describe, expect, it } from 'vitest';
+import { costGoals, costReport, type CostRow, type CostRun } from '../src/bench-cost/report.js';
+
+function row(viewers: number, arm: string, over: Partial<CostRow> = {}): CostRow {
+  return {
+    viewers,
+    arm,
+    rendererCpuPerViewerPct: 5,
+    chromiumCpuPerViewerPct: 8,
+    cpuByProcessTypePct: { renderer: 5 * viewers, 'utility:NetworkService': 1 },
+    rendererMemPerViewerMB: 100,
+    chromiumMemPerViewerMB: 120,
+    jsHeapPerViewerMB: 4,
+    droppedFrames: 0,
+    totalFrames: 3600,
+    stalls: 0,
+    neverPlayed: 0,
+    playingAtEnd: viewers,
+    p2pShare: arm === 'mesh' ? 0.95 : null,
+    streamCopiesFromOrigin: 1,
+    trackerCpuPct: 5,
+    sourceCpuPct: arm === 'mesh' ? 3.2 : null,
+    sourceCpuPerSlicePct: arm === 'mesh' ? 0.2 : null,
+    machineBusyPct: 100,
+    windowS: 120,
+    profile: null,
+    ...over,
+  };
+}
+
+describe('bench:cost goals', () => {
+  it('judge the mesh against plain hls.js at 8 and 16 viewers only', () => {
+    const goals = costGoals([
+      row(4, 'http'),
+      row(4, 'mesh', { rendererCpuPerViewerPct: 50 }),
+      row(8, 'http'),
+      row(8, 'mesh', { rendererCpuPerViewerPct: 6, rendererMemPerViewerMB: 130 }),
+      row(16, 'http', { droppedFrames: 3 }),
+      row(16, 'mesh', { rendererCpuPerViewerPct: 6.5, stalls: 2, droppedFrames: 3 }),
+    ]);
+    expect(goals.map((g) => [g.viewers, g.met])).toEqual([
+      [8, true], // 6 / 5 = 1.2
+      [8, false], // memory 1.3
+      [16, false], // 1.3
+      [16, true],
+      [16, false], // stalls
+      [16, true], // dropped frames equal
+    ]);
+    expect(goals[0]?.measured).toBeCloseTo(1.2, 10);
+  });
+
+  it('say "not measured" when an arm failed, and write it in the report', () => {
+    const rows = [row(8, 'http')];
+    const goals = costGoals(rows);
+    expect(goals.map((g) => g.met)).toEqual([null, null]);
+    const run: CostRun = {
+      command: 'npm run bench:cost',
+      durationS: 120,
+      hideVideo: true,
+      profileS: 0,
+      environment: { node: 'v20', cpus: 2, cpuModel: 'x', memGiB: 8, kernel: 'Linux', startedAt: '' },
+      elapsedS: 1,
+      rows,
+      failures: [{ viewers: 8, arm: 'mesh', error: 'boom' }],
+    };
+    const { markdown } = costReport(run);
+    expect(markdown).toContain('not measured');
+    expect(markdown).toContain('- mesh × 8: boom');
+    expect(markdown).toContain('| 8 | http | 5.0 | 8.0 | 100 |');
+  });
+});
