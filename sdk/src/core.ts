@@ -2,13 +2,7 @@
 // Only what hosts use is exported; helpers inside the modules are reached by the SDK's own unit
 // tests from src/ (not through the package).
 export * from './types.js';
-export {
-  MeshSession,
-  LIVE_PROTOCOL,
-  inspectPacket,
-  type PacketDigests,
-  type SessionHost,
-} from './session.js';
+export { MeshSession, LIVE_PROTOCOL, inspectPacket, type SessionHost } from './session.js';
 export { DEFAULT_PACKET_REPAIR, type PacketRepairMode } from './packet-repair.js';
 export { type Loads, type UploadCapacityMode, type UploadCapacitySource } from './capacity.js';
 export {

@@ -42,6 +42,7 @@ import {
   streamKbps,
   type UploadCapacityMode,
 } from './capacity.js';
+import { PacketHasher, hasNativeDigest } from './packet-hasher.js';
 import { PacketSignatures } from './packet-signatures.js';
 import {
   OriginRepair,
@@ -164,21 +165,17 @@ export function inspectPacket(
   payload: Uint8Array,
   place?: { readonly slice: number; readonly seq: number; readonly dataSlices: number },
   signatures?: PacketSignatures,
-  digests?: PacketDigests,
+  hasher?: PacketHasher,
 ): DataVerdict {
   const decoded = decodeMediaPacket(payload);
   if (!decoded.ok) return 'reject';
   const packet = decoded.packet;
   const { segment, index, count, bytes, signed } = packet;
   const announcement = store.announcement(segment);
-  // A held packet is inspected again on every recheck: its hash is computed once, kept by payload.
-  const sha256Once = (): Uint8Array => {
-    const known = digests?.get(payload);
-    if (known !== undefined) return known;
-    const digest = sha256(bytes);
-    digests?.set(payload, digest);
-    return digest;
-  };
+  // Without a hasher (a repair reply checked at once), the synchronous digest; with one, the digest
+  // may still be under way (null): the packet is held until it lands.
+  const digestOf = (): Uint8Array | null =>
+    hasher === undefined ? sha256(bytes) : hasher.digest(payload, bytes);
   // Hashed only once nothing cheaper decides: held packets are looked at again and again.
   if (announcement === null) {
     if (signed === undefined || signatures === undefined) return 'hold';
@@ -186,7 +183,9 @@ export function inspectPacket(
       const dealt = packetPlace(signed.packetNumber, 0, place.dataSlices);
       if (dealt.slice !== place.slice || dealt.seq !== place.seq) return 'reject';
     }
-    const verdict = signatures.check(packet, signed, sha256Once());
+    const digest = digestOf();
+    if (digest === null) return 'hold';
+    const verdict = signatures.check(packet, signed, digest);
     return verdict === 'valid' ? 'accept' : verdict === 'forged' ? 'reject' : 'hold';
   }
   if (count !== headerCount(announcement) && count !== announcement.packets) return 'reject';
@@ -203,16 +202,10 @@ export function inspectPacket(
     if (dealt.slice !== place.slice || dealt.seq !== place.seq) return 'reject';
   }
   const expected = announcement.packetHashes.slice(index * PACKET_HASH_HEX, (index + 1) * PACKET_HASH_HEX);
-  return bytesToHex(sha256Once().subarray(0, PACKET_HASH_HEX / 2)) === expected ? 'accept' : 'reject';
+  const digest = digestOf();
+  if (digest === null) return 'hold';
+  return bytesToHex(digest.subarray(0, PACKET_HASH_HEX / 2)) === expected ? 'accept' : 'reject';
 }
-
-/**
- * SHA-256 of packet payloads already hashed, keyed by the payload (the same array each time a held
- * packet is rechecked; a WeakMap, so a packet dropped or passed on takes its entry with it).
- * Measured: one recheck per finished signature check hashed every held packet again, so a segment
- * pushed while written was hashed about (n² / 2) times over its n packets.
- */
-export type PacketDigests = WeakMap<Uint8Array, Uint8Array>;
 
 /** Host hooks for non-browser runtimes and tests. */
 export interface SessionHost {
@@ -302,7 +295,13 @@ export class MeshSession extends EventTarget implements SegmentProvider {
   /** Signatures of packets of segments still being written (issue 14), checked before their announcement. */
   private signatures: PacketSignatures | null = null;
   private recheckScheduled = false;
-  private readonly packetDigests: PacketDigests = new WeakMap();
+  /** Tree packets' digests: native where the runtime has WebCrypto, kept while a packet is held. */
+  private readonly packetHasher = new PacketHasher({
+    native: hasNativeDigest(),
+    ready: () => {
+      this.scheduleRecheck();
+    },
+  });
   /** The highest `liveSequence` told to the current node (-1: none yet). */
   private liveSequenceTold = -1;
   private closed = false;
@@ -499,14 +498,8 @@ export class MeshSession extends EventTarget implements SegmentProvider {
         if (node !== null)
           this.tellEngineLiveSequence(packetPlace(packetNumber, 0, node.engine.config.dataSlices).seq);
       },
-      // One recheck for the verifications that finish together: each recheck hashes every held packet.
       settled: () => {
-        if (this.recheckScheduled) return;
-        this.recheckScheduled = true;
-        setTimeout(() => {
-          this.recheckScheduled = false;
-          this.node?.recheckHeld();
-        }, 0);
+        this.scheduleRecheck();
       },
     });
     this.relay = new AnnouncementRelay({
@@ -621,7 +614,7 @@ export class MeshSession extends EventTarget implements SegmentProvider {
             payload,
             { slice, seq, dataSlices: node.engine.config.dataSlices },
             this.signatures ?? undefined,
-            this.packetDigests,
+            this.packetHasher,
           ),
         onRepair: (from, message) => {
           if (this.node === node) this.onRepair(from, message);
@@ -784,6 +777,19 @@ export class MeshSession extends EventTarget implements SegmentProvider {
 
   private fail(error: MeshError): void {
     this.dispatchEvent(new CustomEvent('error', { detail: error }));
+  }
+
+  /**
+   * One recheck of held packets for the signature checks and digests that finish together: each
+   * recheck looks at every held packet.
+   */
+  private scheduleRecheck(): void {
+    if (this.recheckScheduled) return;
+    this.recheckScheduled = true;
+    setTimeout(() => {
+      this.recheckScheduled = false;
+      this.node?.recheckHeld();
+    }, 0);
   }
 
   private tick(): void {

@@ -3,7 +3,8 @@
 // and completes the segment when the announcement of the whole arrives.
 import { createHash } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
-import { SegmentStore, bytesToBase64, inspectPacket, type PacketDigests } from '@chunkycast/sdk/core';
+import { SegmentStore, bytesToBase64, inspectPacket } from '@chunkycast/sdk/core';
+import { PacketHasher } from '../src/packet-hasher.js';
 import { PacketSignatures } from '../src/packet-signatures.js';
 import {
   OPEN_SEGMENT_COUNT,
@@ -145,33 +146,36 @@ describe('packets of a segment cut while written', () => {
     );
   });
 
-  it('are hashed once however often they are rechecked while held', async () => {
+  it('are hashed once, natively off the main thread, however often they are rechecked while held', async () => {
     const { privateKey, publicKey } = await keys();
     const store = new SegmentStore({ stream: STREAM, publicKey, now: () => 0 });
     const signatures = new PacketSignatures({ stream: STREAM, publicKey, settled: () => undefined });
+    let ready = 0;
+    const hasher = new PacketHasher({ native: true, ready: () => ready++ });
     const bytes = segmentBytes(5, 30_000);
     const packets = await signedPackets(privateKey, 5, bytes, 80);
     const payload = encodeMediaPacket(packets[1] as MediaPacket);
     const place = { ...packetPlace(81, 0, SLICES), dataSlices: SLICES };
-    const digests: PacketDigests = new WeakMap();
-    expect(inspectPacket(store, payload, place, signatures, digests)).toBe('hold');
-    const digest = digests.get(payload);
-    expect(digest).toEqual(
-      new Uint8Array(
-        createHash('sha256')
-          .update((packets[1] as MediaPacket).bytes)
-          .digest(),
-      ),
-    );
-    expect(await settle(() => inspectPacket(store, payload, place, signatures, digests))).toBe('accept');
-    // Rechecks take the kept digest (the same array), not a new hash: a wrong one kept is believed,
-    // which is why the map is keyed by the payload array the check itself hashed.
-    expect(digests.get(payload)).toBe(digest);
+    // The digest is under way: held, and looking again starts no second one.
+    expect(inspectPacket(store, payload, place, signatures, hasher)).toBe('hold');
+    expect(inspectPacket(store, payload, place, signatures, hasher)).toBe('hold');
+    expect(hasher.counters).toEqual({ native: 1, synchronous: 0 });
+    expect(await settle(() => inspectPacket(store, payload, place, signatures, hasher))).toBe('accept');
+    expect(ready).toBe(1);
+    // Announced: the announced hash decides, with the digest already known (no new one).
     await store.announce(await finalAnnouncement(privateKey, 5, bytes, packets, 80));
-    expect(inspectPacket(store, payload, place, signatures, digests)).toBe('accept');
-    digests.set(payload, new Uint8Array(32));
-    expect(inspectPacket(store, payload, place, signatures, digests)).toBe('reject');
-    expect(inspectPacket(store, payload, place, signatures)).toBe('accept');
+    expect(inspectPacket(store, payload, place, signatures, hasher)).toBe('accept');
+    const other = encodeMediaPacket({
+      ...(packets[2] as MediaPacket),
+      bytes: (packets[1] as MediaPacket).bytes,
+    });
+    expect(await settle(() => inspectPacket(store, other, undefined, signatures, hasher))).toBe('reject');
+    expect(hasher.counters).toEqual({ native: 2, synchronous: 0 });
+    // Without WebCrypto, the synchronous digest, once per payload.
+    const sync = new PacketHasher({ native: false, ready: () => undefined });
+    expect(inspectPacket(store, payload, place, signatures, sync)).toBe('accept');
+    expect(inspectPacket(store, payload, place, signatures, sync)).toBe('accept');
+    expect(sync.counters).toEqual({ native: 0, synchronous: 1 });
   });
 
   it('are assembled, served as byte ranges before the end, and completed by the announcement', async () => {

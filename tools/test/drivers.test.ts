@@ -104,7 +104,14 @@ describe('bench:compare figures', () => {
         { pid: 2, type: 'renderer', cpuS: 0.5, pssKb: 2048 },
       ],
     };
-    expect(cpuBetween(a, b)).toEqual({ wallS: 2, allPct: 50, renderersPct: 25, renderers: 1, processes: 2 });
+    expect(cpuBetween(a, b)).toEqual({
+      wallS: 2,
+      allPct: 50,
+      renderersPct: 25,
+      renderers: 1,
+      processes: 2,
+      byTypePct: { browser: 25, renderer: 25 },
+    });
     expect(memoryOf(b)).toEqual({ allMiB: 3, renderersMiB: 2 });
     expect(machineBusyPct({ busy: 0, total: 0 }, { busy: 50, total: 100 }, 2)).toBe(100);
     expect(machineBusyPct({ busy: 0, total: 0 }, { busy: 0, total: 0 }, 2)).toBeNull();

@@ -1,0 +1,90 @@
+import { sha256 } from '@noble/hashes/sha2.js';
+
+/**
+ * Native digests in flight at most. Each holds its packet (MeshNode's hold) until it lands; an honest
+ * stream has a few packets a second per link. Past this, a peer spraying packets gets the synchronous
+ * digest instead of queueing unbounded work (the packets are then checked at once, as before).
+ */
+const MAX_PENDING_DIGESTS = 256;
+
+export interface PacketHasherOptions {
+  /**
+   * SHA-256 by WebCrypto (`crypto.subtle.digest`): native code off the main thread, ~9× cheaper than
+   * the JavaScript digest on this machine (issue 17's profile: @noble/hashes was the SDK's busiest
+   * function). A packet waits for it one task or so.
+   */
+  readonly native: boolean;
+  /** A native digest landed: packets held for it can be looked at again (`MeshNode.recheckHeld`). */
+  readonly ready: () => void;
+}
+
+export interface PacketHasherCounters {
+  /** Digests computed natively, and synchronously (no WebCrypto, or too many in flight). */
+  native: number;
+  synchronous: number;
+}
+
+/**
+ * The SHA-256 of media packets' bytes, for inspectPacket. A digest is kept by payload array (a
+ * WeakMap: a packet dropped or passed on takes its entry with it), so a held packet that is
+ * rechecked again and again is hashed once: before this, every finished signature check rechecked
+ * every held packet, and a segment pushed while written was hashed about n²/2 times over its n
+ * packets. With `native`, the first look starts a WebCrypto digest and answers null (the caller
+ * holds the packet) and a later look finds it.
+ */
+export class PacketHasher {
+  readonly counters: PacketHasherCounters = { native: 0, synchronous: 0 };
+  private readonly digests = new WeakMap<Uint8Array, Uint8Array>();
+  private readonly started = new WeakSet<Uint8Array>();
+  private pending = 0;
+
+  constructor(private readonly options: PacketHasherOptions) {}
+
+  /**
+   * The digest of `bytes` (the media bytes inside `payload`), or null while a native one is under
+   * way (call again after `ready`).
+   */
+  digest(payload: Uint8Array, bytes: Uint8Array): Uint8Array | null {
+    const known = this.digests.get(payload);
+    if (known !== undefined) return known;
+    if (this.started.has(payload)) return null;
+    if (!this.options.native || this.pending >= MAX_PENDING_DIGESTS) {
+      this.counters.synchronous++;
+      const digest = sha256(bytes);
+      this.digests.set(payload, digest);
+      return digest;
+    }
+    this.started.add(payload);
+    this.pending++;
+    this.counters.native++;
+    void crypto.subtle
+      // Received bytes live in ordinary ArrayBuffers (a data channel never hands out shared memory).
+      .digest('SHA-256', bytes as Uint8Array<ArrayBuffer>)
+      .then(
+        (buffer) => {
+          this.digests.set(payload, new Uint8Array(buffer));
+        },
+        // WebCrypto refused (it does not for SHA-256 of bytes): the next look hashes synchronously.
+        () => undefined,
+      )
+      .finally(() => {
+        this.pending--;
+        this.started.delete(payload);
+        if (!this.digests.has(payload)) this.fallBack(payload, bytes);
+        this.options.ready();
+      });
+    return null;
+  }
+
+  private fallBack(payload: Uint8Array, bytes: Uint8Array): void {
+    this.counters.synchronous++;
+    this.digests.set(payload, sha256(bytes));
+  }
+}
+
+/** Whether this runtime has WebCrypto's digest (browsers in secure contexts, Node ≥ 19). */
+export function hasNativeDigest(): boolean {
+  // Typed as always there; an insecure browser context (plain http) has no `subtle`, old Node no `crypto`.
+  const webCrypto = (globalThis as { crypto?: { subtle?: Partial<SubtleCrypto> } }).crypto;
+  return typeof webCrypto?.subtle?.digest === 'function';
+}
