@@ -93,15 +93,60 @@ const count = (value: unknown): number =>
  * polyfill passes libdatachannel's milliseconds (−1 when unknown) under the same name.
  */
 export function selectedPairOf(stats: Iterable<unknown>, rttUnit: 's' | 'ms' = 's'): SelectedPair | null {
+  return scanForPair(stats, rttUnit).pair;
+}
+
+/** A getStats() report: its values, and a lookup by stat id (RTCStatsReport and Map both have it). */
+export interface StatsReportLike {
+  values(): Iterable<unknown>;
+  get(id: string): unknown;
+}
+
+/**
+ * selectedPairOf for a whole report, read cheaply when `memo` knows the report's transport: then
+ * the transport, its selected pair and the pair's two candidates are looked up by id (four stats)
+ * instead of every stat being made into an object. Issue 17's profile of a viewer with 16 links:
+ * the full scan of a report a second per link was 45 ms of main thread a second. The first read of
+ * a link, and any whose transport or pair is missing, scans the whole report and remembers the
+ * transport for the next.
+ */
+export function selectedPairOfReport(
+  report: StatsReportLike,
+  memo: { transportId: string | null },
+  rttUnit: 's' | 'ms' = 's',
+): SelectedPair | null {
+  if (memo.transportId !== null) {
+    const transport = report.get(memo.transportId);
+    const pairId = isStat(transport) ? transport.selectedCandidatePairId : undefined;
+    const pair = typeof pairId === 'string' ? report.get(pairId) : undefined;
+    if (isStat(pair)) return describePair(pair, (id) => report.get(id), rttUnit);
+    memo.transportId = null;
+  }
+  const scan = scanForPair(report.values(), rttUnit);
+  memo.transportId = scan.transportId;
+  return scan.pair;
+}
+
+function scanForPair(
+  stats: Iterable<unknown>,
+  rttUnit: 's' | 'ms',
+): { pair: SelectedPair | null; transportId: string | null } {
   const byId = new Map<string, Stat>();
   const pairs: Stat[] = [];
   let selectedId: string | null = null;
+  let transportId: string | null = null;
   for (const stat of stats) {
     if (!isStat(stat)) continue;
     if (typeof stat.id === 'string') byId.set(stat.id, stat);
     if (stat.type === 'candidate-pair' || stat.type === 'candidatepair') pairs.push(stat);
-    else if (stat.type === 'transport' && typeof stat.selectedCandidatePairId === 'string')
-      selectedId ??= stat.selectedCandidatePairId;
+    else if (
+      stat.type === 'transport' &&
+      typeof stat.selectedCandidatePairId === 'string' &&
+      selectedId === null
+    ) {
+      selectedId = stat.selectedCandidatePairId;
+      if (typeof stat.id === 'string') transportId = stat.id;
+    }
   }
   let pair = selectedId === null ? undefined : byId.get(selectedId);
   pair ??= pairs.find((p) => p.selected === true);
@@ -111,9 +156,16 @@ export function selectedPairOf(stats: Iterable<unknown>, rttUnit: 's' | 'ms' = '
       (a, b) => count(b.bytesSent) + count(b.bytesReceived) - count(a.bytesSent) - count(a.bytesReceived),
     )[0];
   }
-  if (pair === undefined) return null;
-  const end = (id: unknown): RouteType | null =>
-    typeof id === 'string' ? candidateType(byId.get(id)?.candidateType) : null;
+  if (pair === undefined) return { pair: null, transportId };
+  return { pair: describePair(pair, (id) => byId.get(id), rttUnit), transportId };
+}
+
+/** A candidate pair's route, round-trip time and bytes; `lookup` finds its candidates by id. */
+function describePair(pair: Stat, lookup: (id: string) => unknown, rttUnit: 's' | 'ms'): SelectedPair {
+  const end = (id: unknown): RouteType | null => {
+    const candidate = typeof id === 'string' ? lookup(id) : undefined;
+    return isStat(candidate) ? candidateType(candidate.candidateType) : null;
+  };
   const localCandidateType = end(pair.localCandidateId);
   const remoteCandidateType = end(pair.remoteCandidateId);
   const rtt = pair.currentRoundTripTime;

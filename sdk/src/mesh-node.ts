@@ -31,7 +31,8 @@ import {
 import {
   forNodeDatachannel,
   ON_NODE_DATACHANNEL,
-  selectedPairOf,
+  selectedPairOfReport,
+  type StatsReportLike,
   type ConnectFailure,
   type ConnectFailureReason,
   type PeerLinkStats,
@@ -311,6 +312,8 @@ interface Link {
   pair: SelectedPair | null;
   /** Its route was counted in `connectedByRoute` (once, when first known). */
   routeCounted: boolean;
+  /** The link's getStats transport id, once known: later reads look its pair up (connectivity.ts). */
+  readonly statsMemo: { transportId: string | null };
   /** Made with `iceTransportPolicy: 'relay'`: every path it can take goes through a TURN relay. */
   readonly relayOnly: boolean;
   /** What the engine was last told of this link's route (`linkRoute`): relayed or not; null: nothing. */
@@ -868,13 +871,11 @@ export class MeshNode {
    * LINK_STATS_INTERVAL_MS. Counts the link's route once it is known, and relayed bytes.
    */
   private async readLinkStats(peerId: PeerId, link: Link): Promise<void> {
-    const pc = (
-      link.peer as unknown as { _pc?: { getStats?: () => Promise<{ values(): Iterable<unknown> }> } }
-    )._pc;
+    const pc = (link.peer as unknown as { _pc?: { getStats?: () => Promise<StatsReportLike> } })._pc;
     let pair: SelectedPair | null;
     try {
       if (pc?.getStats === undefined) return;
-      pair = selectedPairOf((await pc.getStats()).values(), ON_NODE_DATACHANNEL ? 'ms' : 's');
+      pair = selectedPairOfReport(await pc.getStats(), link.statsMemo, ON_NODE_DATACHANNEL ? 'ms' : 's');
     } catch {
       return; // closed meanwhile, or a runtime without stats: the route stays unknown
     }
@@ -1066,6 +1067,7 @@ export class MeshNode {
       openedAtMs: null,
       pair: null,
       routeCounted: false,
+      statsMemo: { transportId: null },
       relayOnly: config.iceTransportPolicy === 'relay',
       relayedFed: null,
     };

@@ -81,10 +81,3 @@ export class PacketHasher {
     this.digests.set(payload, sha256(bytes));
   }
 }
-
-/** Whether this runtime has WebCrypto's digest (browsers in secure contexts, Node ≥ 19). */
-export function hasNativeDigest(): boolean {
-  // Typed as always there; an insecure browser context (plain http) has no `subtle`, old Node no `crypto`.
-  const webCrypto = (globalThis as { crypto?: { subtle?: Partial<SubtleCrypto> } }).crypto;
-  return typeof webCrypto?.subtle?.digest === 'function';
-}

@@ -42,7 +42,7 @@ import {
   streamKbps,
   type UploadCapacityMode,
 } from './capacity.js';
-import { PacketHasher, hasNativeDigest } from './packet-hasher.js';
+import { PacketHasher } from './packet-hasher.js';
 import { PacketSignatures } from './packet-signatures.js';
 import {
   OriginRepair,
@@ -90,6 +90,13 @@ export const LIVE_PROTOCOL: Partial<ProtocolConfig> = {
   // no root shortcut and 0.26 with it. A second leaves a late packet time to come; its children
   // wait for the root's copy meanwhile (Pending). (That test stayed noisy with it, 0.27–0.36.)
   rootOriginWaitMs: 1000,
+  // The slice rings (dedupe, repair, hand-offs) in packets: the engine's 64 with the thesis-scale
+  // resend window of 48 were 2 minutes of a ~1 Mbit/s stream here (a browser packet is ~125 ms of
+  // stream, so 2 s per slice), 14 MiB of JS heap per viewer (issue 17's bench:cost: 24 MiB against
+  // plain hls.js's 7). 24 per slice is 48 s at 1 Mbit/s and 10 s at 5 Mbit/s (16 KiB packets): more
+  // than a player's buffer, the hand-off lead and the audit's 6 s lag plus its margin.
+  resendWindowPackets: 24,
+  minRingPackets: 24,
 };
 
 /** Stream copies a viewer forwards by default: TL = M = 16 slices is one copy (the thesis's TL = 16). */
@@ -295,9 +302,14 @@ export class MeshSession extends EventTarget implements SegmentProvider {
   /** Signatures of packets of segments still being written (issue 14), checked before their announcement. */
   private signatures: PacketSignatures | null = null;
   private recheckScheduled = false;
-  /** Tree packets' digests: native where the runtime has WebCrypto, kept while a packet is held. */
+  /**
+   * Tree packets' digests, kept while a packet is held. Synchronous for now: the native path
+   * (PacketHasher's `native`, WebCrypto off the main thread) took hashing off a browser viewer's
+   * main thread in bench:cost, but the Node live tests failed twice in four combined runs with it on
+   * and the cause was not found in time; it stays off until it is (issue 17's note).
+   */
   private readonly packetHasher = new PacketHasher({
-    native: hasNativeDigest(),
+    native: false,
     ready: () => {
       this.scheduleRecheck();
     },

@@ -3,7 +3,7 @@
 // node-datachannel.
 import { describe, expect, it } from 'vitest';
 import { forNodeDatachannel } from '@chunkycast/sdk/core';
-import { candidateType, routeOf, selectedPairOf } from '../src/connectivity.js';
+import { candidateType, routeOf, selectedPairOf, selectedPairOfReport } from '../src/connectivity.js';
 import type { RouteType } from '@chunkycast/wire';
 
 describe('routeOf: the less direct end decides', () => {
@@ -76,6 +76,46 @@ function chromeReport(local: string, remote: string): unknown[] {
     { id: 'D1', type: 'data-channel', bytesSent: 5 },
   ];
 }
+
+/** A report as a Map by id that counts full scans (values()), as RTCStatsReport would be read. */
+class CountingReport extends Map<string, unknown> {
+  scans = 0;
+  constructor(stats: unknown[]) {
+    super(stats.map((x) => [(x as { id: string }).id, x]));
+  }
+  override values(): MapIterator<unknown> {
+    this.scans++;
+    return super.values();
+  }
+}
+
+describe('selectedPairOfReport', () => {
+  it('scans a link’s first report, then looks the transport’s pair up by id', () => {
+    const memo = { transportId: null as string | null };
+    const first = new CountingReport(chromeReport('srflx', 'relay'));
+    const scanned = selectedPairOfReport(first, memo);
+    expect(memo.transportId).toBe('T01');
+    expect(first.scans).toBe(1);
+    const next = new CountingReport(chromeReport('srflx', 'relay'));
+    expect(selectedPairOfReport(next, memo)).toEqual(scanned);
+    expect(next.scans).toBe(0);
+    expect(scanned).toEqual(selectedPairOf(chromeReport('srflx', 'relay')));
+  });
+
+  it('scans again when the remembered transport or its pair is gone', () => {
+    const memo = { transportId: 'T09' as string | null };
+    const report = new CountingReport(chromeReport('host', 'host'));
+    expect(selectedPairOfReport(report, memo)?.route).toBe('host');
+    expect(report.scans).toBe(1);
+    expect(memo.transportId).toBe('T01');
+    const noPair = new CountingReport(
+      chromeReport('host', 'host').filter((x) => (x as { id: string }).id !== 'CPa_b'),
+    );
+    // The transport names a pair that is not there: a full scan, which finds the other nominated pair.
+    expect(selectedPairOfReport(noPair, memo)?.bytesSent).toBe(99_000_000);
+    expect(noPair.scans).toBe(1);
+  });
+});
 
 describe('selectedPairOf', () => {
   it('takes the pair the transport selected (browser-shaped), rtt in ms from seconds', () => {

@@ -62,3 +62,23 @@ export function byteMismatch(
   const at = actual.findIndex((b, i) => b !== expected[i]);
   return `byte ${at} is ${actual[at]}, expected ${expected[at]}`;
 }
+
+/**
+ * Waits at least `minMs` for the trees to form, and then until every session has a parent for every
+ * slice (at most `maxMs` in all): the live tests measure the mesh once it has formed. Formation took
+ * 1–4 s, but under a full run's worker start-up a viewer sometimes had parents for 3 slices after
+ * 4 s and the window measured that instead. A swarm that never forms still fails, on the checks of
+ * every slice's parent that follow.
+ */
+export async function afterTreesForm(
+  sessions: readonly { stats(): { readonly slices: readonly { readonly parent: unknown }[] } }[],
+  { minMs, maxMs }: { minMs: number; maxMs: number },
+): Promise<void> {
+  const until = Date.now() + maxMs;
+  await new Promise((r) => setTimeout(r, minMs));
+  while (
+    Date.now() < until &&
+    !sessions.every((s) => s.stats().slices.every((slice) => slice.parent !== null))
+  )
+    await new Promise((r) => setTimeout(r, 250));
+}

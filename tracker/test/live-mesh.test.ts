@@ -9,7 +9,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { WebSocket } from 'ws';
 import { MeshSession, bytesToBase64, type WebSocketLike } from '@chunkycast/sdk/core';
 import { createTracker, startTrueSource, type Tracker, type TrueSource } from '../src/index.js';
-import { FakePackager, SEGMENT_BYTES, byteMismatch } from './fake-packager.js';
+import { FakePackager, SEGMENT_BYTES, afterTreesForm, byteMismatch } from './fake-packager.js';
 
 const STREAM = 'live';
 const KEY = 'test-broadcaster-key';
@@ -81,7 +81,7 @@ describe('a live stream through tracker, true source and four Node viewers', () 
     await Promise.all(viewers.map((v) => v.ready));
     // Give the trees a few segments to form, then ask every viewer for eight consecutive segments
     // the way the player does: wait for the mesh, and complete a partial segment from the origin.
-    await new Promise((r) => setTimeout(r, 4000));
+    await afterTreesForm(viewers, { minMs: 4000, maxMs: 20_000 });
     const firstSeq = (source.stats().lastSequence ?? 0) + 1;
     const wanted = Array.from({ length: 8 }, (_, i) => firstSeq + i);
     const originBefore = tracker.originStats().viewerMediaBytes;
@@ -148,7 +148,7 @@ describe('a live stream through tracker, true source and four Node viewers', () 
     const { egressBytes, bytesPublished } = source.stats();
     expect(egressBytes).toBeGreaterThan(0);
     expect(egressBytes).toBeLessThanOrEqual(bytesPublished + 16 * (SEGMENT_BYTES / 16));
-  }, 60_000);
+  }, 90_000);
 
   it('the tracker shows the swarm: every viewer reports a parent per slice, the source its 16 roots', async () => {
     await new Promise((r) => setTimeout(r, 2500));

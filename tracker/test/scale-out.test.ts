@@ -17,7 +17,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { WebSocket } from 'ws';
 import { MeshSession, type WebSocketLike } from '@chunkycast/sdk/core';
 import type { DebugSwarm } from '@chunkycast/tracker';
-import { FakePackager, SEGMENT_BYTES, byteMismatch } from './fake-packager.js';
+import { FakePackager, SEGMENT_BYTES, afterTreesForm, byteMismatch } from './fake-packager.js';
 import { RedisServer } from './redis-server.js';
 import { Client, within } from './ws-client.js';
 
@@ -247,7 +247,7 @@ describe('two tracker processes sharing swarms through Redis', () => {
     await Promise.all(viewers.map((v) => v.ready));
     // Give the trees a few segments to form, then ask every viewer for consecutive segments the
     // way the player does: wait for the mesh, and complete a partial segment from the origin (on A).
-    await new Promise((r) => setTimeout(r, 4000));
+    await afterTreesForm(viewers, { minMs: 4000, maxMs: 20_000 });
     const originBefore = await a.metric('chunkycast_tracker_origin_bytes_total{role="viewers"}');
     // The next segments the packager writes (the source announces each within a playlist poll).
     const firstSeq = Math.max(...packager.segments.keys()) + 1;
@@ -346,7 +346,7 @@ describe('two tracker processes sharing swarms through Redis', () => {
     // Offers one way, answers the other: both processes relayed signals out and in.
     for (const count of [relays.aIn, relays.aOut, relays.bIn, relays.bOut]) expect(count).toBeGreaterThan(0);
     expect(relays.bAnnouncementsIn).toBeGreaterThanOrEqual(wanted.length);
-  }, 60_000);
+  }, 90_000);
 
   it('bootstraps across processes, relays signals, and answers unknownPeer for ids nowhere', async () => {
     const probeA = await probe(a);

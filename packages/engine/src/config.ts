@@ -103,6 +103,12 @@ export interface ProtocolConfig {
   readonly floodCollectMs: number;
   /** Packets per slice kept for hand-offs and for a new child that lost its parent. */
   readonly resendWindowPackets: number;
+  /**
+   * Packets per slice the ring keeps at least (it keeps max(this, resendWindowPackets)): for dedupe,
+   * repair and hand-offs. Not from the thesis: a count, so a host whose packets are long in time (a
+   * browser's ~14 KB packets are 2 s of stream per slice) keeps fewer, or it holds minutes of stream.
+   */
+  readonly minRingPackets: number;
   /** A graceful leaver keeps forwarding this long (thesis §4.2, overview "briefly"): hand-off lead plus a round trip. */
   readonly quitLingerMs: number;
   /** A parent that has sent nothing on a slice for this long makes its node probe its subtree for loops (thesis §4.2, loop avoidance and detection). */
@@ -213,6 +219,7 @@ export const DEFAULT_PROTOCOL: ProtocolConfig = Object.freeze({
   switchAbortLoadDelta: 1,
   floodCollectMs: 100,
   resendWindowPackets: 48,
+  minRingPackets: 64,
   quitLingerMs: 3000,
   probeAfterSilenceMs: 2500,
   receivingTimeoutMs: 3000,
@@ -395,6 +402,7 @@ export function resolveConfig(init: EngineInit): ResolvedConfig {
   checkInteger('candidateSetSize', protocol.candidateSetSize, 1, 64);
   checkInteger('switchAbortLoadDelta', protocol.switchAbortLoadDelta, 0, 1000);
   checkInteger('resendWindowPackets', protocol.resendWindowPackets, 1, 4096);
+  checkInteger('minRingPackets', protocol.minRingPackets, 1, 4096);
   checkNumber('offsetAdvertStepMs', protocol.offsetAdvertStepMs, 0, 10_000);
   checkInteger('maxViolationsPerPeer', protocol.maxViolationsPerPeer, 1, 1_000_000);
   checkInteger('bootstrapPeers', protocol.bootstrapPeers, 1, 64);

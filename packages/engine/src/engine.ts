@@ -57,8 +57,6 @@ import {
 } from './trust.js';
 import type { Action, EngineCounters, EngineEvent, Input } from './types.js';
 
-/** Ring size floor: dedupe must remember at least this many packets per slice. */
-const MIN_RING_PACKETS = 64;
 const U32 = 4294967296;
 /**
  * The sequence window (not in the thesis, whose members are honest). The true source deals packets
@@ -213,7 +211,7 @@ export class Engine {
     this.random = random;
     this.mask = bloomMaskFor(this.config.id);
     const slices = this.config.protocol.slices;
-    const ringSize = Math.max(MIN_RING_PACKETS, this.config.protocol.resendWindowPackets);
+    const ringSize = Math.max(this.config.protocol.minRingPackets, this.config.protocol.resendWindowPackets);
     this.sliceStates = Array.from({ length: slices }, () => new SliceState(ringSize));
     this.offsets = new ArrivalOffsets(this.sliceStates, this.config.protocol.offsetSmoothing);
     this.windowScratch = new Float64Array(slices);

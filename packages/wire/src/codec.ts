@@ -53,6 +53,8 @@ export const MAX_PAYLOAD_BYTES = MAX_MESSAGE_BYTES - HEADER_BYTES - DATA_FIXED_B
 const ADVERT_FIXED_BYTES = 1 + 2 * 5 + 4 + 4 + 2 + 1;
 const ADVERT_ENTRY_BYTES = 1 + 1 + 1 + 2 + 16;
 const NO_ECHO_HOLD = 0xffff;
+/** Bytes per String.fromCharCode call: it takes its arguments on the stack. */
+const CHAR_CODE_CHUNK = 8192;
 const OFFSET_MIN_MS = -32_767;
 const OFFSET_MAX_MS = 32_767;
 /** Encoded value of an unknown offset. */
@@ -544,17 +546,22 @@ class Reader {
   ascii(length: number, field: string): string {
     this.need(length, field);
     const start = this.offset;
-    const chunks: string[] = [];
-    // In chunks: String.fromCharCode takes its arguments on the stack.
-    for (let from = start; from < start + length; from += 8192) {
-      const chunk = this.bytes.subarray(from, Math.min(start + length, from + 8192));
-      const nonAscii = chunk.findIndex((b) => b >= 0x80);
-      if (nonAscii >= 0)
-        throw new DecodeFailure('invalidValue', `${field} has a byte outside ASCII`, from + nonAscii);
-      chunks.push(String.fromCharCode(...chunk));
-    }
-    this.offset = start + length;
-    return chunks.join('');
+    const end = start + length;
+    const bytes = this.bytes;
+    // A plain loop, and the bytes handed over as they are: a viewer decodes every announcement once
+    // per neighbour, and the per-byte callback and argument spread this replaced were 2% of a
+    // 16-viewer page's main thread (issue 17's profile).
+    for (let i = start; i < end; i++)
+      if ((bytes[i] as number) >= 0x80)
+        throw new DecodeFailure('invalidValue', `${field} has a byte outside ASCII`, i);
+    this.offset = end;
+    let text = '';
+    for (let from = start; from < end; from += CHAR_CODE_CHUNK)
+      text += String.fromCharCode.apply(
+        null,
+        bytes.subarray(from, Math.min(end, from + CHAR_CODE_CHUNK)) as unknown as number[],
+      );
+    return text;
   }
   get remaining(): number {
     return this.bytes.length - this.offset;
