@@ -14,7 +14,7 @@ import { runIsolated } from '../lib/netns.js';
 import { resolveOut, withoutOut } from '../lib/out-dir.js';
 import { fromRoot, root } from '../lib/paths.js';
 import { errorMessage, errorStack } from '../lib/wait.js';
-import { Stack } from '../stack/cleanup.js';
+import { Stack, guardRun } from '../stack/cleanup.js';
 import { startStream } from '../stack/stream.js';
 import { chromiumPath } from '../viewers/browser.js';
 import { addRatios, checkGoals, plots, reportMarkdown, type CompareRun } from './report.js';
@@ -147,22 +147,7 @@ const perTrialS = opts.durationS + (opts.viewers * (opts.staggerMs + 2000)) / 10
 const ceilingMs = (2 * trials.length * perTrialS + 120) * 1000;
 
 const stack = new Stack();
-/** Set by abort(): an object, so the trial loop reads it afresh. */
-const state = { stopping: false };
-const abort = (why: string, code: number): void => {
-  if (state.stopping) process.exit(code);
-  state.stopping = true;
-  progress(`${why}; stopping`);
-  void stack.stopAll().then(() => process.exit(code));
-};
-for (const signal of ['SIGINT', 'SIGTERM'] as const)
-  process.on(signal, () => {
-    abort('interrupted', 130);
-  });
-const watchdog = setTimeout(() => {
-  abort(`still running after ${Math.round(ceilingMs / 1000)} s`, 1);
-}, ceilingMs);
-watchdog.unref();
+const guard = guardRun(stack, { ceilingMs, progress });
 
 /** The installed version of an npm package (root, demo or e2e node_modules), or null. */
 function version(pkg: string): string | null {
@@ -215,7 +200,7 @@ try {
           ` CPU ${summary.cpuPerViewerPct ?? '—'}%/viewer, ${summary.memPerViewerMB ?? '—'} MiB/viewer`,
       );
     } catch (error) {
-      if (state.stopping) break;
+      if (guard.stopping()) break;
       progress(`${trial.arm} @ ${trial.setting} failed: ${errorStack(error)}`);
       failures.push({ ...trial, error: errorMessage(error) });
     }

@@ -18,7 +18,7 @@ import { resolveOut, withoutOut } from '../lib/out-dir.js';
 import { fromRoot, root } from '../lib/paths.js';
 import { mean, round } from '../lib/stats.js';
 import { errorMessage, errorStack } from '../lib/wait.js';
-import { Stack } from '../stack/cleanup.js';
+import { Stack, guardRun } from '../stack/cleanup.js';
 import { startStream } from '../stack/stream.js';
 import { runTrial, summarizeTrial, type Arm, type TrialRaw } from '../bench-compare/trial.js';
 import { costReport, type CostRow, type CostRun } from './report.js';
@@ -91,19 +91,6 @@ const progress = (text: string): void => {
   process.stderr.write(`bench:cost: ${text}\n`);
 };
 const stack = new Stack();
-const state = { stopping: false };
-/** Read through a function: abort() sets it while a trial is awaited. */
-const stopping = (): boolean => state.stopping;
-const abort = (why: string, code: number): void => {
-  if (state.stopping) process.exit(code);
-  state.stopping = true;
-  progress(`${why}; stopping`);
-  void stack.stopAll().then(() => process.exit(code));
-};
-for (const signal of ['SIGINT', 'SIGTERM'] as const)
-  process.on(signal, () => {
-    abort('interrupted', 130);
-  });
 // Bounded: each trial's start-up, opening, watching and teardown, twice over, then the run fails.
 const ceilingMs =
   2 *
@@ -112,9 +99,7 @@ const ceilingMs =
     120,
   ) *
   1000;
-setTimeout(() => {
-  abort(`still running after ${Math.round(ceilingMs / 1000)} s`, 1);
-}, ceilingMs).unref();
+const guard = guardRun(stack, { ceilingMs, progress });
 
 /** One trial's row: per-viewer figures from the comparison benchmark's summary and raw samples. */
 function costRow(raw: TrialRaw, segments: Parameters<typeof summarizeTrial>[1]): CostRow {
@@ -176,7 +161,7 @@ try {
   const failures: { viewers: number; arm: Arm; error: string }[] = [];
   for (const n of opts.counts) {
     for (const arm of ARMS) {
-      if (stopping()) break;
+      if (guard.stopping()) break;
       try {
         const raw = await runTrial({
           arm,
@@ -207,7 +192,7 @@ try {
             ` tracker ${row.trackerCpuPct ?? '—'}%, source ${row.sourceCpuPct ?? '—'}%, machine ${row.machineBusyPct ?? '—'}%`,
         );
       } catch (error) {
-        if (stopping()) break;
+        if (guard.stopping()) break;
         progress(`${arm} × ${n} failed: ${errorStack(error)}`);
         failures.push({ viewers: n, arm, error: errorMessage(error) });
       }

@@ -1,4 +1,5 @@
 /** bench:cost's figures, goals (issue 17) and Markdown report. */
+import type { CompareRun } from '../bench-compare/report.js';
 
 export interface CostRow {
   readonly viewers: number;
@@ -40,14 +41,11 @@ export interface CostRun {
   readonly durationS: number;
   readonly hideVideo: boolean;
   readonly profileS: number;
-  readonly environment: {
-    readonly node: string;
-    readonly cpus: number;
-    readonly cpuModel: string;
-    readonly memGiB: number;
-    readonly kernel: string;
-    readonly startedAt: string;
-  };
+  /** The machine, as bench:compare records it (without the player and tool versions). */
+  readonly environment: Pick<
+    CompareRun['environment'],
+    'node' | 'cpus' | 'cpuModel' | 'memGiB' | 'kernel' | 'startedAt'
+  >;
   readonly elapsedS: number;
   readonly rows: readonly CostRow[];
   readonly failures: readonly { readonly viewers: number; readonly arm: string; readonly error: string }[];

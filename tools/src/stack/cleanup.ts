@@ -34,3 +34,29 @@ export class Stack {
     }
   }
 }
+
+/**
+ * A bounded run's guard: on SIGINT or SIGTERM (exit 130), or once `ceilingMs` has passed (exit 1),
+ * everything on `stack` is stopped and the process exits; a second signal exits at once.
+ * `stopping()` says whether that has begun (read it after each await: a trial loop stops there).
+ */
+export function guardRun(
+  stack: Stack,
+  { ceilingMs, progress }: { ceilingMs: number; progress: (line: string) => void },
+): { stopping(): boolean } {
+  let stopping = false;
+  const abort = (why: string, code: number): void => {
+    if (stopping) process.exit(code);
+    stopping = true;
+    progress(`${why}; stopping`);
+    void stack.stopAll().then(() => process.exit(code));
+  };
+  for (const signal of ['SIGINT', 'SIGTERM'] as const)
+    process.on(signal, () => {
+      abort('interrupted', 130);
+    });
+  setTimeout(() => {
+    abort(`still running after ${Math.round(ceilingMs / 1000)} s`, 1);
+  }, ceilingMs).unref();
+  return { stopping: () => stopping };
+}
