@@ -238,7 +238,12 @@ export async function runTrial({
     const profiling =
       profileWindow === undefined || pages[0] === undefined
         ? null
-        : profilePage(pages[0].page, profileWindow);
+        : // Caught at once (a rejection left until the window ends would end the process): a
+          // profile that failed costs the trial its profile, not its figures.
+          profilePage(pages[0].page, profileWindow).catch((error: unknown) => {
+            progress(`${arm} @ ${setting}: profile of v0 failed: ${errorMessage(error)}`);
+            return null;
+          });
     const monitorStart = Date.now();
     const chromiumSamples: ChromiumSample[] = [sampleChromium({ withMemory: true })];
     // The tracker's process (with the true source in it in the mesh arm), over the same steady part.
@@ -292,7 +297,7 @@ export async function runTrial({
       from === null || to === null || windowEnd <= monitorStart
         ? null
         : (100 * (to - from)) / ((windowEnd - monitorStart) / 1000);
-    const profile = profiling === null ? null : await profiling.catch(() => null);
+    const profile = profiling === null ? null : await profiling;
     const origin = await tracker.origin();
     const originSeries = (await Promise.all(originPending)).filter((x): x is OriginPoint => x !== null);
     originSeries.push({

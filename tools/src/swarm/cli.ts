@@ -163,7 +163,13 @@ try {
       : profilePage(viewers[0].page, {
           startAfterMs: Math.min(PROFILE_WARMUP_MS, (opts.durationS * 1000) / 4),
           durationMs: Math.min(opts.profileS * 1000, opts.durationS * 1000 - PROFILE_WARMUP_MS),
-        });
+        })
+          // Caught at once (a rejection left until the window ends would end the process): a
+          // profile that failed (the page went away) costs the report its profile, not the run.
+          .catch((error: unknown) => {
+            progress(`profile of v0 failed: ${errorStack(error)}`);
+            return null;
+          });
   if (profiling !== null) progress(`profiling v0 for up to ${opts.profileS ?? 0} s`);
   const series = await monitor(viewers, {
     durationMs: opts.durationS * 1000,
