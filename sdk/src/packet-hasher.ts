@@ -48,12 +48,7 @@ export class PacketHasher {
     const known = this.digests.get(payload);
     if (known !== undefined) return known;
     if (this.started.has(payload)) return null;
-    if (!this.options.native || this.pending >= MAX_PENDING_DIGESTS) {
-      this.counters.synchronous++;
-      const digest = sha256(bytes);
-      this.digests.set(payload, digest);
-      return digest;
-    }
+    if (!this.options.native || this.pending >= MAX_PENDING_DIGESTS) return this.hashNow(payload, bytes);
     this.started.add(payload);
     this.pending++;
     this.counters.native++;
@@ -70,14 +65,16 @@ export class PacketHasher {
       .finally(() => {
         this.pending--;
         this.started.delete(payload);
-        if (!this.digests.has(payload)) this.fallBack(payload, bytes);
+        if (!this.digests.has(payload)) this.hashNow(payload, bytes);
         this.options.ready();
       });
     return null;
   }
 
-  private fallBack(payload: Uint8Array, bytes: Uint8Array): void {
+  private hashNow(payload: Uint8Array, bytes: Uint8Array): Uint8Array {
     this.counters.synchronous++;
-    this.digests.set(payload, sha256(bytes));
+    const digest = sha256(bytes);
+    this.digests.set(payload, digest);
+    return digest;
   }
 }

@@ -179,10 +179,6 @@ export function inspectPacket(
   const packet = decoded.packet;
   const { segment, index, count, bytes, signed } = packet;
   const announcement = store.announcement(segment);
-  // Without a hasher (a repair reply checked at once), the synchronous digest; with one, the digest
-  // may still be under way (null): the packet is held until it lands.
-  const digestOf = (): Uint8Array | null =>
-    hasher === undefined ? sha256(bytes) : hasher.digest(payload, bytes);
   // Hashed only once nothing cheaper decides: held packets are looked at again and again.
   if (announcement === null) {
     if (signed === undefined || signatures === undefined) return 'hold';
@@ -190,7 +186,7 @@ export function inspectPacket(
       const dealt = packetPlace(signed.packetNumber, 0, place.dataSlices);
       if (dealt.slice !== place.slice || dealt.seq !== place.seq) return 'reject';
     }
-    const digest = digestOf();
+    const digest = digestOf(payload, bytes, hasher);
     if (digest === null) return 'hold';
     const verdict = signatures.check(packet, signed, digest);
     return verdict === 'valid' ? 'accept' : verdict === 'forged' ? 'reject' : 'hold';
@@ -209,9 +205,21 @@ export function inspectPacket(
     if (dealt.slice !== place.slice || dealt.seq !== place.seq) return 'reject';
   }
   const expected = announcement.packetHashes.slice(index * PACKET_HASH_HEX, (index + 1) * PACKET_HASH_HEX);
-  const digest = digestOf();
+  const digest = digestOf(payload, bytes, hasher);
   if (digest === null) return 'hold';
   return bytesToHex(digest.subarray(0, PACKET_HASH_HEX / 2)) === expected ? 'accept' : 'reject';
+}
+
+/**
+ * A packet's digest: synchronous without a hasher (a repair reply checked at once); with one, kept
+ * by payload, or null while a native one is under way (the packet is then held until it lands).
+ */
+function digestOf(
+  payload: Uint8Array,
+  bytes: Uint8Array,
+  hasher: PacketHasher | undefined,
+): Uint8Array | null {
+  return hasher === undefined ? sha256(bytes) : hasher.digest(payload, bytes);
 }
 
 /** Host hooks for non-browser runtimes and tests. */

@@ -18,7 +18,15 @@ import { Stack, guardRun } from '../stack/cleanup.js';
 import { startStream } from '../stack/stream.js';
 import { chromiumPath } from '../viewers/browser.js';
 import { addRatios, checkGoals, plots, reportMarkdown, type CompareRun } from './report.js';
-import { ARMS, runTrial, summarizeTrial, type Arm, type TrialPlan, type TrialSummary } from './trial.js';
+import {
+  ARMS,
+  runTrial,
+  summarizeTrial,
+  trialBoundS,
+  type Arm,
+  type TrialPlan,
+  type TrialSummary,
+} from './trial.js';
 
 const PLAYLIST_SEGMENTS = 10;
 const SETTINGS = ['default', 'low', 'll', 'deep'] as const;
@@ -143,7 +151,7 @@ function plan(): TrialPlan[] {
 const trials = plan();
 // Bounded: a generous ceiling on the whole run (each trial: start-up, opening the pages, watching,
 // teardown), after which everything is stopped and the run fails.
-const perTrialS = opts.durationS + (opts.viewers * (opts.staggerMs + 2000)) / 1000 + 60;
+const perTrialS = trialBoundS(opts.durationS, opts.viewers, opts.staggerMs);
 const ceilingMs = (2 * trials.length * perTrialS + 120) * 1000;
 
 const stack = new Stack();

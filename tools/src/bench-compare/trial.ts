@@ -152,6 +152,14 @@ export interface TrialOptions extends TrialPlan {
   readonly separateSource?: boolean;
 }
 
+/**
+ * A generous bound on one trial, s: start-up, opening the pages (about 2 s each plus the stagger),
+ * watching, teardown. The benchmarks stop a run that takes twice its trials' bounds.
+ */
+export function trialBoundS(durationS: number, viewers: number, staggerMs: number): number {
+  return durationS + (viewers * (staggerMs + 2000)) / 1000 + 60;
+}
+
 function cpuCount(): number {
   return Math.max(1, cpus().length);
 }
@@ -238,11 +246,8 @@ export async function runTrial({
     const profiling =
       profileWindow === undefined || pages[0] === undefined
         ? null
-        : // Caught at once (a rejection left until the window ends would end the process): a
-          // profile that failed costs the trial its profile, not its figures.
-          profilePage(pages[0].page, profileWindow).catch((error: unknown) => {
-            progress(`${arm} @ ${setting}: profile of v0 failed: ${errorMessage(error)}`);
-            return null;
+        : profilePage(pages[0].page, profileWindow, (message) => {
+            progress(`${arm} @ ${setting}: profile of v0 failed: ${message}`);
           });
     const monitorStart = Date.now();
     const chromiumSamples: ChromiumSample[] = [sampleChromium({ withMemory: true })];

@@ -20,7 +20,8 @@ import { mean, round } from '../lib/stats.js';
 import { errorMessage, errorStack } from '../lib/wait.js';
 import { Stack, guardRun } from '../stack/cleanup.js';
 import { startStream } from '../stack/stream.js';
-import { runTrial, summarizeTrial, type Arm, type TrialRaw } from '../bench-compare/trial.js';
+import { PROFILE_WARMUP_MS } from '../viewers/profile.js';
+import { runTrial, summarizeTrial, trialBoundS, type Arm, type TrialRaw } from '../bench-compare/trial.js';
 import { costReport, type CostRow, type CostRun } from './report.js';
 
 const USAGE = `usage: npm run bench:cost -- [--viewers LIST] [--duration S] [--out DIR] [options]
@@ -46,8 +47,6 @@ options:
 const LIVE_SYNC = 3;
 const PLAYLIST_SEGMENTS = 10;
 const ARMS: readonly Arm[] = ['http', 'mesh'];
-/** A profile starts this long after the last viewer opened (past start-up). */
-const PROFILE_WARMUP_MS = 10_000;
 
 const opts = parseCommandLine(
   'bench:cost',
@@ -94,10 +93,7 @@ const stack = new Stack();
 // Bounded: each trial's start-up, opening, watching and teardown, twice over, then the run fails.
 const ceilingMs =
   2 *
-  opts.counts.reduce(
-    (a, n) => a + ARMS.length * (opts.durationS + (n * (opts.staggerMs + 2000)) / 1000 + 60),
-    120,
-  ) *
+  opts.counts.reduce((a, n) => a + ARMS.length * trialBoundS(opts.durationS, n, opts.staggerMs), 120) *
   1000;
 const guard = guardRun(stack, { ceilingMs, progress });
 

@@ -22,7 +22,8 @@ import { Stack } from '../stack/cleanup.js';
 import { startStream } from '../stack/stream.js';
 import { startTracker } from '../stack/tracker.js';
 import { chromiumPath, launchBrowser, openViewer, viewerUrl, type Viewer } from '../viewers/browser.js';
-import { profilePage } from '../viewers/profile.js';
+// A profile starts PROFILE_WARMUP_MS into the window, or a quarter of the way if that is shorter.
+import { PROFILE_WARMUP_MS, profilePage } from '../viewers/profile.js';
 import type { ViewerSnapshot } from '../viewers/snapshot.js';
 import { brief, monitor, steadinessProblems, summaryLine, swarmSummary } from '../viewers/watch.js';
 
@@ -51,8 +52,6 @@ options:
                     result.json's profile, its self time by part, source file and function
   --help            print this help`;
 
-/** A profile starts this far into the window (past startup), or a quarter of the way if shorter. */
-const PROFILE_WARMUP_MS = 10_000;
 /** Every viewer page is read this often. */
 const SAMPLE_INTERVAL_MS = 2000;
 /** A progress line every this many samples. */
@@ -160,16 +159,16 @@ try {
   const profiling =
     opts.profileS === undefined || viewers[0] === undefined
       ? null
-      : profilePage(viewers[0].page, {
-          startAfterMs: Math.min(PROFILE_WARMUP_MS, (opts.durationS * 1000) / 4),
-          durationMs: Math.min(opts.profileS * 1000, opts.durationS * 1000 - PROFILE_WARMUP_MS),
-        })
-          // Caught at once (a rejection left until the window ends would end the process): a
-          // profile that failed (the page went away) costs the report its profile, not the run.
-          .catch((error: unknown) => {
-            progress(`profile of v0 failed: ${errorStack(error)}`);
-            return null;
-          });
+      : profilePage(
+          viewers[0].page,
+          {
+            startAfterMs: Math.min(PROFILE_WARMUP_MS, (opts.durationS * 1000) / 4),
+            durationMs: Math.min(opts.profileS * 1000, opts.durationS * 1000 - PROFILE_WARMUP_MS),
+          },
+          (message) => {
+            progress(`profile of v0 failed: ${message}`);
+          },
+        );
   if (profiling !== null) progress(`profiling v0 for up to ${opts.profileS ?? 0} s`);
   const series = await monitor(viewers, {
     durationMs: opts.durationS * 1000,

@@ -5,8 +5,11 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Page } from 'playwright-core';
 import { summarizeProfile, sourceMapsIn, type CpuProfile, type ProfileSummary } from '../lib/cpu-profile.js';
+import { errorMessage } from '../lib/wait.js';
 import { demoDist } from '../stack/tracker.js';
 
+/** A profile starts this far into a run's window by default: past the viewers' start-up. */
+export const PROFILE_WARMUP_MS = 10_000;
 /** Chromium's sampling interval: 1 ms, fine enough for per-packet work. */
 const PROFILE_SAMPLING_US = 1000;
 
@@ -16,11 +19,25 @@ export interface PageProfile {
   readonly summary: ProfileSummary;
 }
 
-/** Profiles `page` from `startAfterMs` from now, for `durationMs`. */
+/**
+ * Profiles `page` from `startAfterMs` from now, for `durationMs`. Never rejects: a profile that fails
+ * (the page went away) is reported through `onFailure` and resolves to null, so a caller may start it
+ * and await it only when its run ends (a rejection left until then would end the process).
+ */
 export async function profilePage(
   page: Page,
   { startAfterMs, durationMs }: { startAfterMs: number; durationMs: number },
-): Promise<PageProfile> {
+  onFailure: (message: string) => void,
+): Promise<PageProfile | null> {
+  try {
+    return await recordProfile(page, startAfterMs, durationMs);
+  } catch (error) {
+    onFailure(errorMessage(error));
+    return null;
+  }
+}
+
+async function recordProfile(page: Page, startAfterMs: number, durationMs: number): Promise<PageProfile> {
   const cdp = await page.context().newCDPSession(page);
   try {
     await sleep(Math.max(0, startAfterMs));
