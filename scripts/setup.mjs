@@ -1,7 +1,7 @@
 #!/usr/bin/env node
-// Makes a fresh clone ready: installs the Debian packages the browser tests need (chromium, ffmpeg)
-// when missing, npm packages when missing or stale, then builds the packages, the SDK bundle and the
-// demo. Runs before `npm start` and `npm test` (npm's pre-scripts), so nothing else has to be done
+// Makes a fresh clone ready: installs the Debian packages the browser tests need (chromium,
+// firefox-esr, ffmpeg…) when missing, npm packages when missing or stale, then builds the
+// packages, the SDK bundle and the demo. Runs before `npm start` and `npm test` (npm's pre-scripts), so nothing else has to be done
 // first. Quiet when there is nothing to do. Plain JavaScript on purpose: it runs on a fresh clone
 // before `npm install` and before anything is compiled (it is what installs TypeScript and builds).
 import { createHash } from 'node:crypto';
@@ -34,13 +34,15 @@ if (major < 20 || (major === 20 && minor < 19)) {
   process.exit(1);
 }
 
-// System packages: Debian Chromium for the browser tests (browsers cannot be downloaded by
-// Playwright here), ffmpeg for the live test stream, iproute2 for the tests' network namespace,
+// System packages: Debian Chromium and Firefox ESR for the browser tests (browsers cannot be
+// downloaded by Playwright here), ffmpeg for the live test stream, iproute2 for the tests' network namespace,
 // coturn and nftables for the network lab.
 // CHUNKYCAST_SKIP_SYSTEM_PACKAGES=1 skips this (for machines that provide them another way).
 if (process.env.CHUNKYCAST_SKIP_SYSTEM_PACKAGES !== '1') {
   const wanted = [
     ['chromium', has('chromium') || has('chromium-browser') || existsSync(process.env.CHROMIUM_PATH ?? '')],
+    // Firefox viewers share the e2e swarm with Chromium ones (issue 15), driven over WebDriver BiDi.
+    ['firefox-esr', has('firefox-esr') || has('firefox') || existsSync(process.env.FIREFOX_PATH ?? '')],
     ['ffmpeg', has('ffmpeg')],
     ['iproute2', has('ip')],
     // The tracker's Redis scale-out test runs a real redis-server.

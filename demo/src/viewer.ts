@@ -44,6 +44,8 @@ function createPlayer(params: URLSearchParams): MeshPlayer {
     // caps what this viewer uploads.
     ['uploadCapacity', 'upload-capacity'],
     ['maxUploadKbps', 'max-upload-kbps'],
+    // `?upload=off` never forwards; `auto` (the default) stops on cellular, Save-Data or a low battery.
+    ['upload', 'upload'],
     // Repair: `?packetRepair=engine` runs the engine's deadline-aware packet repair, `segment` the
     // session's repair of whole segments (issue 14: both measured in one run, e.g. npm run swarm's
     // --packet-repair split).
@@ -79,11 +81,25 @@ function createPlayer(params: URLSearchParams): MeshPlayer {
   return player;
 }
 
+/** Why the mesh is off, for people (MeshPlayerStats.meshOffReason). */
+const MESH_OFF_REASONS: Readonly<Record<NonNullable<MeshPlayerStats['meshOffReason']>, string>> = {
+  'no-webrtc': 'this browser has no WebRTC',
+  'no-mse': 'this browser plays HLS itself',
+  config: 'see the errors below',
+};
+
 function showStats(stats: MeshPlayerStats): void {
   byId('share-fill', HTMLDivElement).style.width = `${(stats.meshShare * 100).toFixed(1)}%`;
   byId('share-text', HTMLSpanElement).textContent = formatPercent(stats.meshShare);
   fillList(byId('stats', HTMLElement), [
-    ['mesh', stats.meshEnabled ? (stats.trackerConnected ? 'joined' : 'connecting…') : 'off (origin only)'],
+    [
+      'mesh',
+      stats.meshEnabled
+        ? stats.trackerConnected
+          ? 'joined'
+          : 'connecting…'
+        : `off (origin only${stats.meshOffReason === null ? '' : `: ${MESH_OFF_REASONS[stats.meshOffReason]}`})`,
+    ],
     ['peer id', stats.peerId === null ? '–' : peerLabel(stats.peerId)],
     ['from mesh', `${formatBytes(stats.bytesFromMesh)} · ${stats.segmentsFromMesh} segments`],
     [
@@ -99,6 +115,10 @@ function showStats(stats: MeshPlayerStats): void {
     ['relayed (TURN)', formatBytes(stats.relayedBytes)],
     ['failed connections', String(stats.connectFailures)],
     ['load / TL (ML)', `${stats.load} / ${stats.targetLoad} (${stats.maxLoad})`],
+    [
+      'upload',
+      `${stats.upload}${stats.receiveOnlyReasons.length > 0 ? `: receive-only (${stats.receiveOnlyReasons.join(', ')})` : ''}`,
+    ],
     [
       'upload capacity',
       `${stats.uploadCapacityKbps === null ? '–' : `${stats.uploadCapacityKbps} kbit/s`} (${stats.uploadCapacitySource})`,

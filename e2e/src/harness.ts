@@ -1,6 +1,6 @@
 /**
  * The e2e tests' harness: one import for everything a test drives. The stream, the tracker, the
- * cleanup stack, Chromium and the viewer helpers live in tools/src (shared with `npm start`, the
+ * cleanup stack, the browsers (Chromium, Firefox) and the viewer helpers live in tools/src (shared with `npm start`, the
  * swarm, the comparison benchmark and the lab); what only the tests need is here.
  * Everything binds to 127.0.0.1; the tests run inside a loopback-only network namespace
  * (`npm run e2e`, tools/src/e2e/run.ts).
@@ -23,13 +23,17 @@ export { demoDist, startTracker, trackerCli, type Tracker } from '../../tools/sr
 export {
   chromiumArgs,
   chromiumPath,
+  hidePlayer,
   launchBrowser,
   openViewer,
   readViewer,
   viewerUrl,
   type Browser,
+  type BrowserName,
   type Viewer,
 } from '../../tools/src/viewers/browser.js';
+export { bytesByDirection } from '../../tools/src/swarm/browsers.js';
+export { launchWebKit, type WebKitPage } from '../../tools/src/viewers/webkit.js';
 export type { ViewerSnapshot } from '../../tools/src/viewers/snapshot.js';
 export {
   brief,

@@ -61,6 +61,8 @@ export interface PeerLinkStats {
   readonly rttMs: number | null;
   readonly bytesSent: number;
   readonly bytesReceived: number;
+  /** Media payload bytes received from this peer (tree packets and repairs), before their checks. */
+  readonly mediaBytesReceived: number;
   /** When the data channel opened, Unix ms. */
   readonly openedAtMs: number;
 }

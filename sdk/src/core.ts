@@ -6,6 +6,15 @@ export { MeshSession, LIVE_PROTOCOL, inspectPacket, type SessionHost } from './s
 export { DEFAULT_PACKET_REPAIR, type PacketRepairMode } from './packet-repair.js';
 export { type Loads, type UploadCapacityMode, type UploadCapacitySource } from './capacity.js';
 export {
+  LOW_BATTERY_LEVEL,
+  UPLOAD_MODES,
+  type BatteryLike,
+  type ConnectionLike,
+  type ReceiveOnlyReason,
+  type UploadMode,
+  type UploadPlatform,
+} from './upload-policy.js';
+export {
   MeshNode,
   CONNECT_TIMEOUT_MS,
   DIAL_BACKOFF_MS,

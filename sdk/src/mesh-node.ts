@@ -11,6 +11,7 @@ import {
   type Role,
 } from '@chunkycast/engine';
 import {
+  MAX_MESSAGE_BYTES,
   MAX_REPORT_CUT_OFFS,
   MessageType,
   decode,
@@ -229,6 +230,11 @@ export interface MeshNodeCounters {
   messagesReceived: number;
   /** Data messages dropped because a peer's queue was full. */
   droppedForBackpressure: number;
+  /**
+   * Messages not sent because they were larger than the link's negotiated SCTP max-message-size
+   * (sendLimitOf): the link stays up, the receiver recovers the content by repair.
+   */
+  oversizeDropped: number;
   /** Data messages dropped from the host's queue after MAX_DATA_QUEUE_AGE_MS there. */
   droppedStale: number;
   badMessages: number;
@@ -273,6 +279,21 @@ function endGatheringOnComplete(peer: SimplePeer): void {
   });
 }
 
+/**
+ * The largest message a link's channel takes: the SCTP max-message-size its two ends negotiated
+ * (RTCSctpTransport.maxMessageSize), within the wire's MAX_MESSAGE_BYTES. Browsers differ: Chromium
+ * offers 256 KiB, Firefox 1 GiB but assumes 64 KiB of a peer whose SDP does not say, Safari has
+ * offered 64 KiB. A larger send throws (TypeError in Firefox, OperationError in Chromium). Unknown
+ * (no `sctp` yet, node-datachannel, or 0, which means "no limit"): MAX_MESSAGE_BYTES.
+ */
+export function sendLimitOf(peer: unknown): number {
+  const pc = (peer as { _pc?: { sctp?: { maxMessageSize?: unknown } | null } } | null)?._pc;
+  const size = pc?.sctp?.maxMessageSize;
+  return typeof size === 'number' && Number.isFinite(size) && size > 0
+    ? Math.min(Math.floor(size), MAX_MESSAGE_BYTES)
+    : MAX_MESSAGE_BYTES;
+}
+
 interface QueuedMessage {
   readonly bytes: Uint8Array;
   /** When it was queued (the node's clock). */
@@ -297,6 +318,13 @@ interface Link {
   /** Its channel's bufferedAmount at the last uplinkSample (abandoned if the link goes). */
   sampledBufferedBytes: number;
   badMessages: number;
+  /** The largest message its channel takes (sendLimitOf), once open. */
+  maxMessageBytes: number;
+  /**
+   * Media payload bytes this peer sent us (tree packets and repairs, before their checks): which
+   * links carry media, e.g. between browsers of different kinds.
+   */
+  mediaBytesReceived: number;
   /** Forged packets and forged announcements from this peer (MAX_FORGED_PACKETS cuts it off). */
   forgedPackets: number;
   /** The connection's id in every signal of it, both ways: random from the dialling side. */
@@ -343,6 +371,7 @@ export class MeshNode {
     messagesSent: 0,
     messagesReceived: 0,
     droppedForBackpressure: 0,
+    oversizeDropped: 0,
     droppedStale: 0,
     badMessages: 0,
     forgedPackets: 0,
@@ -468,6 +497,7 @@ export class MeshNode {
         rttMs: pair?.rttMs ?? null,
         bytesSent: pair?.bytesSent ?? 0,
         bytesReceived: pair?.bytesReceived ?? 0,
+        mediaBytesReceived: link.mediaBytesReceived,
         openedAtMs: link.openedAtMs ?? 0,
       });
     }
@@ -932,6 +962,16 @@ export class MeshNode {
   }
 
   private transmit(to: PeerId, link: Link, bytes: Uint8Array): void {
+    if (bytes.length > link.maxMessageBytes) {
+      // send() would throw, which reads as a closed channel and would cost a healthy link.
+      this.counters.oversizeDropped++;
+      this.log('warn', 'message larger than the link takes: not sent', {
+        peer: to,
+        bytes: bytes.length,
+        maxMessageBytes: link.maxMessageBytes,
+      });
+      return;
+    }
     try {
       link.peer.send(bytes);
       this.counters.messagesSent++;
@@ -1059,6 +1099,8 @@ export class MeshNode {
       sampledWrittenBytes: 0,
       sampledBufferedBytes: 0,
       badMessages: inherited?.badMessages ?? 0,
+      mediaBytesReceived: 0,
+      maxMessageBytes: MAX_MESSAGE_BYTES,
       forgedPackets: inherited?.forgedPackets ?? 0,
       pairId,
       answered: false,
@@ -1088,6 +1130,7 @@ export class MeshNode {
       if (this.links.get(peerId) !== link) return;
       link.open = true;
       link.openedAtMs = Date.now();
+      link.maxMessageBytes = sendLimitOf(peer);
       this.failedAt.delete(peerId);
       // The route at once, so a link that closes before the next stats round is still counted.
       void this.readLinkStats(peerId, link);
@@ -1147,6 +1190,12 @@ export class MeshNode {
       this.counters.injectedLosses++;
       return;
     }
+    if (
+      message.type === MessageType.Data ||
+      message.type === MessageType.PacketRepairData ||
+      message.type === MessageType.RepairData
+    )
+      link.mediaBytesReceived += message.payload.length;
     if (
       message.type === MessageType.RepairRequest ||
       message.type === MessageType.RepairData ||

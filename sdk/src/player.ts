@@ -9,6 +9,7 @@ import { createMeshFragmentLoader } from './loader.js';
 import { MAX_UPLOAD_LIMIT_KBPS, MeshSession } from './session.js';
 import type { MeshErrorCode, MeshSessionOptions, MeshStats, SegmentProvider } from './types.js';
 import { MeshError, STARTUP_SEGMENTS } from './types.js';
+import { parseUploadMode } from './upload-policy.js';
 
 /** What the player adds to the session's stats. */
 export interface MeshPlayerStats extends MeshStats {
@@ -22,6 +23,15 @@ export interface MeshPlayerStats extends MeshStats {
   readonly liveDelayMs: number | null;
   /** Whether a mesh session runs (false: plain HTTP playback). */
   readonly meshEnabled: boolean;
+  /**
+   * Why the mesh is off although `tracker` asks for it: `no-webrtc` (no RTCPeerConnection, e.g.
+   * WebKitGTK builds without WebRTC), `no-mse` (neither MediaSource nor ManagedMediaSource: the
+   * browser plays HLS itself, which the mesh cannot feed), `config` (a bad attribute); null when the
+   * mesh runs or was not asked for.
+   */
+  readonly meshOffReason: 'no-webrtc' | 'no-mse' | 'config' | null;
+  /** Who plays the stream: `hls.js` (MSE or ManagedMediaSource), `native` (the video's own HLS), or `none`. */
+  readonly playback: 'hls.js' | 'native' | 'none';
 }
 
 export type MeshPlayerErrorCode = MeshErrorCode | 'playback' | 'unsupported';
@@ -41,6 +51,7 @@ const OBSERVED = [
   'max-load',
   'upload-capacity',
   'max-upload-kbps',
+  'upload',
   'public-key',
   'token',
   'ice-servers',
@@ -159,6 +170,9 @@ export function parseAttributes(get: (name: string) => string | null): ParsedAtt
   const packetRepair = parsePacketRepair(get('packet-repair'), errors);
   const maxUploadKbps = parseMaxUploadKbps(get('max-upload-kbps'), errors);
   if (maxUploadKbps === null) meshUsable = false;
+  // A bad value is reported and read as `off`: nobody uploads because of a typo.
+  const upload = parseUploadMode(get('upload'));
+  if (upload.error !== null) errors.push(upload.error);
   const publicKey = get('public-key');
   const token = get('token');
   if (token !== null && token !== '' && !TOKEN.test(token)) {
@@ -181,6 +195,7 @@ export function parseAttributes(get: (name: string) => string | null): ParsedAtt
     ...(uploadCapacity === undefined ? {} : { uploadCapacity }),
     ...(packetRepair === undefined ? {} : { packetRepair }),
     ...(maxUploadKbps === undefined || maxUploadKbps === null ? {} : { maxUploadKbps }),
+    upload: upload.mode,
     ...(publicKey === null || publicKey === '' ? {} : { publicKey }),
     ...(token === null || token === '' ? {} : { token }),
     ...(iceServers === null || iceServers === undefined ? {} : { iceServers }),
@@ -298,6 +313,9 @@ function emptyStats(stream: string): MeshStats {
     maxLoad: 0,
     uploadCapacityKbps: null,
     uploadCapacitySource: 'fixed',
+    // No session: nothing is uploaded whatever the attribute says (meshEnabled is false).
+    upload: 'auto',
+    receiveOnlyReasons: [],
     slices: [],
     stalls: 0,
     stallMs: 0,
@@ -337,7 +355,7 @@ const ElementBase: typeof HTMLElement =
 
 /**
  * `<mesh-player src tracker stream token ice-servers ice-transport-policy target-load max-load
- * upload-capacity packet-repair max-upload-kbps public-key live-sync autoplay muted controls>`.
+ * upload-capacity packet-repair max-upload-kbps upload public-key live-sync autoplay muted controls>`.
  * Events: 'stats' (CustomEvent<MeshPlayerStats>, every second), 'peers' (CustomEvent<{peers}>),
  * 'error' (CustomEvent<MeshPlayerErrorDetail>), 'trackerdisconnected', 'trackerreconnected' and
  * 'connection-failed' (the session's, passed on).
@@ -367,6 +385,8 @@ export class MeshPlayer extends ElementBase {
   #stalls = 0;
   #stallMs = 0;
   #lastError: MeshPlayerErrorDetail | null = null;
+  #meshOffReason: MeshPlayerStats['meshOffReason'] = null;
+  #playback: MeshPlayerStats['playback'] = 'none';
 
   constructor() {
     super();
@@ -430,6 +450,8 @@ export class MeshPlayer extends ElementBase {
       playing: !video.paused && !video.ended && this.#stallStartMs === null && video.readyState > 2,
       liveDelayMs: this.#liveDelayMs(),
       meshEnabled: this.#session !== null,
+      meshOffReason: this.#meshOffReason,
+      playback: this.#playback,
     };
   }
 
@@ -480,11 +502,23 @@ export class MeshPlayer extends ElementBase {
       this.dispatchEvent(new CustomEvent<MeshPlayerStats>('stats', { detail: this.stats }));
     }, STATS_INTERVAL_MS);
     this.#watchVideo();
+    this.#meshOffReason = attributes.mesh === null && this.hasAttribute('tracker') ? 'config' : null;
+    this.#playback = 'none';
     if (src === null || src === '') return;
 
     if (!Hls.isSupported()) {
-      // Safari on iOS has no MSE but plays HLS itself; the mesh needs hls.js, so origin only there.
+      // Older iOS Safari has neither MSE nor ManagedMediaSource but plays HLS itself; the mesh
+      // feeds hls.js, so such a browser plays from the origin.
+      if (attributes.mesh !== null) {
+        this.#meshOffReason = 'no-mse';
+        this.#reportError({
+          code: 'unsupported',
+          message:
+            'this browser has neither MediaSource nor ManagedMediaSource: the mesh is off and the video plays HLS itself from the origin',
+        });
+      }
       if (this.#video.canPlayType('application/vnd.apple.mpegurl') !== '') {
+        this.#playback = 'native';
         this.#video.src = src;
         this.#autoplay();
       } else {
@@ -493,7 +527,16 @@ export class MeshPlayer extends ElementBase {
       return;
     }
 
-    if (attributes.mesh !== null) this.#connectSession(attributes.mesh);
+    this.#playback = 'hls.js';
+    if (attributes.mesh !== null) {
+      if (typeof RTCPeerConnection === 'undefined') {
+        this.#meshOffReason = 'no-webrtc';
+        this.#reportError({
+          code: 'unsupported',
+          message: 'this browser has no WebRTC (RTCPeerConnection): the mesh is off, playing from the origin',
+        });
+      } else this.#connectSession(attributes.mesh);
+    }
     const provider = this.#provider;
     const hls = new Hls({
       // hls.js turns LL-HLS on by default; here it is the author's choice (`low-latency`).
@@ -530,6 +573,7 @@ export class MeshPlayer extends ElementBase {
       // Test faults attached to this element (internal: `@chunkycast/sdk/testing`) go to the session.
       session = MeshSession.connect(withFaults({ ...options }, faultsOf(this)));
     } catch (error) {
+      this.#meshOffReason = 'config';
       this.#reportError({ code: 'config', message: `mesh off: ${String(error)}` });
       return;
     }

@@ -62,6 +62,7 @@ import {
   type Welcome,
 } from './tracker-client.js';
 import { unreachable } from './unreachable.js';
+import { UploadPolicy, parseUploadMode, type UploadPlatform } from './upload-policy.js';
 import {
   MeshError,
   STARTUP_SEGMENTS,
@@ -245,6 +246,11 @@ export interface SessionHost {
    * stats, report and uplink sampling, and the mesh node's timers, stay the runtime's timers.)
    */
   readonly clock?: TrackerClock;
+  /**
+   * Where `upload: 'auto'` reads the connection and the battery (default: the page's `navigator`;
+   * a host without one, such as Node, uploads).
+   */
+  readonly uploadPlatform?: UploadPlatform;
 }
 
 /** Resolves TL and ML from options: ML defaults to 1.5·TL; ML below TL lowers TL (ML = 0: receive only). */
@@ -326,6 +332,8 @@ export class MeshSession extends EventTarget implements SegmentProvider {
   private liveSequenceTold = -1;
   private closed = false;
   private readonly timers: ReturnType<typeof setInterval>[] = [];
+  /** Whether this viewer shares its upload now (`upload` option). */
+  private readonly uploadPolicy: UploadPolicy;
   private peerId: number | null = null;
   private sourceId: number | null = null;
   private bytesFromOrigin = 0;
@@ -412,6 +420,17 @@ export class MeshSession extends EventTarget implements SegmentProvider {
     const upload = resolveUploadCapacity(options);
     this.packetRepair = resolvePacketRepair(options.packetRepair);
     this.capacity = new UploadCapacity({ ...upload, declared: loads });
+    const uploadMode = parseUploadMode(options.upload);
+    if (uploadMode.error !== null) throw new MeshError('config', uploadMode.error);
+    this.uploadPolicy = new UploadPolicy(
+      uploadMode.mode,
+      host.uploadPlatform ??
+        (typeof navigator === 'undefined' ? {} : (navigator as unknown as UploadPlatform)),
+      (reasons) => {
+        this.log('info', reasons.length > 0 ? 'receive-only' : 'uploading again', { reasons });
+        if (this.node !== null) this.applyLoads(this.node);
+      },
+    );
     this.ready = this.start();
     this.ready.catch((e: unknown) => {
       // A session that cannot start leaves nothing open behind it.
@@ -670,10 +689,19 @@ export class MeshSession extends EventTarget implements SegmentProvider {
       faultsOf(this.options),
     );
     const node = new MeshNode(nodeOptions);
-    const loads = this.capacity.loads;
-    if (loads.targetLoad !== this.targetLoad || loads.maxLoad !== this.maxLoad)
-      node.setLoad(loads.targetLoad, loads.maxLoad);
+    this.applyLoads(node);
     return node;
+  }
+
+  /**
+   * The loads in force: the capacity estimate's (measured, capped or declared), or 0 while the
+   * upload policy makes this viewer receive-only (its children then find other parents).
+   */
+  private applyLoads(node: MeshNode): void {
+    const loads = this.uploadPolicy.receiveOnly ? { targetLoad: 0, maxLoad: 0 } : this.capacity.loads;
+    const { targetLoad, maxLoad } = node.engine.config;
+    if (loads.targetLoad !== targetLoad || loads.maxLoad !== maxLoad)
+      node.setLoad(loads.targetLoad, loads.maxLoad);
   }
 
   /**
@@ -699,7 +727,7 @@ export class MeshSession extends EventTarget implements SegmentProvider {
       reason: change.reason,
       load: node.engine.currentLoad,
     });
-    node.setLoad(change.targetLoad, change.maxLoad);
+    this.applyLoads(node);
   }
 
   /** One slice's rate in kbps (the stream's recent bitrate / data slices), null before any announcement. */
@@ -1300,6 +1328,8 @@ export class MeshSession extends EventTarget implements SegmentProvider {
       maxLoad: node?.engine.config.maxLoad ?? this.capacity.loads.maxLoad,
       uploadCapacityKbps: this.capacity.capacityKbps === null ? null : Math.round(this.capacity.capacityKbps),
       uploadCapacitySource: this.capacity.source,
+      upload: this.uploadPolicy.mode,
+      receiveOnlyReasons: this.uploadPolicy.reasons,
       slices: parents.map((parent, slice) => ({ slice, parent, children: children[slice] ?? [] })),
       stalls: this.stalls,
       stallMs: this.stallMs,
@@ -1351,6 +1381,7 @@ export class MeshSession extends EventTarget implements SegmentProvider {
     if (this.closed) return;
     this.closed = true;
     for (const t of this.timers) clearInterval(t);
+    this.uploadPolicy.close();
     this.originRepair?.close();
     this.store?.close();
     const node = this.node;

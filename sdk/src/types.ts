@@ -1,5 +1,6 @@
 import type { PeerId, RouteCounts, TrackerErrorCode } from '@chunkycast/wire';
 import type { PeerLinkStats } from './connectivity.js';
+import type { ReceiveOnlyReason, UploadMode } from './upload-policy.js';
 
 /** How many of a viewer's first whole segments `startupSegmentsFrom…` counts (issue 14). */
 export const STARTUP_SEGMENTS = 3;
@@ -33,6 +34,14 @@ export interface MeshSessionOptions {
    * plus an estimated 7% of packet headers). 0 makes a receive-only viewer. Default none.
    */
   readonly maxUploadKbps?: number;
+  /**
+   * Whether this viewer shares its upload. `auto` (default): receive-only while the browser says
+   * the connection is cellular or the user asked to save data (Network Information), or the battery
+   * is discharging below 20% (Battery Status), and sharing again once that ends; a browser without
+   * those APIs shares. `on`: always shares (within the loads and `maxUploadKbps`). `off`: never
+   * forwards (load 0), as `maxLoad: 0`. Anything else is a `config` error.
+   */
+  readonly upload?: UploadMode;
   /** Base64 raw Ed25519 public key of the broadcaster; default: the key the tracker announces. */
   readonly publicKey?: string;
   /**
@@ -141,6 +150,13 @@ export interface MeshStats {
   readonly uploadCapacityKbps: number | null;
   /** Where it comes from: `measured`, `capped` (max-upload-kbps is the limit) or `fixed` (not measured). */
   readonly uploadCapacitySource: 'measured' | 'fixed' | 'capped';
+  /** The `upload` option in force. */
+  readonly upload: UploadMode;
+  /**
+   * Why this viewer forwards nothing now (`upload-off`, `cellular`, `save-data`, `battery-low`);
+   * empty while it shares its upload.
+   */
+  readonly receiveOnlyReasons: readonly ReceiveOnlyReason[];
   readonly slices: readonly SliceView[];
   /** Playback stalls after playback first started (reported by the player). */
   readonly stalls: number;

@@ -1,17 +1,24 @@
 /**
- * CPU and memory of the Chromium the benchmark drives, read through the tools' one /proc reader
+ * CPU and memory of the browsers the benchmarks drive, read through the tools' one /proc reader
  * (lib/proc.ts): every process below this Node process whose executable is Chromium (the browser,
  * its zygotes, the GPU and utility processes such as the network service, and the renderers, one
- * per viewer page).
+ * per viewer page) or Firefox (the parent process, the socket process, media and utility
+ * processes, and the web content processes, which count as renderers: they run the pages).
  * CPU: utime + stime of each process (/proc/PID/stat), differenced between two samples.
  * Memory: proportional set size (Pss in /proc/PID/smaps_rollup), so memory shared between the
  * processes (the Chromium binary, shared libraries) is divided among them instead of counted N times.
  */
 import { allProcesses, descendantsOf, machineTimes, processCommand, pssKb } from '../lib/proc.js';
+import type { BrowserName } from '../viewers/browser.js';
 
 export interface ChromiumProcess {
   readonly pid: number;
-  /** Chromium's process type (`renderer`, `gpu-process`, `utility:NetworkService`…) or `browser`. */
+  readonly browser: BrowserName;
+  /**
+   * Chromium's process type (`renderer`, `gpu-process`, `utility:NetworkService`…) or `browser`;
+   * for Firefox `renderer` (its web content processes), `browser` (the parent) or `firefox:TYPE`
+   * (`firefox:socket`, `firefox:rdd`…).
+   */
   readonly type: string;
   /** CPU time so far, s. */
   readonly cpuS: number;
@@ -24,11 +31,32 @@ export interface ChromiumSample {
   readonly processes: readonly ChromiumProcess[];
 }
 
-/** The process type Chromium gives a child (`--type=renderer`…), or "browser" for the main one. */
-function chromiumType(pid: number): string | null {
+/**
+ * The browser and process type of a process, or null if it is neither browser's. Chromium gives a
+ * child `--type=renderer`…; Firefox gives a child `-contentproc … TYPE`, TYPE last (`tab` for web
+ * content: the pages).
+ */
+function browserProcessOf(pid: number): { browser: BrowserName; type: string } | null {
   const command = processCommand(pid);
-  if (command === null || !/chrom/i.test(command.executable)) return null;
-  const cmdline = command.argv.join('\0');
+  if (command === null) return null;
+  if (/firefox/i.test(command.executable)) {
+    // A child of Firefox's fork server rewrites its command line as one space-separated string.
+    const words = command.argv
+      .join(' ')
+      .split(/\s+/)
+      .filter((w) => w !== '');
+    if (!words.includes('-contentproc')) return { browser: 'firefox', type: 'browser' };
+    const kind = words[words.length - 1] ?? 'unknown';
+    return { browser: 'firefox', type: kind === 'tab' ? 'renderer' : `firefox:${kind}` };
+  }
+  if (!/chrom/i.test(command.executable)) return null;
+  const type = chromiumType(command.argv);
+  return { browser: 'chromium', type };
+}
+
+/** The process type Chromium gives a child (`--type=renderer`…), or "browser" for the main one. */
+function chromiumType(argv: readonly string[]): string {
+  const cmdline = argv.join('\0');
   const type = /--type=([a-z-]+)/.exec(cmdline)?.[1];
   if (type === undefined) return 'browser';
   if (type === 'utility') {
@@ -39,8 +67,8 @@ function chromiumType(pid: number): string | null {
 }
 
 /**
- * One reading of every Chromium process under `rootPid`. `withMemory` adds Pss (a costlier read,
- * so the benchmark takes it less often).
+ * One reading of every Chromium and Firefox process under `rootPid`. `withMemory` adds Pss (a
+ * costlier read, so the benchmark takes it less often).
  */
 export function sampleChromium({
   rootPid = process.pid,
@@ -49,12 +77,17 @@ export function sampleChromium({
   const processes = allProcesses();
   const out: ChromiumProcess[] = [];
   for (const pid of descendantsOf(rootPid, processes)) {
-    const type = chromiumType(pid);
-    if (type === null) continue;
+    const kind = browserProcessOf(pid);
+    if (kind === null) continue;
     const cpuS = processes.get(pid)?.cpuSeconds ?? 0;
-    out.push(withMemory ? { pid, type, cpuS, pssKb: pssKb(pid) } : { pid, type, cpuS });
+    out.push(withMemory ? { pid, ...kind, cpuS, pssKb: pssKb(pid) } : { pid, ...kind, cpuS });
   }
   return { atMs: Date.now(), processes: out };
+}
+
+/** The part of a sample that is one browser's processes. */
+export function ofBrowser(sample: ChromiumSample, browser: BrowserName): ChromiumSample {
+  return { atMs: sample.atMs, processes: sample.processes.filter((p) => p.browser === browser) };
 }
 
 /** Busy and total jiffies of the whole machine, for "was the machine saturated". */

@@ -15,7 +15,7 @@ import { Stack } from '../stack/cleanup.js';
 import type { FinishedSegment, LiveStream } from '../stack/stream.js';
 import { startSource, temporarySigningKey } from '../stack/source.js';
 import { startTracker, type OriginCounters } from '../stack/tracker.js';
-import { launchBrowser, openViewer, type Viewer } from '../viewers/browser.js';
+import { hidePlayer, launchBrowser, openViewer, type Viewer } from '../viewers/browser.js';
 import { profilePage, type PageProfile } from '../viewers/profile.js';
 import type { ViewerSnapshot } from '../viewers/snapshot.js';
 import { monitor, steadinessProblems } from '../viewers/watch.js';
@@ -239,8 +239,7 @@ export async function runTrial({
     for (let i = 0; i < count; i++) {
       const viewer = await openViewer(browser, url, { label: `v${i}` });
       pages.push(viewer);
-      if (hideVideo)
-        await viewer.page.addStyleTag({ content: 'video, mesh-player { display: none !important; }' });
+      if (hideVideo) await hidePlayer(viewer);
       if (staggerMs > 0) await sleep(staggerMs);
     }
     const profiling =

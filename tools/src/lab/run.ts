@@ -16,6 +16,7 @@ import { startStream } from '../stack/stream.js';
 import { startTracker, type OriginCounters } from '../stack/tracker.js';
 import {
   chromiumPath,
+  hidePlayer,
   launchBrowser,
   openViewer,
   viewerUrl,
@@ -147,8 +148,7 @@ export async function runLab({
       const url = viewerUrl(tracker.url, params);
       const viewer = await openViewer(h.browser, url, { label: h.home.name });
       viewers.push(viewer);
-      if (!showVideo)
-        await viewer.page.addStyleTag({ content: 'video, mesh-player { display: none !important; }' });
+      if (!showVideo) await hidePlayer(viewer);
       await sleep(STAGGER_MS);
     }
 

@@ -9,7 +9,7 @@ import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fromRoot, root } from '../lib/paths.js';
-import { forEachLine, stopProcess, tieToParent } from '../lib/process.js';
+import { forEachLine, stopProcess, prioritiseBroadcaster, tieToParent } from '../lib/process.js';
 import { Ring } from '../lib/wait.js';
 
 export const sourceCli: string = fromRoot('tracker', 'dist', 'source', 'cli.js');
@@ -64,6 +64,7 @@ export async function startSource({
   const env = { ...process.env, CHUNKYCAST_BROADCASTER_KEY: broadcasterKey };
   const proc = spawn(process.execPath, args, { cwd: root, env, stdio: ['ignore', 'pipe', 'pipe'] });
   tieToParent(proc);
+  prioritiseBroadcaster(proc);
   const logs = new Ring(200);
   let running = (): void => undefined;
   forEachLine(proc.stdout, (line) => {

@@ -7,7 +7,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { stopProcess, tieToParent } from '../lib/process.js';
+import { stopProcess, prioritiseBroadcaster, tieToParent } from '../lib/process.js';
 import { Ring, waitFor } from '../lib/wait.js';
 
 /** How often the watcher reads the playlist. */
@@ -127,6 +127,7 @@ export function startStream({
   ];
   const proc = spawn('ffmpeg', args, { cwd: origin, stdio: ['ignore', 'ignore', 'pipe'] });
   tieToParent(proc);
+  prioritiseBroadcaster(proc);
   proc.stderr.setEncoding('utf8');
   proc.stderr.on('data', (chunk: string) => {
     for (const line of chunk.split('\n')) if (line.trim() !== '') stderr.push(line);

@@ -8,7 +8,7 @@ import { randomBytes } from 'node:crypto';
 import { existsSync } from 'node:fs';
 import type { OriginStats } from '@chunkycast/tracker';
 import { fromRoot, root } from '../lib/paths.js';
-import { forEachLine, stopProcess, tieToParent } from '../lib/process.js';
+import { forEachLine, stopProcess, prioritiseBroadcaster, tieToParent } from '../lib/process.js';
 import { Ring } from '../lib/wait.js';
 
 export const trackerCli: string = fromRoot('tracker', 'dist', 'cli.js');
@@ -113,6 +113,7 @@ export async function startTracker({
   const env = { ...process.env, ...extraEnv, CHUNKYCAST_BROADCASTER_KEY: broadcasterKey };
   const proc = spawn(process.execPath, args, { cwd: root, env, stdio: ['ignore', 'pipe', 'pipe'] });
   tieToParent(proc);
+  prioritiseBroadcaster(proc);
   const logs = new Ring(400);
   let onRecord: (record: LogRecord) => void = () => undefined;
   const warnings: LogRecord[] = [];

@@ -5,7 +5,6 @@
  * load in stream copies, startup, stalls, live delay, per-viewer details) and DIR/report.md.
  * Progress goes to stderr.
  */
-import { spawnSync } from 'node:child_process';
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { cpus } from 'node:os';
 import { join } from 'node:path';
@@ -21,19 +20,40 @@ import { errorStack } from '../lib/wait.js';
 import { Stack } from '../stack/cleanup.js';
 import { startStream } from '../stack/stream.js';
 import { startTracker } from '../stack/tracker.js';
-import { chromiumPath, launchBrowser, openViewer, viewerUrl, type Viewer } from '../viewers/browser.js';
+import { cpuBetween, memoryOf, ofBrowser, sampleChromium } from '../bench-compare/chromium-stats.js';
+import {
+  browserVersion,
+  hidePlayer,
+  launchBrowser,
+  openViewer,
+  viewerUrl,
+  type Browser,
+  type BrowserName,
+  type Viewer,
+} from '../viewers/browser.js';
 // A profile starts PROFILE_WARMUP_MS into the window, or a quarter of the way if that is shorter.
 import { PROFILE_WARMUP_MS, profilePage } from '../viewers/profile.js';
 import type { ViewerSnapshot } from '../viewers/snapshot.js';
 import { brief, monitor, steadinessProblems, summaryLine, swarmSummary } from '../viewers/watch.js';
+import {
+  bytesByDirection,
+  crossDirections,
+  interleave,
+  parseBrowserMix,
+  type BrowserCount,
+} from './browsers.js';
 
-const USAGE = `usage: npm run swarm -- [--viewers N] [--duration S] [--out DIR] [options]
+const USAGE = `usage: npm run swarm -- [--viewers N | --browsers MIX] [--duration S] [--out DIR] [options]
 
-N headless Chromium viewers watch an ffmpeg live stream through the mesh for S seconds, inside a
+N headless viewers watch an ffmpeg live stream through the mesh for S seconds, inside a
 loopback-only network namespace. Writes DIR/result.json and DIR/report.md.
 
 options:
-  --viewers N       viewers (default 6)
+  --viewers N       viewers, all in Chromium (default 6)
+  --browsers MIX    viewers per browser, e.g. chromium:4,firefox:4 (Debian Chromium and Firefox
+                    ESR), opened in turn; result.json then has byBrowser (mesh share, stalls,
+                    startup, live delay, CPU and memory per viewer) and bytesByDirection (media on
+                    each browser-pair direction)
   --duration S      seconds to watch after the last viewer opened (default 60)
   --out DIR         output directory (default out/swarm-N)
   --stagger MS      ms between opening two viewers (default 250)
@@ -63,6 +83,7 @@ const opts = parseCommandLine(
   USAGE,
   {
     viewers: { type: 'string' },
+    browsers: { type: 'string' },
     duration: { type: 'string' },
     out: { type: 'string' },
     stagger: { type: 'string' },
@@ -79,7 +100,19 @@ const opts = parseCommandLine(
       const value = stringValue(parsed, flag);
       return value === undefined ? undefined : numberOption(flag, value, 0, { min: 0 });
     };
-    const viewers = Math.floor(numberOption('viewers', stringValue(parsed, 'viewers'), 6, { min: 1 }));
+    const browsersSpec = stringValue(parsed, 'browsers');
+    if (browsersSpec !== undefined && stringValue(parsed, 'viewers') !== undefined)
+      throw new UsageError('give --viewers or --browsers, not both');
+    const mix: BrowserCount[] =
+      browsersSpec === undefined
+        ? [
+            {
+              browser: 'chromium',
+              viewers: Math.floor(numberOption('viewers', stringValue(parsed, 'viewers'), 6, { min: 1 })),
+            },
+          ]
+        : parseBrowserMix(browsersSpec);
+    const viewers = mix.reduce((a, c) => a + c.viewers, 0);
     const packetRepair = stringValue(parsed, 'packet-repair');
     if (
       packetRepair !== undefined &&
@@ -92,6 +125,7 @@ const opts = parseCommandLine(
     const profile = stringValue(parsed, 'profile-viewer');
     return {
       viewers,
+      mix,
       durationS: numberOption('duration', stringValue(parsed, 'duration'), 60, { min: 4 }),
       out: resolveOut(stringValue(parsed, 'out') ?? fromRoot('out', `swarm-${viewers}`)),
       staggerMs: numberOption('stagger', stringValue(parsed, 'stagger'), 250, { min: 0 }),
@@ -133,25 +167,33 @@ try {
   await stream.waitForSegments(1);
   const tracker = await startTracker({ originDir: stream.dir });
   stack.add('tracker', () => tracker.stop());
-  const browser = await launchBrowser();
-  stack.add('chromium', () => browser.close());
+  const browsers = new Map<BrowserName, Browser>();
+  for (const { browser: name } of opts.mix) {
+    const browser = await launchBrowser({ browser: name });
+    stack.add(name, () => browser.close());
+    browsers.set(name, browser);
+  }
+  const browserOfViewer = interleave(opts.mix);
   await stream.waitForSegments(3);
-  progress(`stream, tracker and Chromium up; opening ${opts.viewers} viewer(s)`);
+  progress(`stream, tracker and ${[...browsers.keys()].join(', ')} up; opening ${opts.viewers} viewer(s)`);
 
   await tracker.resetOrigin();
   const windowStart = Date.now();
+  const processesAtStart = sampleChromium();
   const viewers: Viewer[] = [];
   for (let i = 0; i < opts.viewers; i++) {
+    const name = browserOfViewer[i] ?? 'chromium';
+    const browser = browsers.get(name);
+    if (browser === undefined) throw new Error(`no ${name} launched`);
     const url = viewerUrl(tracker.url, {
       targetLoad: opts.targetLoad,
       maxLoad: opts.maxLoad,
       packetRepair: packetRepairOf(i),
       fault: opts.dropReceived === undefined ? undefined : `drop-received:${opts.dropReceived}`,
     });
-    const viewer = await openViewer(browser, url, { label: `v${i}` });
+    const viewer = await openViewer(browser, url, { label: opts.mix.length > 1 ? `v${i}-${name}` : `v${i}` });
     viewers.push(viewer);
-    if (opts.hideVideo)
-      await viewer.page.addStyleTag({ content: 'mesh-player, video { display: none !important; }' });
+    if (opts.hideVideo) await hidePlayer(viewer);
     if (opts.staggerMs > 0) await sleep(opts.staggerMs);
   }
   progress(`${viewers.length} viewer(s) open after ${((Date.now() - windowStart) / 1000).toFixed(1)} s`);
@@ -180,6 +222,7 @@ try {
     },
   });
   const windowEnd = Date.now();
+  const processesAtEnd = sampleChromium({ withMemory: true });
   const profile = profiling === null ? null : await profiling;
   const origin = await tracker.origin();
   const produced = stream.bytesProduced(windowStart, windowEnd);
@@ -197,6 +240,7 @@ try {
     const stuck = playingFrom < 0 ? [] : steadinessProblems(v.label, samples.slice(playingFrom));
     return {
       viewer: v.label,
+      browser: browserOfViewer[i] ?? 'chromium',
       startupMs:
         s.firstPlayingMs === null || s.firstPlayingMs === undefined ? null : Math.round(s.firstPlayingMs),
       bytesFromMesh: st.bytesFromMesh ?? null,
@@ -239,7 +283,45 @@ try {
   });
   const allDelays = series.flatMap((ser) => numbers(ser.map((x) => x.stats?.liveDelayMs)));
   const startups = perViewer.map((v) => v.startupMs);
-  const chromium = spawnSync(chromiumPath(), ['--version'], { encoding: 'utf8' }).stdout.trim();
+  const versions = Object.fromEntries(opts.mix.map((c) => [c.browser, browserVersion(c.browser)]));
+  const byBrowser = Object.fromEntries(
+    opts.mix.map(({ browser: name, viewers: count }) => {
+      const mine = perViewer.filter((v) => v.browser === name);
+      const mySeries = series.filter((_, i) => browserOfViewer[i] === name);
+      const myLast = last.filter((_, i) => browserOfViewer[i] === name);
+      const mySum = swarmSummary(myLast, null, null);
+      const cpu = cpuBetween(ofBrowser(processesAtStart, name), ofBrowser(processesAtEnd, name));
+      const memory = memoryOf(ofBrowser(processesAtEnd, name));
+      const perViewerOf = (x: number | null): number | null => (x === null ? null : x / count);
+      return [
+        name,
+        {
+          viewers: count,
+          version: versions[name] ?? null,
+          meshShare: mySum.meshShare,
+          stalls: mySum.stalls,
+          stallMs: mySum.stallMs,
+          playingAtEnd: mySum.playing,
+          startupMsP95: percentile(
+            mine.map((v) => v.startupMs),
+            95,
+          ),
+          liveDelayMsP95: percentile(
+            mySeries.flatMap((ser) => numbers(ser.map((x) => x.stats?.liveDelayMs))),
+            95,
+          ),
+          /** % of one core per viewer: the browser's page processes, and all its processes. */
+          rendererCpuPctPerViewer: perViewerOf(cpu.renderersPct),
+          browserCpuPctPerViewer: perViewerOf(cpu.allPct),
+          cpuPctByProcessType: cpu.byTypePct,
+          /** Pss at the end of the window per viewer, MiB: page processes, and all processes. */
+          rendererMemoryMiBPerViewer: memory.renderersMiB / count,
+          browserMemoryMiBPerViewer: memory.allMiB / count,
+        },
+      ];
+    }),
+  );
+  const directions = bytesByDirection(series, browserOfViewer);
   const deliveryKeys = [
     'treeBytes',
     'repairBytes',
@@ -277,6 +359,7 @@ try {
     producedSegments: produced.count,
     producedBytes: produced.bytes,
     settings: {
+      browsers: opts.mix,
       durationS: opts.durationS,
       staggerMs: opts.staggerMs,
       hideVideo: opts.hideVideo,
@@ -287,7 +370,17 @@ try {
       dropReceived: opts.dropReceived ?? null,
       sampleIntervalMs: SAMPLE_INTERVAL_MS,
     },
-    environment: { node: process.version, cpus: cpus().length, chromium, startedAt: started.toISOString() },
+    environment: {
+      node: process.version,
+      cpus: cpus().length,
+      chromium: versions.chromium ?? null,
+      browsers: versions,
+      startedAt: started.toISOString(),
+    },
+    byBrowser,
+    bytesByDirection: directions,
+    /** Every viewer-to-viewer direction between two different browsers that carried no media. */
+    crossDirectionsWithoutMedia: crossDirections(opts.mix).filter((d) => (directions[d] ?? 0) === 0),
     byPacketRepair: byPacketRepair(perViewer),
     profile: profile === null ? null : { viewer: 'v0', ...profile.summary },
     perViewer,
@@ -379,6 +472,22 @@ function byPacketRepair(perViewer: readonly RepairFigures[]): Record<string, Rec
   return out;
 }
 
+/** One browser's viewers in result.json (`byBrowser`). */
+interface BrowserFigures {
+  readonly viewers: number;
+  readonly version: string | null;
+  readonly meshShare: number;
+  readonly stalls: number;
+  readonly stallMs: number;
+  readonly playingAtEnd: number;
+  readonly startupMsP95: number | null;
+  readonly liveDelayMsP95: number | null;
+  readonly rendererCpuPctPerViewer: number | null;
+  readonly browserCpuPctPerViewer: number | null;
+  readonly rendererMemoryMiBPerViewer: number;
+  readonly browserMemoryMiBPerViewer: number;
+}
+
 /** result.json's figures that report.md shows. */
 interface SwarmResult {
   readonly viewers: number;
@@ -406,9 +515,13 @@ interface SwarmResult {
   readonly environment: {
     readonly node: string;
     readonly cpus: number;
-    readonly chromium: string;
+    readonly chromium: string | null;
+    readonly browsers: Readonly<Record<string, string>>;
     readonly startedAt: string;
   };
+  readonly byBrowser: Readonly<Record<string, BrowserFigures>>;
+  readonly bytesByDirection: Readonly<Record<string, number>>;
+  readonly crossDirectionsWithoutMedia: readonly string[];
   readonly perViewer: readonly {
     readonly viewer: string;
     readonly startupMs: number | null;
@@ -450,6 +563,14 @@ function report(r: SwarmResult): string {
     (v) =>
       `| ${v.viewer} | ${ms(v.startupMs)} | ${pct(v.meshShare)} | ${mib(v.bytesFromOrigin)} | ${mib(v.uploadBytes)} | ${v.peers ?? '—'} | ${v.load ?? '—'} | ${v.stalls ?? '—'} | ${ms(v.liveDelayMsP50)} |`,
   );
+  const one = (x: number | null): string => (x === null ? '—' : x.toFixed(1));
+  const browserRows = Object.entries(r.byBrowser).map(
+    ([name, b]) =>
+      `| ${name} (${b.version ?? '?'}) | ${b.viewers} | ${pct(b.meshShare)} | ${b.stalls} (${ms(b.stallMs)}) | ${ms(b.startupMsP95)} | ${ms(b.liveDelayMsP95)} | ${one(b.rendererCpuPctPerViewer)} / ${one(b.browserCpuPctPerViewer)} | ${b.rendererMemoryMiBPerViewer.toFixed(0)} / ${b.browserMemoryMiBPerViewer.toFixed(0)} |`,
+  );
+  const directionRows = Object.entries(r.bytesByDirection)
+    .sort(([a], [b]) => a.localeCompare(b))
+    .map(([direction, bytes]) => `| ${direction} | ${mib(bytes)} |`);
   const repairRows = Object.entries(r.byPacketRepair).map(
     ([mode, g]) =>
       `| ${mode} | ${g.viewers ?? 0} | ${g.stalls ?? 0} (${ms(g.stallMs ?? 0)}) | ${g.segmentsFromOrigin ?? 0} | ${mib(g.bytesFromOrigin ?? 0)} | ${g.repairPacketsFromPeers ?? 0} | ${g.repairPacketsFromOrigin ?? 0} | ${mib(g.repairOriginBytes ?? 0)} |`,
@@ -459,6 +580,19 @@ function report(r: SwarmResult): string {
 | metric | value |
 |---|---|
 ${rows.map(([k, v]) => `| ${k} | ${v} |`).join('\n')}
+
+By browser (CPU: % of one core per viewer, its page processes / all its processes; memory: Pss per
+viewer at the end, MiB, the same two):
+
+| browser | viewers | mesh share | stalls | startup p95 | live delay p95 | CPU % / viewer | memory MiB / viewer |
+|---|---|---|---|---|---|---|---|
+${browserRows.join('\n')}
+
+Media received per direction (sender → receiver, from each viewer's per-link counts)${r.crossDirectionsWithoutMedia.length > 0 ? `; **no media on ${r.crossDirectionsWithoutMedia.join(', ')}**` : ''}:
+
+| direction | media |
+|---|---|
+${directionRows.join('\n')}
 
 | viewer | startup | mesh share | from origin | uploaded | peers | load | stalls | live delay p50 |
 |---|---|---|---|---|---|---|---|---|
@@ -473,11 +607,11 @@ ${repairRows.join('\n')}
 ## How it was made
 
 \`npm run swarm -- --viewers ${r.viewers} --duration …\` (tools/src/swarm/cli.ts) on ${r.environment.cpus} cores,
-Node ${r.environment.node}, ${r.environment.chromium}, started ${r.environment.startedAt}. Everything ran
+Node ${r.environment.node}, ${Object.values(r.environment.browsers).join(', ')}, started ${r.environment.startedAt}. Everything ran
 inside a loopback-only network namespace: ffmpeg packaged a 640×360 30 fps test pattern (H.264
 800 kbit/s + AAC 96 kbit/s) as live HLS with 2 s segments; the tracker served it at /live/ with the
 true source in process; ${r.viewers} viewer pages of the demo (\`/?stream=live\`) were opened
-${r.settings.staggerMs} ms apart in one headless Chromium context and sampled every 2 s${r.settings.hideVideo ? ' (players hidden with display: none, so not painted)' : ''}.
+${r.settings.staggerMs} ms apart, one headless browser context per browser kind, and sampled every 2 s${r.settings.hideVideo ? ' (players hidden with display: none, so not painted)' : ''}.
 
 - **Mesh share**: Σ bytesFromMesh / Σ (bytesFromMesh + bytesFromOrigin) over the viewers' player stats.
 - **Stream copies**: media bytes the origin served in the window (the true source's ingest included,

@@ -3,7 +3,7 @@
  * flags loopback WebRTC needs, opening a viewer, and reading one snapshot of a page.
  */
 import { spawnSync } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { BrowserContext, Page } from 'playwright-core';
@@ -24,6 +24,32 @@ export function chromiumPath(): string {
     if (r.status === 0 && r.stdout.trim() !== '') return r.stdout.trim();
   }
   throw new Error('Chromium not found: install the Debian package `chromium` (npm run setup does it)');
+}
+
+/** The Firefox binary: FIREFOX_PATH, or Debian's `firefox-esr` (or `firefox`). */
+export function firefoxPath(): string {
+  const fromEnvironment = process.env.FIREFOX_PATH;
+  if (fromEnvironment !== undefined && fromEnvironment !== '') return fromEnvironment;
+  for (const candidate of ['/usr/lib/firefox-esr/firefox-esr', '/usr/lib/firefox/firefox'])
+    if (existsSync(candidate)) return candidate;
+  for (const name of ['firefox-esr', 'firefox']) {
+    const r = spawnSync('which', [name], { encoding: 'utf8' });
+    if (r.status === 0 && r.stdout.trim() !== '') return r.stdout.trim();
+  }
+  throw new Error('Firefox not found: install the Debian package `firefox-esr` (npm run setup does it)');
+}
+
+/** The browsers a viewer can run in. */
+export type BrowserName = 'chromium' | 'firefox';
+export const BROWSER_NAMES: readonly BrowserName[] = ['chromium', 'firefox'];
+
+/** `chromium --version` or `firefox-esr --version`, for results. */
+export function browserVersion(name: BrowserName): string {
+  const r = spawnSync(name === 'chromium' ? chromiumPath() : firefoxPath(), ['--version'], {
+    encoding: 'utf8',
+    timeout: 20_000,
+  });
+  return r.stdout.trim();
 }
 
 export const chromiumArgs: readonly string[] = [
@@ -125,6 +151,7 @@ function pageInit({ askMicrophone }: { askMicrophone: boolean }): void {
 }
 
 export interface Browser {
+  readonly name: BrowserName;
   readonly context: BrowserContext;
   /** The viewers open in it. */
   readonly pages: Set<Viewer>;
@@ -133,6 +160,8 @@ export interface Browser {
 }
 
 export interface LaunchOptions {
+  /** Which browser (default chromium). */
+  browser?: BrowserName;
   headless?: boolean;
   /** The lab passes a wrapper that runs Chromium inside a viewer's network namespace. */
   executablePath?: string;
@@ -146,35 +175,85 @@ export interface LaunchOptions {
 }
 
 /**
- * Launches Debian Chromium headless with a persistent context in a temp profile.
+ * Firefox preferences (its `user.js`) for every viewer: autoplay allowed, as Chromium's
+ * `--autoplay-policy`. Playwright's own defaults already keep background tabs' timers unthrottled
+ * (`dom.min_background_timeout_value` 0, budget throttling off).
+ */
+export const FIREFOX_PREFS: Readonly<Record<string, string | number | boolean>> = {
+  'media.autoplay.default': 0,
+  'media.autoplay.blocking_policy': 0,
+  // Keep decoding hidden players (hidePlayer), as Chromium does: a benchmark must not compare a
+  // decoding browser with one that skips the video.
+  'media.suspend-background-video.enabled': false,
+};
+
+/**
+ * The prefs that give pages a media permission and loopback candidates: Firefox's equivalents of
+ * MEDIA_ARGS and Chromium's granted permission. A Firefox page without a persistent microphone or
+ * camera permission gathers on the default route's interface only (none in a loopback-only
+ * namespace, where ICE then fails with no candidate at all); a live capture of the fake device did
+ * not count here (checked on ESR 153), so the permission is granted to every site by default.
+ * Loopback candidates also need `ice.loopback`.
+ */
+const FIREFOX_MEDIA_PREFS: Readonly<Record<string, string | number | boolean>> = {
+  'permissions.default.microphone': 1,
+  'permissions.default.camera': 1,
+  'media.navigator.streams.fake': true,
+  // Without it even a fake device prompts, and nobody answers a prompt in a headless browser.
+  'media.navigator.permission.disabled': true,
+  'media.peerconnection.ice.loopback': true,
+  'media.peerconnection.ice.obfuscate_host_addresses': false,
+};
+
+/**
+ * Launches a headless browser with a persistent context in a temp profile: Debian Chromium (the
+ * default) or Debian Firefox ESR over WebDriver BiDi (Playwright's `moz-firefox` channel).
  * Pages opened by openViewer share this one context (≈15 MB per page).
+ *
+ * Firefox needs playwright-core 1.64: 1.65 sends `emulation.setMediaFeaturesOverride` when it
+ * creates a context, a BiDi command Firefox has only from 159 (Debian has ESR 140 and 153), and the
+ * launch fails with `unknown command` (docs/browsers.md).
  */
 export async function launchBrowser({
+  browser: name = 'chromium',
   headless = true,
   executablePath,
   extraArgs = [],
   askMicrophone = true,
 }: LaunchOptions = {}): Promise<Browser> {
-  const { chromium } = await import('playwright-core');
-  const userDataDir = mkdtempSync(join(tmpdir(), 'chunkycast-chromium-'));
-  const context = await chromium.launchPersistentContext(userDataDir, {
-    executablePath: executablePath ?? chromiumPath(),
+  const { chromium, firefox } = await import('playwright-core');
+  const userDataDir = mkdtempSync(join(tmpdir(), `chunkycast-${name}-`));
+  const common = {
     headless,
-    // Without the microphone, no fake capture device and no loopback candidates either: with the
-    // fake device's auto-granted permission Chromium would show real host addresses all the same.
-    args: [
-      ...(askMicrophone ? chromiumArgs : chromiumArgs.filter((a) => !MEDIA_ARGS.includes(a))),
-      ...extraArgs,
-    ],
     viewport: { width: 640, height: 480 },
-    ignoreDefaultArgs: ['--mute-audio'],
     // The caller's Stack closes the browser on signals, after the pages and before the tracker.
     handleSIGINT: false,
     handleSIGTERM: false,
     handleSIGHUP: false,
-  });
+  };
+  const context =
+    name === 'firefox'
+      ? await firefox.launchPersistentContext(userDataDir, {
+          ...common,
+          channel: 'moz-firefox',
+          executablePath: executablePath ?? firefoxPath(),
+          firefoxUserPrefs: askMicrophone ? { ...FIREFOX_PREFS, ...FIREFOX_MEDIA_PREFS } : FIREFOX_PREFS,
+          args: [...extraArgs],
+        })
+      : await chromium.launchPersistentContext(userDataDir, {
+          ...common,
+          executablePath: executablePath ?? chromiumPath(),
+          // Without the microphone, no fake capture device and no loopback candidates either: with the
+          // fake device's auto-granted permission Chromium would show real host addresses all the same.
+          args: [
+            ...(askMicrophone ? chromiumArgs : chromiumArgs.filter((a) => !MEDIA_ARGS.includes(a))),
+            ...extraArgs,
+          ],
+          ignoreDefaultArgs: ['--mute-audio'],
+        });
   await context.addInitScript(pageInit, { askMicrophone });
   return {
+    name,
     context,
     pages: new Set(),
     askMicrophone,
@@ -183,6 +262,15 @@ export async function launchBrowser({
       rmSync(userDataDir, { recursive: true, force: true });
     },
   };
+}
+
+/**
+ * Hides a viewer's player (display: none): it still decodes and plays but is not painted, about
+ * 25% less CPU per viewer, for many viewers on few cores. (Firefox would also stop decoding a
+ * hidden video after 10 s; FIREFOX_PREFS turns that off, so both browsers keep decoding.)
+ */
+export async function hidePlayer(viewer: Viewer): Promise<void> {
+  await viewer.page.addStyleTag({ content: 'mesh-player, video { display: none !important; }' });
 }
 
 /** Builds a viewer page URL of the demo: `/?stream=live` plus the given query parameters. */
@@ -216,16 +304,25 @@ export interface Viewer {
 export async function openViewer(
   browser: Browser,
   url: string,
-  { label }: { label?: string } = {},
+  {
+    label,
+    initScript,
+  }: {
+    label?: string;
+    /** Script run in the page before its own (a test's stand-ins for browser APIs). */
+    initScript?: string;
+  } = {},
 ): Promise<Viewer> {
   const { context } = browser;
   // A granted media permission alone makes Chromium put real addresses in host candidates: only
   // for browsers that ask for the microphone (not the lab's, whose viewers use mDNS names).
-  if (browser.askMicrophone)
+  // Firefox's prefs grant it instead (BiDi's permissions.setPermission refuses the microphone).
+  if (browser.askMicrophone && browser.name === 'chromium')
     await context.grantPermissions(['microphone', 'camera'], { origin: new URL(url).origin }).catch(() => {
       // older Chromium without the permission: getUserMedia in pageInit still asks for it
     });
   const page = await context.newPage();
+  if (initScript !== undefined) await page.addInitScript(initScript);
   const console = new Ring(60);
   page.on('console', (m) => {
     if (m.type() === 'error' || m.type() === 'warning') console.push(`[${m.type()}] ${m.text()}`);

@@ -14,6 +14,8 @@ export interface PeerLinkSnapshot {
   readonly rttMs?: number | null;
   readonly bytesSent?: number;
   readonly bytesReceived?: number;
+  /** Media payload bytes received from this peer (tree packets and repairs). */
+  readonly mediaBytesReceived?: number;
 }
 
 /** One slice's place in the trees as the SDK reports it. */
