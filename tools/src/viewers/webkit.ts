@@ -144,6 +144,8 @@ export async function launchWebKit(): Promise<WebKitPage> {
       capabilities: {
         alwaysMatch: {
           'webkitgtk:browserOptions': { binary: minibrowserPath(), args: ['--automation'] },
+          // Navigation returns at DOMContentLoaded: waiting for `load` hung a navigation in 1 of 7 runs.
+          pageLoadStrategy: 'eager',
         },
       },
     })) as { sessionId: string; capabilities?: { browserVersion?: string } };
