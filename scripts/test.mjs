@@ -28,9 +28,9 @@ const steps = [
     bin('vitest'),
     ['run', ...jsonReport(vitestReport)],
   ],
-  // Last: real ffmpeg, tracker and Chromium with WebRTC between pages, in a loopback-only netns.
+  // Last: real ffmpeg, tracker, Chromium and Firefox with WebRTC between pages, in a loopback-only netns.
   [
-    'browser end-to-end (Chromium, WebRTC, ffmpeg)',
+    'browser end-to-end (Chromium, Firefox, WebRTC, ffmpeg)',
     process.execPath,
     [join(root, 'tools', 'dist', 'e2e', 'run.js'), ...jsonReport(e2eReport)],
   ],

@@ -70,6 +70,11 @@ options:
                     record Chromium's CPU profile of viewer v0's page for S seconds, from 10 s into
                     the window: DIR/v0.cpuprofile (open in DevTools) and, in report.md and
                     result.json's profile, its self time by part, source file and function
+  --freeze-after S  freeze viewer v0's page S seconds into the window, for the rest of the run
+                    (Chromium's Page.setWebLifecycleState: what a browser does to a background tab
+                    it freezes): its JavaScript stops, its links stay open, and result.json's
+                    frozen says how many children it had and how its neighbours fared. v0 is not
+                    sampled (a frozen page answers nothing); needs v0 in Chromium
   --help            print this help`;
 
 /** Every viewer page is read this often. */
@@ -93,6 +98,7 @@ const opts = parseCommandLine(
     'packet-repair': { type: 'string' },
     'drop-received': { type: 'string' },
     'profile-viewer': { type: 'string' },
+    'freeze-after': { type: 'string' },
   },
   (parsed) => {
     noPositionals(parsed);
@@ -123,6 +129,9 @@ const opts = parseCommandLine(
       throw new UsageError(`--packet-repair must be engine, segment or split, got ${packetRepair}`);
     const dropReceived = stringValue(parsed, 'drop-received');
     const profile = stringValue(parsed, 'profile-viewer');
+    const freeze = stringValue(parsed, 'freeze-after');
+    if (freeze !== undefined && mix[0]?.browser !== 'chromium')
+      throw new UsageError('--freeze-after freezes v0 through Chromium: list chromium first in --browsers');
     return {
       viewers,
       mix,
@@ -138,6 +147,7 @@ const opts = parseCommandLine(
           ? undefined
           : numberOption('drop-received', dropReceived, 0, { min: 0, max: 1 }),
       profileS: profile === undefined ? undefined : numberOption('profile-viewer', profile, 0, { min: 1 }),
+      freezeAfterS: freeze === undefined ? undefined : numberOption('freeze-after', freeze, 0, { min: 1 }),
     };
   },
 );
@@ -212,7 +222,10 @@ try {
           },
         );
   if (profiling !== null) progress(`profiling v0 for up to ${opts.profileS ?? 0} s`);
-  const series = await monitor(viewers, {
+  const frozen = opts.freezeAfterS === undefined ? null : freezeLater(viewers[0], opts.freezeAfterS);
+  // A frozen page answers nothing: with --freeze-after, v0 is left out of the samples.
+  const watched = frozen === null ? viewers : viewers.slice(1);
+  const watchedSeries = await monitor(watched, {
     durationMs: opts.durationS * 1000,
     intervalMs: SAMPLE_INTERVAL_MS,
     onSample: (snaps, round) => {
@@ -221,6 +234,7 @@ try {
       progress(summaryLine((Date.now() - windowStart) / 1000, sum));
     },
   });
+  const series: ViewerSnapshot[][] = frozen === null ? watchedSeries : [[], ...watchedSeries];
   const windowEnd = Date.now();
   const processesAtEnd = sampleChromium({ withMemory: true });
   const profile = profiling === null ? null : await profiling;
@@ -381,6 +395,15 @@ try {
     bytesByDirection: directions,
     /** Every viewer-to-viewer direction between two different browsers that carried no media. */
     crossDirectionsWithoutMedia: crossDirections(opts.mix).filter((d) => (directions[d] ?? 0) === 0),
+    frozen:
+      frozen === null
+        ? null
+        : {
+            ...(await frozen),
+            /** Stalls of every other viewer over the whole window (the freeze included). */
+            othersStalls: perViewer.slice(1).reduce((a, v) => a + (v.stalls ?? 0), 0),
+            othersStallMs: perViewer.slice(1).reduce((a, v) => a + (v.stallMs ?? 0), 0),
+          },
     byPacketRepair: byPacketRepair(perViewer),
     profile: profile === null ? null : { viewer: 'v0', ...profile.summary },
     perViewer,
@@ -404,6 +427,51 @@ try {
   progress(`failed: ${errorStack(error)}`);
   await stack.stopAll();
   process.exit(1);
+}
+
+/**
+ * Freezes `viewer`'s page `afterS` seconds from now (CDP Page.setWebLifecycleState, as Chromium
+ * freezes background tabs) and reports when, and how many children it had just before.
+ */
+async function freezeLater(
+  viewer: Viewer | undefined,
+  afterS: number,
+): Promise<{
+  viewer: string;
+  atS: number;
+  children: number;
+  slicesWithChildren: number;
+  error: string | null;
+}> {
+  if (viewer === undefined)
+    return { viewer: '-', atS: afterS, children: 0, slicesWithChildren: 0, error: 'no viewer' };
+  await sleep(afterS * 1000);
+  const before = await viewer.stats();
+  const slices = before.stats?.slices ?? [];
+  const children = new Set(slices.flatMap((x) => x.children.map(String)));
+  try {
+    const cdp = await viewer.page.context().newCDPSession(viewer.page);
+    await cdp.send('Page.setWebLifecycleState', { state: 'frozen' });
+    progress(
+      `${viewer.label} frozen with ${children.size} children on ${slices.filter((x) => x.children.length > 0).length} slices`,
+    );
+    return {
+      viewer: viewer.label,
+      atS: afterS,
+      children: children.size,
+      slicesWithChildren: slices.filter((x) => x.children.length > 0).length,
+      error: null,
+    };
+  } catch (error) {
+    progress(`could not freeze ${viewer.label}: ${String(error)}`);
+    return {
+      viewer: viewer.label,
+      atS: afterS,
+      children: children.size,
+      slicesWithChildren: 0,
+      error: String(error),
+    };
+  }
 }
 
 /** Viewer i's `packetRepair` query parameter (split: even engine, odd segment; none: the SDK's). */
