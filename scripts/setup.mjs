@@ -24,6 +24,11 @@ function run(command, args, { cwd = root, env } = {}) {
   }
 }
 
+/** Whether the Debian package is installed (dpkg says so; false where there is no dpkg). */
+const installed = (name) =>
+  spawnSync('dpkg-query', ['-W', '-f=${Status}', name], { encoding: 'utf8' }).stdout?.includes(
+    'install ok installed',
+  ) === true;
 const has = (command) => spawnSync('sh', ['-c', `command -v ${command}`], { stdio: 'ignore' }).status === 0;
 
 const [major, minor] = process.versions.node.split('.').map(Number);
@@ -46,6 +51,14 @@ if (process.env.CHUNKYCAST_SKIP_SYSTEM_PACKAGES !== '1') {
     // WebKitGTK (Safari's engine) for the WebKit e2e test: its WebDriver and MiniBrowser, on Xvfb.
     ['webkit2gtk-driver', has('WebKitWebDriver')],
     ['xvfb', has('Xvfb')],
+    // WebKitGTK decodes through GStreamer: H.264 and AAC need libav and the plugin sets (recommended
+    // by libwebkit2gtk, which --no-install-recommends would skip).
+    ...[
+      'gstreamer1.0-libav',
+      'gstreamer1.0-plugins-base',
+      'gstreamer1.0-plugins-good',
+      'gstreamer1.0-plugins-bad',
+    ].map((name) => [name, installed(name)]),
     ['ffmpeg', has('ffmpeg')],
     ['iproute2', has('ip')],
     // The tracker's Redis scale-out test runs a real redis-server.
