@@ -1181,21 +1181,16 @@ export class MeshNode {
     }
     const message = decoded.message;
     if (
-      this.dropFraction > 0 &&
-      (message.type === MessageType.Data ||
-        message.type === MessageType.RepairData ||
-        message.type === MessageType.PacketRepairData) &&
-      this.lossRandom.nextFloat() < this.dropFraction
-    ) {
-      this.counters.injectedLosses++;
-      return;
-    }
-    if (
       message.type === MessageType.Data ||
-      message.type === MessageType.PacketRepairData ||
-      message.type === MessageType.RepairData
-    )
+      message.type === MessageType.RepairData ||
+      message.type === MessageType.PacketRepairData
+    ) {
+      if (this.dropFraction > 0 && this.lossRandom.nextFloat() < this.dropFraction) {
+        this.counters.injectedLosses++;
+        return;
+      }
       link.mediaBytesReceived += message.payload.length;
+    }
     if (
       message.type === MessageType.RepairRequest ||
       message.type === MessageType.RepairData ||

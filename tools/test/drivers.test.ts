@@ -9,7 +9,7 @@ import {
   machineBusyPct,
   memoryOf,
   ofBrowser,
-} from '../src/bench-compare/chromium-stats.js';
+} from '../src/bench-compare/browser-stats.js';
 import { liveDelayMs } from '../src/bench-compare/trial.js';
 import { uplinkFigures } from '../src/lab/run.js';
 import { emptyOriginStats } from '@chunkycast/tracker';

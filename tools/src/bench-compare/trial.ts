@@ -24,10 +24,10 @@ import {
   machineBusyPct,
   machineCpu,
   memoryOf,
-  sampleChromium,
-  type ChromiumSample,
+  sampleBrowsers,
+  type BrowserSample,
   type CpuUse,
-} from './chromium-stats.js';
+} from './browser-stats.js';
 import { startWebTorrentTracker, type WebTorrentTracker } from './wt-tracker.js';
 
 export const ARMS = ['http', 'p2pml', 'mesh'] as const;
@@ -232,7 +232,7 @@ export async function runTrial({
     const windowStart = Date.now();
     // The counters just after the reset (bytes of requests already under way may land here).
     const originAtStart = await tracker.origin();
-    const cpuAtStart = sampleChromium();
+    const cpuAtStart = sampleBrowsers();
     const trackerPid = tracker.proc.pid;
     const sourcePid = source?.proc.pid;
     const pages: Viewer[] = [];
@@ -249,7 +249,7 @@ export async function runTrial({
             progress(`${arm} @ ${setting}: profile of v0 failed: ${message}`);
           });
     const monitorStart = Date.now();
-    const chromiumSamples: ChromiumSample[] = [sampleChromium({ withMemory: true })];
+    const chromiumSamples: BrowserSample[] = [sampleBrowsers({ withMemory: true })];
     // The tracker's process (with the true source in it in the mesh arm), over the same steady part.
     const cpuSecondsOf = (pid: number | undefined): number | null =>
       pid === undefined ? null : (processStat(pid)?.cpuSeconds ?? null);
@@ -279,7 +279,7 @@ export async function runTrial({
           ),
         );
         if (round > 0) {
-          chromiumSamples.push(sampleChromium({ withMemory: round % MEMORY_EVERY_ROUNDS === 0 }));
+          chromiumSamples.push(sampleBrowsers({ withMemory: round % MEMORY_EVERY_ROUNDS === 0 }));
           machineSamples.push(machineCpu());
         }
         if (round % PROGRESS_EVERY_ROUNDS === 0) {

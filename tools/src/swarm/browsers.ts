@@ -55,9 +55,9 @@ export const SOURCE = 'source';
 /**
  * Media bytes carried per direction (`firefox→chromium`, `source→firefox`…), from every viewer's
  * per-link `mediaBytesReceived`. A link's count only grows while it lives, so each (receiver,
- * sender) link counts at its largest sample; the senders are told apart by the peer ids every
- * viewer reported (a peer id no viewer had is the true source's, or a viewer's from before it
- * rejoined, counted as `unknown`).
+ * sender) link counts at its largest sample; the senders are told apart by the peer ids the
+ * viewers reported: their own (by browser) and the true source's (`source`). Any other id (a
+ * viewer's from before it rejoined) counts as `unknown`.
  */
 export function bytesByDirection(
   series: readonly (readonly ViewerSnapshot[])[],

@@ -20,7 +20,7 @@ import { errorStack } from '../lib/wait.js';
 import { Stack } from '../stack/cleanup.js';
 import { startStream } from '../stack/stream.js';
 import { startTracker } from '../stack/tracker.js';
-import { cpuBetween, memoryOf, ofBrowser, sampleChromium } from '../bench-compare/chromium-stats.js';
+import { cpuBetween, memoryOf, ofBrowser, sampleBrowsers } from '../bench-compare/browser-stats.js';
 import {
   browserVersion,
   hidePlayer,
@@ -189,7 +189,7 @@ try {
 
   await tracker.resetOrigin();
   const windowStart = Date.now();
-  const processesAtStart = sampleChromium();
+  const processesAtStart = sampleBrowsers();
   const viewers: Viewer[] = [];
   for (let i = 0; i < opts.viewers; i++) {
     const name = browserOfViewer[i] ?? 'chromium';
@@ -222,7 +222,10 @@ try {
           },
         );
   if (profiling !== null) progress(`profiling v0 for up to ${opts.profileS ?? 0} s`);
-  const frozen = opts.freezeAfterS === undefined ? null : freezeLater(viewers[0], opts.freezeAfterS);
+  const frozen =
+    opts.freezeAfterS === undefined || viewers[0] === undefined
+      ? null
+      : freezeLater(viewers[0], opts.freezeAfterS);
   // A frozen page answers nothing: with --freeze-after, v0 is left out of the samples.
   const watched = frozen === null ? viewers : viewers.slice(1);
   const watchedSeries = await monitor(watched, {
@@ -236,7 +239,7 @@ try {
   });
   const series: ViewerSnapshot[][] = frozen === null ? watchedSeries : [[], ...watchedSeries];
   const windowEnd = Date.now();
-  const processesAtEnd = sampleChromium({ withMemory: true });
+  const processesAtEnd = sampleBrowsers({ withMemory: true });
   const profile = profiling === null ? null : await profiling;
   const origin = await tracker.origin();
   const produced = stream.bytesProduced(windowStart, windowEnd);
@@ -434,7 +437,7 @@ try {
  * freezes background tabs) and reports when, and how many children it had just before.
  */
 async function freezeLater(
-  viewer: Viewer | undefined,
+  viewer: Viewer,
   afterS: number,
 ): Promise<{
   viewer: string;
@@ -443,34 +446,24 @@ async function freezeLater(
   slicesWithChildren: number;
   error: string | null;
 }> {
-  if (viewer === undefined)
-    return { viewer: '-', atS: afterS, children: 0, slicesWithChildren: 0, error: 'no viewer' };
   await sleep(afterS * 1000);
-  const before = await viewer.stats();
-  const slices = before.stats?.slices ?? [];
-  const children = new Set(slices.flatMap((x) => x.children.map(String)));
+  const slices = (await viewer.stats()).stats?.slices ?? [];
+  const before = {
+    viewer: viewer.label,
+    atS: afterS,
+    children: new Set(slices.flatMap((x) => x.children.map(String))).size,
+    slicesWithChildren: slices.filter((x) => x.children.length > 0).length,
+  };
   try {
     const cdp = await viewer.page.context().newCDPSession(viewer.page);
     await cdp.send('Page.setWebLifecycleState', { state: 'frozen' });
     progress(
-      `${viewer.label} frozen with ${children.size} children on ${slices.filter((x) => x.children.length > 0).length} slices`,
+      `${viewer.label} frozen with ${before.children} children on ${before.slicesWithChildren} slices`,
     );
-    return {
-      viewer: viewer.label,
-      atS: afterS,
-      children: children.size,
-      slicesWithChildren: slices.filter((x) => x.children.length > 0).length,
-      error: null,
-    };
+    return { ...before, error: null };
   } catch (error) {
     progress(`could not freeze ${viewer.label}: ${String(error)}`);
-    return {
-      viewer: viewer.label,
-      atS: afterS,
-      children: children.size,
-      slicesWithChildren: 0,
-      error: String(error),
-    };
+    return { ...before, error: String(error) };
   }
 }
 

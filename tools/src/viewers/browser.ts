@@ -179,7 +179,7 @@ export interface LaunchOptions {
  * `--autoplay-policy`. Playwright's own defaults already keep background tabs' timers unthrottled
  * (`dom.min_background_timeout_value` 0, budget throttling off).
  */
-export const FIREFOX_PREFS: Readonly<Record<string, string | number | boolean>> = {
+const FIREFOX_PREFS: Readonly<Record<string, string | number | boolean>> = {
   'media.autoplay.default': 0,
   'media.autoplay.blocking_policy': 0,
   // Keep decoding hidden players (hidePlayer), as Chromium does: a benchmark must not compare a

@@ -11,7 +11,7 @@
 import { allProcesses, descendantsOf, machineTimes, processCommand, pssKb } from '../lib/proc.js';
 import type { BrowserName } from '../viewers/browser.js';
 
-export interface ChromiumProcess {
+export interface BrowserProcess {
   readonly pid: number;
   readonly browser: BrowserName;
   /**
@@ -26,9 +26,9 @@ export interface ChromiumProcess {
   readonly pssKb?: number | null;
 }
 
-export interface ChromiumSample {
+export interface BrowserSample {
   readonly atMs: number;
-  readonly processes: readonly ChromiumProcess[];
+  readonly processes: readonly BrowserProcess[];
 }
 
 /**
@@ -76,12 +76,12 @@ function chromiumType(argv: readonly string[]): string {
  * One reading of every Chromium and Firefox process under `rootPid`. `withMemory` adds Pss (a
  * costlier read, so the benchmark takes it less often).
  */
-export function sampleChromium({
+export function sampleBrowsers({
   rootPid = process.pid,
   withMemory = false,
-}: { rootPid?: number; withMemory?: boolean } = {}): ChromiumSample {
+}: { rootPid?: number; withMemory?: boolean } = {}): BrowserSample {
   const processes = allProcesses();
-  const out: ChromiumProcess[] = [];
+  const out: BrowserProcess[] = [];
   for (const pid of descendantsOf(rootPid, processes)) {
     const kind = browserProcessOf(pid);
     if (kind === null) continue;
@@ -92,7 +92,7 @@ export function sampleChromium({
 }
 
 /** The part of a sample that is one browser's processes. */
-export function ofBrowser(sample: ChromiumSample, browser: BrowserName): ChromiumSample {
+export function ofBrowser(sample: BrowserSample, browser: BrowserName): BrowserSample {
   return { atMs: sample.atMs, processes: sample.processes.filter((p) => p.browser === browser) };
 }
 
@@ -122,7 +122,7 @@ export interface CpuUse {
  * process present in `b` but not in `a` started in between and counts from zero; one gone by `b`
  * is missed for its last interval (at most one sampling interval of one process).
  */
-export function cpuBetween(a: ChromiumSample, b: ChromiumSample): CpuUse {
+export function cpuBetween(a: BrowserSample, b: BrowserSample): CpuUse {
   const before = new Map(a.processes.map((p) => [p.pid, p.cpuS]));
   const wallS = (b.atMs - a.atMs) / 1000;
   let all = 0;
@@ -147,7 +147,7 @@ export function cpuBetween(a: ChromiumSample, b: ChromiumSample): CpuUse {
 }
 
 /** Pss totals of one sample taken with memory, MiB: all Chromium processes and renderers only. */
-export function memoryOf(sample: ChromiumSample): { allMiB: number; renderersMiB: number } {
+export function memoryOf(sample: BrowserSample): { allMiB: number; renderersMiB: number } {
   let all = 0;
   let renderers = 0;
   for (const p of sample.processes) {
