@@ -790,7 +790,8 @@ export class Engine {
   // ───────────────────────────── messages ─────────────────────────────
 
   private onMessage(from: PeerId, message: Message): void {
-    if (this.banned.has(from) || from === this.id) return;
+    // `size` first: most engines ban nobody, and an empty set's table is one more cache miss per message.
+    if ((this.banned.size !== 0 && this.banned.has(from)) || from === this.id) return;
     if (!this.started) return;
     const request = REQUEST_KIND[message.type];
     // A packet repair request costs what it asks for: up to 32 packets of our upload.
@@ -1351,11 +1352,15 @@ export class Engine {
     if (!this.swaplinks.isNeighbour(from)) return;
     const p = this.peer(from);
     const slices = this.config.protocol.slices;
+    // Which slices the advert speaks for (a bit each while they fit in a word): a full advert that
+    // names every slice overwrites all of them, and clearing them first would be wasted work.
+    let named = 0;
     for (const entry of msg.entries) {
       if (entry.slice >= slices) {
         this.violation(from, `advert for slice ${entry.slice}`);
         return;
       }
+      named |= 1 << entry.slice;
     }
     if (
       msg.targetLoad < msg.lowerLatencyThreshold ||
@@ -1373,7 +1378,8 @@ export class Engine {
     p.lowerLatencyThreshold = msg.lowerLatencyThreshold;
     p.upperLatencyThreshold = msg.upperLatencyThreshold;
     p.maxLoad = msg.maxLoad;
-    if (msg.full) p.resetSlices();
+    if (msg.full && (slices > 31 || named !== 2 ** slices - 1)) p.resetSlices();
+    let fromMask: Bloom128 | null = null;
     for (const entry of msg.entries) {
       p.sliceFlags[entry.slice] =
         (entry.receiving ? SLICE_FLAG_RECEIVING : 0) | (entry.isSliceSource ? SLICE_FLAG_ROOT : 0);
@@ -1383,7 +1389,7 @@ export class Engine {
       // Our parent's path is ours: a switch above us shows in our filter before the first packet
       // over the new path does (adoptParent). The next packet sets it exactly again.
       const st = this.slice(entry.slice);
-      if (st.parent === from) st.takeInPath(entry.filter, this.maskOf(from));
+      if (st.parent === from) st.takeInPath(entry.filter, (fromMask ??= this.maskOf(from)));
     }
     if (msg.echoSentAtMs !== null) {
       const rtt = (((Math.floor(this.now) % U32) - msg.echoSentAtMs + U32) % U32) - msg.echoHoldMs;

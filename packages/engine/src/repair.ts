@@ -189,6 +189,8 @@ export class Repairer {
   private playout: Playout | null = null;
   private spans: DeadlineSpan[] = [];
   private nextScanAt = Infinity;
+  /** `repairHelpers > 0`, read once: the protocol never changes, and `enabled` is asked per packet. */
+  private readonly helpersAllowed: boolean;
   private readonly scanFrom: number[];
   private readonly lagMs: Float64Array;
   private readonly missing = new Map<number, Missing>();
@@ -202,13 +204,14 @@ export class Repairer {
   private served: number[] = [];
 
   constructor(private readonly host: RepairHost) {
+    this.helpersAllowed = host.protocol.repairHelpers > 0;
     const slices = host.dataSlices;
     this.scanFrom = new Array<number>(slices).fill(-1);
     this.lagMs = new Float64Array(slices).fill(Number.NaN);
   }
 
   get enabled(): boolean {
-    return this.host.protocol.repairHelpers > 0 && this.playout !== null;
+    return this.helpersAllowed && this.playout !== null;
   }
 
   nextDeadline(): number {

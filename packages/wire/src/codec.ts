@@ -464,6 +464,13 @@ export function encode(message: Message, allocate: (size: number) => Uint8Array 
   return w.bytes;
 }
 
+/**
+ * Every decoded empty byte string is this one: it has no contents to change, so sharing it is safe,
+ * and a host that keeps millions of empty payloads (the simulator's packets carry none) keeps no
+ * buffer per packet (two allocations each; 650 per member were alive in a 500-member run).
+ */
+const NO_BYTES: Uint8Array = Object.freeze(new Uint8Array(0));
+
 /** Internal control flow for `decode`; never escapes it. */
 class DecodeFailure extends Error {
   constructor(
@@ -537,7 +544,7 @@ class Reader {
   }
   bytesCopy(length: number, field: string): Uint8Array {
     this.need(length, field);
-    if (length === 0) return new Uint8Array(0);
+    if (length === 0) return NO_BYTES;
     const out = this.bytes.slice(this.offset, this.offset + length);
     this.offset += length;
     return out;
