@@ -163,6 +163,18 @@ export interface ProtocolConfig {
    */
   readonly originLeadMs: number;
   /**
+   * The true source moves one slice root at most this often from the member rooting the most slices
+   * to a spare member rooting at least two fewer (source.ts, spreadRoots); 0 never moves a root.
+   * Not in the thesis: its population is present before the stream starts, so its true source's M
+   * neighbours are distinct random members from the first packet (§4.2, slice sources). A swarm
+   * that grows viewer by viewer has one member when the stream starts, which then roots every slice
+   * for as long as it stays: its uplink carries the whole stream M times over its target. Each move
+   * re-floods one tree (its old root finds a parent in it like a member that lost one, and keeps
+   * its subtree), so moves are spaced: 2 s is two decision rounds, time for the flood and the old
+   * root's forced switch to settle before the next tree is disturbed.
+   */
+  readonly rootSpreadIntervalMs: number;
+  /**
    * A slice root (fed by the true source) takes a missing packet from the origin this long after it
    * found it missing, not only at the origin lead: nobody else can have a packet lost on the tree's
    * first hop, and the copy it fetches flows down to everyone. 0 (at once) in the simulator, whose
@@ -235,6 +247,7 @@ export const DEFAULT_PROTOCOL: ProtocolConfig = Object.freeze({
   repairPendingWaitMs: 1000,
   originLeadMs: 1500,
   rootOriginWaitMs: 0,
+  rootSpreadIntervalMs: 2000,
   repairUploadShare: 0.5,
   repairBacklogLimitBytes: 256 * 1024,
   repairWindowPackets: 32,
@@ -412,6 +425,7 @@ export function resolveConfig(init: EngineInit): ResolvedConfig {
   checkInteger('repairPendingWaitMs', protocol.repairPendingWaitMs, 0, 60_000);
   checkInteger('originLeadMs', protocol.originLeadMs, 0, 60_000);
   checkInteger('rootOriginWaitMs', protocol.rootOriginWaitMs, 0, 60_000);
+  checkInteger('rootSpreadIntervalMs', protocol.rootSpreadIntervalMs, 0, 3_600_000);
   checkNumber('repairUploadShare', protocol.repairUploadShare, 0, 10);
   checkInteger('repairBacklogLimitBytes', protocol.repairBacklogLimitBytes, 0, 1 << 30);
   checkInteger('repairWindowPackets', protocol.repairWindowPackets, 1, 4096);

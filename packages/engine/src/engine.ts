@@ -154,6 +154,7 @@ export class Engine {
     parentsDistrusted: 0,
     starvedSliceNotices: 0,
     rootsReplacedForStarving: 0,
+    rootsSpread: 0,
     loopsDetected: 0,
     switchesLoad: 0,
     switchesLatency: 0,
@@ -631,6 +632,13 @@ export class Engine {
       assigned: false,
     });
     st.stopRooting();
+    this.emit({
+      type: 'parentChanged',
+      slice: s,
+      parent: null,
+      previous: this.config.sourceId,
+      switchKind: 'lost',
+    });
     // Asked as a planned hand-off (our parent, the true source, leaves us in order): the parent we
     // find resends everything it holds from our next packet, not only the last hand-off lead, so a
     // subtree that waited for us to find a place in the re-flooded tree (seconds: its members only
@@ -1495,7 +1503,7 @@ export class Engine {
     const parent = st.parent;
     if (parent !== null) {
       this.send(parent, { type: MessageType.TreeLeave, slice: s, role: TreeRole.Child });
-      st.rejectedUntil.set(parent, this.now + this.config.protocol.rejectBackoffMs);
+      st.rejectUntil(parent, this.now + this.config.protocol.rejectBackoffMs);
     }
     if (st.pending !== null) st.pending = null;
     // A loop found right after a switch (the probe of adoptParent) is best undone: the old parent
@@ -1551,8 +1559,8 @@ export class Engine {
     // since its last packet on this slice (a live stream's slice carries one packet per segment)
     // left its whole subtree advertising the old path: asking one of them closed loops.
     for (const child of st.children.keys()) if (q.filterContains(s, this.maskOf(child))) return false;
-    const until = st.rejectedUntil.get(qId);
-    return until === undefined || until <= this.now;
+    const until = st.rejectedUntil(qId);
+    return until <= this.now;
   }
 
   // ───────────────────────────── rooting a slice (the member's side of source.ts) ─────────────────────────────
@@ -1579,18 +1587,33 @@ export class Engine {
       if (st.parent !== null && st.parent !== from)
         this.send(st.parent, { type: MessageType.TreeLeave, slice: s, role: TreeRole.Child });
       st.becomeRoot(from, msg.epoch, this.now);
-      // As root we have no ancestors, so no child can be one: keep them all, and flood the new tree.
-      const flood: FloodMessage = {
-        type: MessageType.Flood,
-        slice: s,
-        epoch: msg.epoch,
-        bloom: this.mask,
-        hops: 1,
-      };
-      for (const n of this.swaplinks.neighbours()) this.send(n, flood);
+      if (msg.peer !== undefined && msg.peer !== this.id) {
+        // A move (the true source's rootSpreadIntervalMs): the tree stands, and its old root will
+        // ask to be our child, neighbour or not, with its subtree, once we say we took over.
+        st.predecessor = msg.peer;
+        this.send(from, { type: MessageType.SliceSourceAssign, slice: s, epoch: msg.epoch, assigned: true });
+      } else {
+        // As root we have no ancestors, so no child can be one: keep them all, and flood the new tree.
+        const flood: FloodMessage = {
+          type: MessageType.Flood,
+          slice: s,
+          epoch: msg.epoch,
+          bloom: this.mask,
+          hops: 1,
+        };
+        for (const n of this.swaplinks.neighbours()) this.send(n, flood);
+      }
     } else if (st.isSliceSource) {
+      // The true source gave up on us, or moved the slice to another root (rootSpreadIntervalMs,
+      // naming it): as our own hand-back (handBackRoot), a planned hand-off, so the parent we find
+      // resends all it holds from our next packet, and our subtree loses nothing meanwhile. After a
+      // move that parent is the new root: every other member is in our subtree or in its.
       st.stopRooting();
-      this.switching.requestParent(s, ForcedReason.ParentLost, [from]);
+      st.lostReason = ForcedReason.ParentQuit;
+      this.emit({ type: 'parentChanged', slice: s, parent: null, previous: from, switchKind: 'lost' });
+      if (msg.peer !== undefined && msg.peer !== this.id)
+        this.switching.sendForced(s, msg.peer, ForcedReason.ParentQuit);
+      else this.switching.requestParent(s, ForcedReason.ParentQuit, [from]);
     }
     this.emit({ type: 'sliceSource', slice: s, epoch: msg.epoch, assigned: msg.assigned });
   }
@@ -1711,7 +1734,7 @@ export class Engine {
       }
       if (st.oldParent !== null && this.now - st.parentSince > p.requestTimeoutMs + p.handoffLeadMs)
         st.oldParent = null;
-      for (const [peer, until] of st.rejectedUntil) if (until <= this.now) st.rejectedUntil.delete(peer);
+      st.expireRejections(this.now);
     }
     this.loadPhase.expireInstructions();
   }

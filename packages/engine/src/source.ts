@@ -43,8 +43,8 @@ export interface TrueSourceHost {
   /** Slices carrying the stream; the rest (at most one) carry parity. */
   readonly dataSlices: number;
   readonly random: Random;
-  /** The engine's counter of roots replaced because their slice starved. */
-  readonly counters: { rootsReplacedForStarving: number };
+  /** The engine's counters of roots replaced because their slice starved, and of roots spread. */
+  readonly counters: { rootsReplacedForStarving: number; rootsSpread: number };
   now(): number;
   send(to: PeerId, message: Message): void;
   emit(event: EngineEvent): void;
@@ -76,6 +76,14 @@ export class TrueSource {
   /** When each slice last lost its root (for ROOT_RETRY_MS). */
   private readonly sliceUnrootedAt: number[] = [];
   private lastBootstrapRequestAt = -Infinity;
+  /** When spreadRoots last moved a root. */
+  private lastSpreadAt = -Infinity;
+  /**
+   * Roots being moved (spreadRoots), by slice: the old root and the epoch it rooted in. Make before
+   * break: the old root keeps the slice's packets until the new root confirms, then it is told to
+   * become the new root's child, so its subtree hangs under the new root and nobody re-joins.
+   */
+  private readonly handovers = new Map<number, { readonly from: PeerId; readonly epoch: number }>();
   private readonly sliceConfirmed: boolean[] = [];
   /** Per slice, members that said it starves, and when (onStarvedSlice). */
   private readonly rootComplaints = new Map<number, Map<PeerId, number>>();
@@ -168,8 +176,12 @@ export class TrueSource {
     this.lastPublished[s] = payload;
     const target = this.sliceSources[s];
     if (target === null || target === undefined) return;
-    // Each packet of each slice is sent exactly once, to that slice's source (thesis §4.2, overview).
-    this.host.send(target, { type: MessageType.Data, slice: s, seq, bloom: EMPTY_BLOOM, hops: 0, payload });
+    // Each packet of each slice is sent exactly once, to that slice's source (thesis §4.2, overview),
+    // and while a root is being moved also to the old one (handovers), until the new one confirms.
+    const packet = { type: MessageType.Data, slice: s, seq, bloom: EMPTY_BLOOM, hops: 0, payload } as const;
+    this.host.send(target, packet);
+    const handover = this.handovers.get(s);
+    if (handover !== undefined) this.host.send(handover.from, packet);
   }
 
   /** Every message a member sends the true source; it takes part in no tree (requests were rate-limited). */
@@ -190,6 +202,13 @@ export class TrueSource {
         this.assignSliceSources();
       }
       return;
+    }
+    if (message.type === MessageType.SliceSourceAssign && message.assigned) {
+      // A new root accepts a move (it heard who its predecessor is): the old root may let go. Only
+      // this answer counts, not any message: a heartbeat it sent before the assignment reached it
+      // would have the old root ask to be the child of a member that is not a root yet.
+      const s = message.slice;
+      if (this.sliceSources[s] === from && this.sliceEpochs[s] === message.epoch) this.finishHandover(s, from);
     }
     if (message.type === MessageType.ForcedParentRequest && message.slice < this.sliceSources.length) {
       this.onStarvedSlice(from, message.slice);
@@ -275,33 +294,148 @@ export class TrueSource {
   private assignSliceSources(): void {
     for (let s = 0; s < this.sliceSources.length; s++) {
       if (this.sliceSources[s] !== null) continue;
-      // The freshest spare; else, once the slice has waited ROOT_RETRY_MS for one, a decliner again.
-      const waitedMs = this.now - (this.sliceUnrootedAt[s] ?? -Infinity);
-      const spare = this.spares.pop() ?? (waitedMs >= ROOT_RETRY_MS ? this.retryDecliner() : undefined);
-      if (spare === undefined) continue;
-      const epoch = (this.sliceEpochs[s] ?? 0) + 1;
-      this.sliceEpochs[s] = epoch;
-      this.sliceSources[s] = spare.peer;
-      this.sliceAssignedAt[s] = this.now;
-      this.sliceConfirmed[s] = false;
-      if (!this.lastHeardAt.has(spare.peer)) this.lastHeardAt.set(spare.peer, this.now);
-      this.host.send(spare.peer, { type: MessageType.SliceSourceAssign, slice: s, epoch, assigned: true });
-      // A new root gets the newest packet at once rather than at the next publish, so its re-flooded
-      // tree has data to carry as soon as it stands (up to one packet interval sooner).
-      const latest = this.lastPublished[s];
-      const latestSeq = (this.nextSeq[s] ?? 0) - 1;
-      if (latest !== undefined && latestSeq >= 0) {
-        this.host.send(spare.peer, {
-          type: MessageType.Data,
-          slice: s,
-          seq: latestSeq,
-          bloom: EMPTY_BLOOM,
-          hops: 0,
-          payload: latest,
-        });
+      // A move that did not complete (the new root declined, failed or never confirmed): the old
+      // root, which still roots the slice as far as it knows, takes it back.
+      const handover = this.handovers.get(s);
+      if (handover !== undefined) {
+        this.handovers.delete(s);
+        this.assignRoot(s, handover.from);
+        continue;
       }
-      this.host.emit({ type: 'sliceSource', slice: s, epoch, assigned: true });
+      // The spare rooting the fewest; else, once the slice has waited ROOT_RETRY_MS for one, a decliner again.
+      const waitedMs = this.now - (this.sliceUnrootedAt[s] ?? -Infinity);
+      const spare = this.takeSpare() ?? (waitedMs >= ROOT_RETRY_MS ? this.retryDecliner() : undefined);
+      if (spare === undefined) continue;
+      this.assignRoot(s, spare.peer);
     }
+  }
+
+  /**
+   * The spare rooting the fewest slices now, the freshest of those (rootSpreadIntervalMs: a slice
+   * that needs a root does not go back to a member that roots many while another roots fewer).
+   */
+  private takeSpare(): Spare | undefined {
+    if (this.spares.length === 0) return undefined;
+    const counts = this.rootCounts();
+    let best = this.spares.length - 1;
+    let fewest = Infinity;
+    for (let i = this.spares.length - 1; i >= 0; i--) {
+      const count = counts.get((this.spares[i] as Spare).peer) ?? 0;
+      if (count < fewest) {
+        best = i;
+        fewest = count;
+      }
+    }
+    return this.spares.splice(best, 1)[0];
+  }
+
+  /**
+   * Make `peer` the root of slice `s` (a new epoch): it floods the slice's new tree, or, told its
+   * `predecessor` (a move), keeps the tree and takes the old root as a child.
+   */
+  private assignRoot(s: number, peer: PeerId, predecessor?: PeerId): void {
+    const epoch = (this.sliceEpochs[s] ?? 0) + 1;
+    this.sliceEpochs[s] = epoch;
+    this.sliceSources[s] = peer;
+    this.sliceAssignedAt[s] = this.now;
+    this.sliceConfirmed[s] = false;
+    if (!this.lastHeardAt.has(peer)) this.lastHeardAt.set(peer, this.now);
+    this.host.send(peer, {
+      type: MessageType.SliceSourceAssign,
+      slice: s,
+      epoch,
+      assigned: true,
+      ...(predecessor === undefined ? {} : { peer: predecessor }),
+    });
+    // A new root gets the newest packet at once rather than at the next publish, so its re-flooded
+    // tree has data to carry as soon as it stands (up to one packet interval sooner).
+    const latest = this.lastPublished[s];
+    const latestSeq = (this.nextSeq[s] ?? 0) - 1;
+    if (latest !== undefined && latestSeq >= 0) {
+      this.host.send(peer, {
+        type: MessageType.Data,
+        slice: s,
+        seq: latestSeq,
+        bloom: EMPTY_BLOOM,
+        hops: 0,
+        payload: latest,
+      });
+    }
+    this.host.emit({ type: 'sliceSource', slice: s, epoch, assigned: true });
+  }
+
+  /** Slices rooted by each member that roots any. */
+  private rootCounts(): Map<PeerId, number> {
+    const counts = new Map<PeerId, number>();
+    for (const root of this.sliceSources) if (root !== null) counts.set(root, (counts.get(root) ?? 0) + 1);
+    return counts;
+  }
+
+  /**
+   * rootSpreadIntervalMs: move one slice from the member rooting the most slices to the fresh
+   * spare rooting the fewest, if that is at least two fewer (a move then narrows the spread). The
+   * slice moved is the busiest root's most recently assigned one: its tree is the youngest, and
+   * the one whose members lose the least by a re-flood. True when a move is wanted but no spare
+   * qualifies (the sampling then looks for one).
+   */
+  private spreadRoots(): boolean {
+    const intervalMs = this.host.protocol.rootSpreadIntervalMs;
+    if (intervalMs === 0 || this.handovers.size > 0 || this.sliceSources.includes(null)) return false;
+    const counts = this.rootCounts();
+    let busiest: PeerId | null = null;
+    let most = 1;
+    for (const [root, count] of counts)
+      if (count > most || (count === most && busiest !== null && root < busiest)) {
+        busiest = root;
+        most = count;
+      }
+    if (busiest === null) return false; // every root roots one slice
+    let best = -1;
+    let fewest = most - 1; // a move must leave the spare with fewer than the busiest had
+    for (let i = this.spares.length - 1; i >= 0; i--) {
+      const spare = this.spares[i] as Spare;
+      const count = counts.get(spare.peer) ?? 0;
+      if (this.now - spare.at >= SPARE_SHELF_LIFE_MS || this.declinedRecently(spare.peer)) continue;
+      if (count < fewest) {
+        best = i;
+        fewest = count;
+      }
+    }
+    if (best < 0) return true;
+    if (this.now - this.lastSpreadAt < intervalMs) return false;
+    let slice = -1;
+    for (let s = 0; s < this.sliceSources.length; s++)
+      if (
+        this.sliceSources[s] === busiest &&
+        (slice < 0 || (this.sliceAssignedAt[s] ?? -Infinity) >= (this.sliceAssignedAt[slice] ?? -Infinity))
+      )
+        slice = s;
+    if (slice < 0) return false;
+    const [spare] = this.spares.splice(best, 1);
+    if (spare === undefined) return false;
+    this.lastSpreadAt = this.now;
+    this.host.counters.rootsSpread++;
+    this.handovers.set(slice, { from: busiest, epoch: this.sliceEpochs[slice] ?? 0 });
+    this.assignRoot(slice, spare.peer, busiest);
+    return false;
+  }
+
+  /**
+   * The new root of a slice being moved answered: the old root stops getting the slice from us and
+   * is told to become the new root's child (keeping its own children), from its next packet on.
+   */
+  private finishHandover(s: number, newRoot: PeerId): void {
+    const handover = this.handovers.get(s);
+    if (handover === undefined) return;
+    this.handovers.delete(s);
+    this.host.send(handover.from, {
+      type: MessageType.SliceSourceAssign,
+      slice: s,
+      epoch: handover.epoch,
+      assigned: false,
+      peer: newRoot,
+    });
+    this.host.emit({ type: 'sliceSource', slice: s, epoch: handover.epoch, assigned: false });
   }
 
   /**
@@ -354,6 +488,7 @@ export class TrueSource {
     this.spares = this.spares.filter((sp) => sp.peer !== peer);
     this.declinedRoots.delete(peer); // gone: never to be asked again
     this.lastHeardAt.delete(peer);
+    for (const [s, handover] of this.handovers) if (handover.from === peer) this.handovers.delete(s);
     let lost = false;
     for (let s = 0; s < this.sliceSources.length; s++) {
       if (this.sliceSources[s] !== peer) continue;
@@ -392,7 +527,14 @@ export class TrueSource {
     }
     for (const src of this.lastHeardAt.keys()) if (!sources.has(src)) this.lastHeardAt.delete(src);
     this.assignSliceSources();
+    const spreadNeedsSpare = this.spreadRoots();
     for (const src of sources) this.host.send(src, { type: MessageType.Heartbeat });
+    if (spreadNeedsSpare && now - this.lastBootstrapRequestAt >= p.rootSpreadIntervalMs) {
+      // No spare roots fewer than the busiest root: ask the rendezvous server, which knows who is
+      // connected (in a swarm of a few, walks end at the busiest root as often as not).
+      this.lastBootstrapRequestAt = now;
+      this.host.requestBootstrap(p.bootstrapPeers);
+    }
     this.sample();
   }
 }

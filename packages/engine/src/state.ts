@@ -23,6 +23,16 @@ const OFFSET_SETTLE_BLOCKS = 8;
  */
 const UNMEASURED_SEQ_INTERVAL_MS = 1000;
 
+/** The fields of one slot of SliceState's packet ring, in order. */
+const RING_SEQ = 0;
+const RING_ARRIVED_AT = 1;
+const RING_SENDER = 2;
+const RING_FROM_PARENT = 3;
+const RING_FIELDS = 4;
+
+/** What `children` is while a slice has never had a child (nothing ever writes through it). */
+const NO_CHILDREN: ReadonlyMap<PeerId, ChildEntry> = new Map();
+
 /** Bits of PeerState.sliceFlags, from the peer's advert. */
 export const SLICE_FLAG_RECEIVING = 1;
 export const SLICE_FLAG_ROOT = 2;
@@ -160,7 +170,8 @@ export class SliceState {
   /** During a hand-off, the previous parent still supplies seq < oldParentUntilSeq. */
   oldParent: PeerId | null = null;
   oldParentUntilSeq = 0;
-  private readonly childEntries = new Map<PeerId, ChildEntry>();
+  /** Made on the first child: most members are leaves in most slices' trees. */
+  private childEntries: Map<PeerId, ChildEntry> | null = null;
   private activeChildCount = 0;
   /** Filter of the packets we receive (ancestors' masks), advertised to neighbours. */
   filter: Bloom128 = EMPTY_BLOOM;
@@ -173,16 +184,16 @@ export class SliceState {
   /** Smoothed packet interval on this slice, for hand-off sequence numbers. */
   seqIntervalMs = Number.NaN;
   /**
-   * Ring of recent packets: dedupe and resend to a new child. Slot = seq mod size; −1 empty.
-   * Float64: a sequence number is a u32, which an Int32Array would wrap (2³²−1 became −1, "empty").
+   * Ring of recent packets: dedupe and resend to a new child. Slot = seq mod size. One Float64Array
+   * of RING_FIELDS numbers per slot (a slot's fields share a cache line, and a slice keeps one
+   * buffer, not four: the simulator holds 16 slices of thousands of members):
+   * - the sequence number, −1 empty (Float64: a u32 would wrap in an Int32Array, 2³²−1 became −1);
+   * - when it arrived;
+   * - the peer whose tree packet filled it, −1 when it came by repair, origin or parity;
+   * - 1 when our current parent delivered it (its copy may have come second), else 0.
    */
-  readonly ringSeq: Float64Array;
-  readonly ringPayload: (Uint8Array | undefined)[];
-  readonly ringArrivedAt: Float64Array;
-  /** Per ring slot: the peer whose tree packet filled it, −1 when it came by repair, origin or parity. */
-  readonly ringSender: Float64Array;
-  /** Per ring slot: our current parent delivered this packet (its copy may have come second). */
-  readonly ringFromParent: Uint8Array;
+  private readonly ring: Float64Array;
+  private readonly ringPayload: (Uint8Array | undefined)[];
   /**
    * The audit of the current parent (trust.ts): the parent being audited, the next sequence to
    * judge, and the packets judged and missed in the current window.
@@ -206,14 +217,19 @@ export class SliceState {
   private offsetBlocks = 0;
   pending: PendingSwitch | null = null;
   isSliceSource = false;
+  /**
+   * The root we took a moved slice over from (SliceSourceAssign's peer): it may ask to be our child
+   * though not a neighbour, and above our ML (its subtree has no other way in). Null once it did.
+   */
+  predecessor: PeerId | null = null;
   epoch = 0;
   floodEpoch = 0;
   floodSenders: FloodSender[] = [];
   floodDecideAt = Infinity;
   /** Our level in the flood (fewest hops heard + 1); fallback parents must be above it. */
   floodLevel = Infinity;
-  /** Peers that refused us on this slice, and until when we leave them alone. */
-  readonly rejectedUntil = new Map<PeerId, number>();
+  /** Peers that refused us on this slice, and until when we leave them alone (made on first use). */
+  private rejections: Map<PeerId, number> | null = null;
   lastProbeSentAt = -Infinity;
   lastProbeSeen = -1;
   lastStrayNoticeAt = -Infinity;
@@ -223,16 +239,42 @@ export class SliceState {
   advertised: AdvertisedSlice | null = null;
 
   constructor(ringSize: number) {
-    this.ringSeq = new Float64Array(ringSize).fill(-1);
+    this.ring = new Float64Array(ringSize * RING_FIELDS);
+    this.clearRing();
     this.ringPayload = new Array<Uint8Array | undefined>(ringSize).fill(undefined);
-    this.ringArrivedAt = new Float64Array(ringSize).fill(-Infinity);
-    this.ringSender = new Float64Array(ringSize).fill(-1);
-    this.ringFromParent = new Uint8Array(ringSize);
+  }
+
+  private clearRing(): void {
+    const ring = this.ring;
+    for (let o = 0; o < ring.length; o += RING_FIELDS) {
+      ring[o + RING_SEQ] = -1;
+      ring[o + RING_ARRIVED_AT] = -Infinity;
+      ring[o + RING_SENDER] = -1;
+      ring[o + RING_FROM_PARENT] = 0;
+    }
   }
 
   /** Our children on this slice: active ones (untilSeq Infinity) and ones draining after a hand-off. */
   get children(): ReadonlyMap<PeerId, ChildEntry> {
-    return this.childEntries;
+    return this.childEntries ?? NO_CHILDREN;
+  }
+
+  /** Until when `peer` is left alone after refusing us on this slice (−Infinity: not refused). */
+  rejectedUntil(peer: PeerId): number {
+    return this.rejections?.get(peer) ?? -Infinity;
+  }
+
+  /** `peer` refused us: leave it alone on this slice until `untilMs`. */
+  rejectUntil(peer: PeerId, untilMs: number): void {
+    (this.rejections ??= new Map()).set(peer, untilMs);
+  }
+
+  /** Forget refusals that ran out by `now`. */
+  expireRejections(now: number): void {
+    const rejections = this.rejections;
+    if (rejections === null) return;
+    for (const [peer, until] of rejections) if (until <= now) rejections.delete(peer);
+    if (rejections.size === 0) this.rejections = null;
   }
 
   /** Children we forward to without end (not draining): each counts one in our load. */
@@ -245,12 +287,13 @@ export class SliceState {
    * sequences); a draining one is replaced. True when the child became active (our load grows).
    */
   addChild(child: PeerId, fromSeq: number): boolean {
-    const existing = this.childEntries.get(child);
+    const entries = (this.childEntries ??= new Map());
+    const existing = entries.get(child);
     if (existing !== undefined && existing.untilSeq === Infinity) {
       existing.fromSeq = Math.min(existing.fromSeq, fromSeq);
       return false;
     }
-    this.childEntries.set(child, {
+    entries.set(child, {
       fromSeq,
       untilSeq: Infinity,
       drainingSince: Infinity,
@@ -262,7 +305,7 @@ export class SliceState {
 
   /** An active child moved on at `untilSeq`: forward up to it, then drop it. True if it was active. */
   drainChild(child: PeerId, untilSeq: number, now: number): boolean {
-    const entry = this.childEntries.get(child);
+    const entry = this.childEntries?.get(child);
     if (entry?.untilSeq !== Infinity) return false;
     entry.untilSeq = untilSeq;
     entry.drainingSince = now;
@@ -272,9 +315,10 @@ export class SliceState {
 
   /** Drop `child` whatever its state. True if it was active (our load shrinks). */
   removeChild(child: PeerId): boolean {
-    const entry = this.childEntries.get(child);
-    if (entry === undefined) return false;
-    this.childEntries.delete(child);
+    const entries = this.childEntries;
+    const entry = entries?.get(child);
+    if (entries === null || entry === undefined) return false;
+    entries.delete(child);
     if (entry.untilSeq !== Infinity) return false;
     this.activeChildCount--;
     return true;
@@ -287,6 +331,7 @@ export class SliceState {
   becomeRoot(trueSource: PeerId, epoch: number, now: number): void {
     this.pending = null;
     this.isSliceSource = true;
+    this.predecessor = null;
     this.parent = trueSource;
     this.parentFromSeq = 0;
     this.parentSince = now;
@@ -302,6 +347,7 @@ export class SliceState {
   /** We no longer root this slice (handed back or unassigned) and have no parent for it yet. */
   stopRooting(): void {
     this.isSliceSource = false;
+    this.predecessor = null;
     this.parent = null;
   }
 
@@ -363,41 +409,49 @@ export class SliceState {
   }
 
   get ringSize(): number {
-    return this.ringSeq.length;
+    return this.ringPayload.length;
+  }
+
+  /** The ring offset of `seq`'s slot if the ring holds `seq`, else −1. */
+  private heldAt(seq: number): number {
+    const o = (seq % this.ringPayload.length) * RING_FIELDS;
+    return this.ring[o + RING_SEQ] === seq ? o : -1;
   }
 
   /** Record a packet; false if it is a duplicate or older than the ring remembers. */
   remember(seq: number, payload: Uint8Array, now: number): boolean {
-    const size = this.ringSeq.length;
+    const size = this.ringPayload.length;
     if (this.highestSeq >= 0 && seq <= this.highestSeq - size) return false;
     const slot = seq % size;
-    if (this.ringSeq[slot] === seq) return false;
-    this.ringSeq[slot] = seq;
+    const o = slot * RING_FIELDS;
+    const ring = this.ring;
+    if (ring[o + RING_SEQ] === seq) return false;
+    ring[o + RING_SEQ] = seq;
+    ring[o + RING_ARRIVED_AT] = now;
+    ring[o + RING_SENDER] = -1;
+    ring[o + RING_FROM_PARENT] = 0;
     this.ringPayload[slot] = payload;
-    this.ringArrivedAt[slot] = now;
-    this.ringSender[slot] = -1;
-    this.ringFromParent[slot] = 0;
     return true;
   }
 
   /** A tree packet we hold came from `from`; `fromParent` when that is our current parent. */
   markTreeCopy(seq: number, from: PeerId, fromParent: boolean, first: boolean): void {
-    const slot = seq % this.ringSeq.length;
-    if (this.ringSeq[slot] !== seq) return;
-    if (first) this.ringSender[slot] = from;
-    if (fromParent) this.ringFromParent[slot] = 1;
+    const o = this.heldAt(seq);
+    if (o < 0) return;
+    if (first) this.ring[o + RING_SENDER] = from;
+    if (fromParent) this.ring[o + RING_FROM_PARENT] = 1;
   }
 
   /** The peer whose tree copy of `seq` came first, −1 if none did or it is no longer held. */
   senderOf(seq: number): number {
-    const slot = seq % this.ringSeq.length;
-    return this.ringSeq[slot] === seq ? (this.ringSender[slot] ?? -1) : -1;
+    const o = this.heldAt(seq);
+    return o < 0 ? -1 : (this.ring[o + RING_SENDER] ?? -1);
   }
 
   /** Whether our current parent delivered `seq` (false if it is not held at all). */
   deliveredByParent(seq: number): boolean {
-    const slot = seq % this.ringSeq.length;
-    return this.ringSeq[slot] === seq && this.ringFromParent[slot] === 1;
+    const o = this.heldAt(seq);
+    return o >= 0 && this.ring[o + RING_FROM_PARENT] === 1;
   }
 
   /** Start the audit of a parent from `fromSeq` on (trust.ts). */
@@ -414,11 +468,8 @@ export class SliceState {
    * that set it (trust.ts, a poisoned slice).
    */
   forgetSequence(): void {
-    this.ringSeq.fill(-1);
+    this.clearRing();
     this.ringPayload.fill(undefined);
-    this.ringArrivedAt.fill(-Infinity);
-    this.ringSender.fill(-1);
-    this.ringFromParent.fill(0);
     this.highestSeq = -1;
     this.highestSeqAt = -Infinity;
     this.lastHighestAt = -Infinity;
@@ -429,12 +480,12 @@ export class SliceState {
 
   /** When a remembered packet arrived here (−Infinity if not held). */
   arrivedAt(seq: number): number {
-    const slot = seq % this.ringSeq.length;
-    return this.ringSeq[slot] === seq ? (this.ringArrivedAt[slot] ?? -Infinity) : -Infinity;
+    const o = this.heldAt(seq);
+    return o < 0 ? -Infinity : (this.ring[o + RING_ARRIVED_AT] ?? -Infinity);
   }
 
   payloadOf(seq: number): Uint8Array | undefined {
-    const slot = seq % this.ringSeq.length;
-    return this.ringSeq[slot] === seq ? this.ringPayload[slot] : undefined;
+    const o = this.heldAt(seq);
+    return o < 0 ? undefined : this.ringPayload[seq % this.ringPayload.length];
   }
 }

@@ -160,7 +160,7 @@ export class Switching {
     st.pending = null;
     if (!msg.accepted) {
       this.host.counters.switchRejections++;
-      st.rejectedUntil.set(from, this.host.now + this.host.config.protocol.rejectBackoffMs);
+      st.rejectUntil(from, this.host.now + this.host.config.protocol.rejectBackoffMs);
       this.host.emit({ type: 'switchRejected', slice: s, by: from, rejectReason: msg.rejectReason });
       if (pending.kind === 'forced') this.retryForced(s, pending.forcedReason ?? ForcedReason.ParentLost);
       return;
@@ -182,10 +182,10 @@ export class Switching {
       while (st.floodSenders.length > 0) {
         const next = st.floodSenders.shift();
         if (next === undefined) break;
-        const until = st.rejectedUntil.get(next.peer);
+        const until = st.rejectedUntil(next.peer);
         if (
           this.host.isNeighbour(next.peer) &&
-          (until === undefined || until <= this.host.now) &&
+          until <= this.host.now &&
           !this.host.isSuspect(next.peer)
         ) {
           st.filter = next.bloom;
@@ -242,7 +242,9 @@ export class Switching {
   onForcedParentRequest(from: PeerId, msg: ForcedParentRequestMessage): void {
     const s = msg.slice;
     const st = this.slice(s);
-    if (!this.host.isNeighbour(from)) {
+    // The root this slice was moved from: its subtree can only come back to the tree through us.
+    const predecessor = st.isSliceSource && from === st.predecessor;
+    if (!predecessor && !this.host.isNeighbour(from)) {
       this.reject(from, s, msg.fromSeq, RejectReason.NotNeighbour);
       return;
     }
@@ -253,7 +255,7 @@ export class Switching {
       // A child we are still handing off comes back when its new parent turned out to be in its own
       // subtree (leaveLoop): taking it back only restores our load of a moment ago, while a refusal
       // above ML (after `setLoad`) left its whole subtree without the slice for seconds.
-      if (existing === undefined && this.host.effectiveLoad + 1 > this.host.config.maxLoad) {
+      if (existing === undefined && !predecessor && this.host.effectiveLoad + 1 > this.host.config.maxLoad) {
         this.reject(from, s, msg.fromSeq, RejectReason.OverMaxLoad);
         return;
       }
@@ -269,6 +271,7 @@ export class Switching {
     // "From the next one" starts with the newest packet we hold: a joiner gets data one packet
     // interval sooner.
     const fromSeq = msg.fromSeq === SEQ_NONE ? Math.max(0, st.highestSeq) : msg.fromSeq;
+    if (predecessor) st.predecessor = null;
     const planned = msg.reason === ForcedReason.NeighbourChange || msg.reason === ForcedReason.ParentQuit;
     this.acceptChild(from, s, fromSeq, planned ? Infinity : this.host.config.protocol.handoffLeadMs);
   }

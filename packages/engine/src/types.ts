@@ -174,6 +174,8 @@ export interface EngineCounters {
   /** Members: times we told the true source a slice starves. True source: roots replaced for it. */
   starvedSliceNotices: number;
   rootsReplacedForStarving: number;
+  /** True source: slice roots moved to a member rooting fewer (rootSpreadIntervalMs). */
+  rootsSpread: number;
   loopsDetected: number;
   switchesLoad: number;
   switchesLatency: number;

@@ -12,11 +12,13 @@ DIR/summary.json, DIR/report.md and SVG plots.
 
 Options:
   --scenario NAME        ${SCENARIO_NAMES.join(', ')} (required)
-  --nodes N              members (default ${DEFAULT_RUN.nodes}; join: 75% present + 25% joining at 50/s)
+  --nodes N              members (default ${DEFAULT_RUN.nodes}; join: 75% present + 25% joining at 50/s;
+                         grow: one at the start, the others joining one every 2 s from 10 s)
   --seed S               master seed (default ${DEFAULT_RUN.seed})
   --lat 0|2              Lat0 (LLT=ULT=TL) or Lat2 (±2·TL/16) (default ${DEFAULT_RUN.lat})
   --out DIR              output directory (default sim-out/<scenario>-<nodes>-lat<lat>-s<seed>)
-  --duration SECONDS     simulated time (defaults: static 120, join 200, burst 90, churn 1200)
+  --duration SECONDS     simulated time (defaults: static 120, join 200, burst 90, churn 1200,
+                         grow 30 s after the last join)
   --packet-rate R        data packets per slice per second (default ${DEFAULT_RUN.packetsPerSlicePerSecond})
   --stream-kbps K        stream rate, sets data packet sizes on uplinks (default ${DEFAULT_RUN.streamKbps})
   --uplink-headroom H    uplink capacity = H × ML × slice rate; 0 = unlimited, the thesis's model

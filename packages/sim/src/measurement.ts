@@ -100,6 +100,9 @@ export interface SecondSample {
   readonly switchMsgsMedian: number;
   readonly optimisingSwitches: number;
   readonly forcedSwitches: number;
+  /** Members rooting a data slice now (the true source's view), and the most slices one of them roots. */
+  readonly distinctRoots: number;
+  readonly maxSlicesPerRoot: number;
 }
 
 /** An honest member cut `peer` off at `at`. */
@@ -135,6 +138,8 @@ export interface SimResult {
   readonly decodeErrors: number;
   readonly protocolViolations: number;
   readonly sliceSourceChanges: number;
+  /** Slice roots the true source moved to members rooting fewer (rootSpreadIntervalMs). */
+  readonly rootsSpread: number;
   readonly packetIntervalMs: number;
   readonly slices: number;
   /** Data packets lost by the link loss model (repair replies included), and all it decided. */
@@ -297,7 +302,16 @@ export class Measurement {
   }
 
   /** The once-a-second sample over the live members. */
-  recordSecond(now: number, alive: readonly (MemberRecord | undefined)[]): void {
+  /** `roots`: each data slice's root as the true source has it (null: none). */
+  recordSecond(
+    now: number,
+    alive: readonly (MemberRecord | undefined)[],
+    roots: readonly (number | null)[],
+  ): void {
+    const perRoot = new Map<number, number>();
+    for (const root of roots) if (root !== null) perRoot.set(root, (perRoot.get(root) ?? 0) + 1);
+    let maxSlicesPerRoot = 0;
+    for (const count of perRoot.values()) maxSlicesPerRoot = Math.max(maxSlicesPerRoot, count);
     const counts: number[] = [];
     let within = 0;
     let atTarget = 0;
@@ -325,6 +339,8 @@ export class Measurement {
       switchMsgsMedian: quantile(counts, 50),
       optimisingSwitches: this.optimisingSwitchesThisSecond,
       forcedSwitches: this.forcedSwitchesThisSecond,
+      distinctRoots: perRoot.size,
+      maxSlicesPerRoot,
     });
     this.optimisingSwitchesThisSecond = 0;
     this.forcedSwitchesThisSecond = 0;

@@ -7,6 +7,7 @@ import {
   VIA_REPAIR,
   VIA_TREE,
   type MemberRecord,
+  type SecondSample,
   type SimResult,
 } from './measurement.js';
 import { percentile } from './stats.js';
@@ -161,6 +162,15 @@ export interface Summary {
     honestOriginShare: number;
     rendezvousBan: BanSummary;
   };
+  /**
+   * How the data slices' roots are spread over the members (the true source's view, sampled each
+   * second): at each population size of ROOT_SPREAD_SIZES (and the largest) the last sample taken
+   * at that size, and the roots the true source moved (rootSpreadIntervalMs).
+   */
+  roots: {
+    bySize: RootSpread[];
+    moves: number;
+  };
   health: {
     decodeErrors: number;
     protocolViolations: number;
@@ -168,6 +178,38 @@ export interface Summary {
     strayPackets: number;
     latePackets: number;
   };
+}
+
+/** The root spread at one population size. */
+export interface RootSpread {
+  readonly members: number;
+  /** Seconds since the run's start of the sample. */
+  readonly atSeconds: number;
+  readonly distinctRoots: number;
+  readonly maxSlicesPerRoot: number;
+}
+
+/** Population sizes whose root spread the summary reports (issue 16: 1, 4, 16 and 100 members). */
+const ROOT_SPREAD_SIZES: readonly number[] = [1, 4, 16, 100];
+
+/** The last sample at each size of ROOT_SPREAD_SIZES and at the largest size sampled. */
+export function rootSpreadBySize(samples: readonly SecondSample[]): RootSpread[] {
+  let largest = 0;
+  for (const s of samples) largest = Math.max(largest, s.alive);
+  const sizes = [...new Set([...ROOT_SPREAD_SIZES, largest])].filter((n) => n > 0).sort((a, b) => a - b);
+  const out: RootSpread[] = [];
+  for (const size of sizes) {
+    let last: SecondSample | undefined;
+    for (const s of samples) if (s.alive === size) last = s;
+    if (last === undefined) continue;
+    out.push({
+      members: size,
+      atSeconds: round(last.t / 1000, 0),
+      distinctRoots: last.distinctRoots,
+      maxSlicesPerRoot: last.maxSlicesPerRoot,
+    });
+  }
+  return out;
 }
 
 /** Series behind the plots. */
@@ -758,6 +800,7 @@ export function summarize(
       all: productionDelay(result, plan.streamStartMs, end),
       steady: productionDelay(result, plan.measureFromMs, end),
     },
+    roots: { bySize: rootSpreadBySize(result.samples), moves: result.rootsSpread },
     health: {
       decodeErrors: result.decodeErrors,
       protocolViolations: result.protocolViolations,

@@ -220,6 +220,10 @@ export function writeReport(
       `${pct(s.parity.uploadShare)}, ${fmt(s.parity.stripesActive)} / ${fmt(s.parity.stripesIdle)}, ${fmt(s.parity.recovered)}`,
     ],
     ['loops detected', fmt(s.loops.detected)],
+    [
+      'slice roots (members: distinct roots / most slices one roots)',
+      `${s.roots.bySize.map((r) => `${r.members}: ${r.distinctRoots} / ${r.maxSlicesPerRoot}`).join(', ')}; ${s.roots.moves} moved`,
+    ],
     ...productionRows(s.production),
     ['wall time / events', `${fmt(s.wallSeconds)} s / ${s.events.toLocaleString('en-US')}`],
   ];

@@ -1,7 +1,7 @@
 /**
  * The thesis's evaluation scenarios (thesis §4.4, the four scenarios), parameterised by population size.
  */
-export const SCENARIO_NAMES = ['static', 'join', 'burst10', 'burst50', 'churn'] as const;
+export const SCENARIO_NAMES = ['static', 'join', 'burst10', 'burst50', 'churn', 'grow'] as const;
 export type ScenarioName = (typeof SCENARIO_NAMES)[number];
 
 export interface ScenarioPlan {
@@ -31,6 +31,11 @@ export interface ScenarioPlan {
 }
 
 const STREAM_START_MS = 1000;
+/** grow: the second viewer arrives this long after the start, and one more every interval. */
+const GROW_FIRST_JOIN_MS = 10_000;
+const GROW_JOIN_INTERVAL_MS = 2000;
+/** grow: simulated time after the last join, by default. */
+const GROW_SETTLE_MS = 30_000;
 
 /**
  * `nodes` is the thesis's population: 5000 by default. `durationS` overrides the default length.
@@ -82,6 +87,24 @@ export function planScenario(name: ScenarioName, nodes: number, durationS?: numb
         burstAtMs: 30_000,
         ...plan,
         measureFromMs: 10_000,
+      };
+    }
+    case 'grow': {
+      // Not a thesis scenario: a stream that starts with one viewer, and the rest arrive one by one
+      // through the rendezvous server (GROW_JOIN_INTERVAL_MS apart), then 30 s with all of them.
+      // What it shows is how the true source's slice roots spread as the swarm grows (issue 16).
+      const lastJoinMs = GROW_FIRST_JOIN_MS + (nodes - 2) * GROW_JOIN_INTERVAL_MS;
+      const durationMs = Math.round(
+        (durationS ?? Math.ceil((Math.max(lastJoinMs, 0) + GROW_SETTLE_MS) / 1000)) * 1000,
+      );
+      return {
+        ...base,
+        initialMembers: 1,
+        joiners: nodes - 1,
+        joinStartMs: GROW_FIRST_JOIN_MS,
+        joinsPerSecond: 1000 / GROW_JOIN_INTERVAL_MS,
+        durationMs,
+        measureFromMs: Math.max(STREAM_START_MS, durationMs - 20_000),
       };
     }
     case 'churn': {

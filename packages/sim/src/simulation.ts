@@ -365,6 +365,7 @@ export class Simulation {
       decodeErrors: measure.decodeErrors,
       protocolViolations: measure.protocolViolations,
       sliceSourceChanges: measure.sliceSourceChanges,
+      rootsSpread: this.sourceEngine().counters.rootsSpread,
       packetIntervalMs: this.packetIntervalMs,
       slices: this.slices,
       lossDecisions: this.loss?.packets ?? 0,
@@ -701,7 +702,11 @@ export class Simulation {
       if (source !== null) this.apply(null, source.handle(now, { kind: 'measuredLoss', fraction }), now);
     }
     this.spam(now);
-    this.measure.recordSecond(now, this.population.aliveMembers());
+    this.measure.recordSecond(
+      now,
+      this.population.aliveMembers(),
+      this.sourceEngine().currentSliceSources().slice(0, this.slices),
+    );
     if (now + SAMPLE_INTERVAL_MS > this.options.plan.durationMs) {
       // Last sample: freeze the overlay as it stands for the stretch computation.
       this.measure.finalSourceNeighbours = this.sourceEngine()

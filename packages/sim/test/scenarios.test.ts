@@ -155,6 +155,28 @@ describe('join, burst and churn scenarios (small)', () => {
   });
 });
 
+describe('a swarm that grows viewer by viewer (issue 16, root spread)', () => {
+  it('grow: the first viewer roots every slice, and by 16 members the roots are spread; every member gets every slice', () => {
+    const out = run({ scenario: 'grow', nodes: 16, seed: 1 });
+    const bySize = new Map(out.summary.roots.bySize.map((r) => [r.members, r]));
+    expect(bySize.get(1)).toMatchObject({ distinctRoots: 1, maxSlicesPerRoot: 16 });
+    expect(bySize.get(4)?.distinctRoots).toBeGreaterThan(1);
+    // Within one of even: a member that handed a root back is not asked again for 30 s.
+    expect(bySize.get(16)?.distinctRoots).toBeGreaterThanOrEqual(14);
+    expect(bySize.get(16)?.maxSlicesPerRoot).toBeLessThanOrEqual(2);
+    expect(out.summary.roots.moves).toBeGreaterThanOrEqual(15);
+    expect(treeProblems(out)).toEqual([]);
+    expect(notReceiving(out)).toEqual([]);
+    expect(out.summary.playback.missed).toBe(0);
+  });
+
+  it('grow with rootSpreadIntervalMs 0: the first viewer keeps its roots', () => {
+    const out = run({ scenario: 'grow', nodes: 16, seed: 1, protocol: { rootSpreadIntervalMs: 0 } });
+    expect(out.summary.roots.moves).toBe(0);
+    expect(out.summary.roots.bySize.find((r) => r.members === 16)?.maxSlicesPerRoot).toBeGreaterThan(8);
+  });
+});
+
 describe('determinism', () => {
   it('the same seed gives the same numbers; another seed does not', () => {
     const strip = (out: RunOutput): unknown => ({ ...out.summary, wallSeconds: 0 });

@@ -113,7 +113,7 @@ export function encodedSize(message: Message): number {
     case MessageType.SampleResult:
       return HEADER_BYTES + 4;
     case MessageType.SliceSourceAssign:
-      return HEADER_BYTES + 1 + 4 + 1;
+      return HEADER_BYTES + 1 + 4 + 1 + 1 + (message.peer === undefined ? 0 : 4);
     case MessageType.RepairRequest:
       return HEADER_BYTES + 4 + 4 + 2 + message.missing.byteLength;
     case MessageType.RepairData:
@@ -396,6 +396,8 @@ export function encode(message: Message, allocate: (size: number) => Uint8Array 
       w.slice(message.slice);
       w.u32(message.epoch, 'epoch');
       w.bool(message.assigned);
+      w.bool(message.peer !== undefined);
+      if (message.peer !== undefined) w.u32(message.peer, 'peer');
       break;
     case MessageType.RepairRequest:
       w.u32(message.requestId, 'requestId');
@@ -791,8 +793,14 @@ function decodeBody(r: Reader, type: number): Message {
       return { type, walkId: r.u32('walkId'), newTarget: r.u32('newTarget') };
     case MessageType.SampleResult:
       return { type, walkId: r.u32('walkId') };
-    case MessageType.SliceSourceAssign:
-      return { type, slice: r.slice(), epoch: r.u32('epoch'), assigned: r.bool('assigned') };
+    case MessageType.SliceSourceAssign: {
+      const slice = r.slice();
+      const epoch = r.u32('epoch');
+      const assigned = r.bool('assigned');
+      return r.bool('has peer')
+        ? { type, slice, epoch, assigned, peer: r.u32('peer') }
+        : { type, slice, epoch, assigned };
+    }
     case MessageType.RepairRequest: {
       const requestId = r.u32('requestId');
       const segment = r.u32('segment');

@@ -316,6 +316,12 @@ export interface SliceSourceAssignMessage {
   readonly slice: number;
   readonly epoch: number;
   readonly assigned: boolean;
+  /**
+   * When the true source moves a root (not in the thesis; engine rootSpreadIntervalMs): to the new
+   * root (`assigned`), the old one, which will ask to be its child; to the old root (not
+   * `assigned`), the new one, to ask. Absent otherwise.
+   */
+  readonly peer?: PeerId;
 }
 
 /** Most packets one segment may have (as a media packet's u16 count allows; see media.ts). */
