@@ -208,7 +208,8 @@ export class TrueSource {
       // this answer counts, not any message: a heartbeat it sent before the assignment reached it
       // would have the old root ask to be the child of a member that is not a root yet.
       const s = message.slice;
-      if (this.sliceSources[s] === from && this.sliceEpochs[s] === message.epoch) this.finishHandover(s, from);
+      if (this.sliceSources[s] === from && this.sliceEpochs[s] === message.epoch)
+        this.finishHandover(s, from);
     }
     if (message.type === MessageType.ForcedParentRequest && message.slice < this.sliceSources.length) {
       this.onStarvedSlice(from, message.slice);

@@ -266,7 +266,7 @@ export class SliceState {
 
   /** `peer` refused us: leave it alone on this slice until `untilMs`. */
   rejectUntil(peer: PeerId, untilMs: number): void {
-    (this.rejections ??= new Map()).set(peer, untilMs);
+    (this.rejections ??= new Map<PeerId, number>()).set(peer, untilMs);
   }
 
   /** Forget refusals that ran out by `now`. */
@@ -287,7 +287,7 @@ export class SliceState {
    * sequences); a draining one is replaced. True when the child became active (our load grows).
    */
   addChild(child: PeerId, fromSeq: number): boolean {
-    const entries = (this.childEntries ??= new Map());
+    const entries = (this.childEntries ??= new Map<PeerId, ChildEntry>());
     const existing = entries.get(child);
     if (existing !== undefined && existing.untilSeq === Infinity) {
       existing.fromSeq = Math.min(existing.fromSeq, fromSeq);

@@ -183,11 +183,7 @@ export class Switching {
         const next = st.floodSenders.shift();
         if (next === undefined) break;
         const until = st.rejectedUntil(next.peer);
-        if (
-          this.host.isNeighbour(next.peer) &&
-          until <= this.host.now &&
-          !this.host.isSuspect(next.peer)
-        ) {
+        if (this.host.isNeighbour(next.peer) && until <= this.host.now && !this.host.isSuspect(next.peer)) {
           st.filter = next.bloom;
           this.sendForced(s, next.peer, reason);
           return;
