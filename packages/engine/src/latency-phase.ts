@@ -74,10 +74,18 @@ export class LatencyPhase {
    */
   run(): void {
     const slices = this.host.slices.length;
-    // One latency switch in flight at a time.
+    const p = this.host.config.protocol;
+    // At most latencySwitchesInFlight latency switches in flight at a time, to distinct parents and
+    // targets (a parent grants by its own load, a target admits by its advertised one).
+    let inFlight = 0;
+    const busy = new Set<PeerId>();
     for (const st of this.host.slices)
-      if (st.pending?.kind === 'permission' || st.pending?.kind === 'latency') return;
-    const margin = this.host.config.protocol.latencySwitchMarginMs;
+      if (st.pending?.kind === 'permission' || st.pending?.kind === 'latency') {
+        inFlight++;
+        busy.add(st.pending.target);
+        if (st.parent !== null) busy.add(st.parent);
+      }
+    if (inFlight >= p.latencySwitchesInFlight) return;
     const options: { slice: number; target: PeerId; gain: number }[] = [];
     const neighbours = this.host.neighbours();
     for (let s = 0; s < slices; s++) {
@@ -86,6 +94,7 @@ export class LatencyPhase {
       // Our own measurement must have caught up with the current parent first.
       if (!st.offsetSettled()) continue;
       if (this.host.now < st.latencyFrozenUntil) continue;
+      if (p.latencyWindowMs > 0 && this.host.now - st.placedAt > p.latencyWindowMs) continue;
       const parent = this.host.peers.get(st.parent);
       // The parent must be inside its range and stay there without us (thesis §4.2, fine-tuning latency). We gate per
       // slice: requiring all 16 parents in range at once would, with 10% of nodes outside, leave
@@ -100,6 +109,8 @@ export class LatencyPhase {
       // What the current parent costs: our measured offset, plus the penalty if its link is relayed,
       // so a relayed parent is left for a direct neighbour of similar arrival.
       const current = st.offsetMs + this.host.linkPenalty(parent);
+      // Hysteresis: each latency switch this slice made raises the gain the next one needs.
+      const margin = p.latencySwitchMarginMs * p.latencyMarginGrowth ** Math.min(st.latencySwitches, 16);
       for (const qId of neighbours) {
         if (qId === st.parent) continue;
         const q = this.host.peers.get(qId);
@@ -119,26 +130,36 @@ export class LatencyPhase {
         if (gain > margin) options.push({ slice: s, target: qId, gain });
       }
     }
-    if (options.length === 0) return;
     options.sort((a, b) => b.gain - a.gain);
-    const pick =
-      options[this.host.random.int(Math.min(this.host.config.protocol.candidateSetSize, options.length))];
-    if (pick === undefined) return;
-    const st = this.slice(pick.slice);
-    const parentId = st.parent;
-    if (parentId === null) return;
-    st.pending = {
-      kind: 'permission',
-      target: pick.target,
-      handoffSeq: SEQ_NONE,
-      sentAt: this.host.now,
-      forcedReason: null,
-    };
-    this.host.send(parentId, {
-      type: MessageType.LatencyPermissionRequest,
-      slice: pick.slice,
-      target: pick.target,
-      parentLoadSeen: Math.min(MAX_LOAD_FIELD, this.host.peers.get(parentId)?.load ?? 0),
-    });
+    while (inFlight < p.latencySwitchesInFlight) {
+      const open = options.filter((o) => {
+        const parent = this.slice(o.slice).parent;
+        return (
+          this.slice(o.slice).pending === null && !busy.has(o.target) && parent !== null && !busy.has(parent)
+        );
+      });
+      if (open.length === 0) return;
+      const pick = open[this.host.random.int(Math.min(p.candidateSetSize, open.length))];
+      if (pick === undefined) return;
+      const st = this.slice(pick.slice);
+      const parentId = st.parent;
+      if (parentId === null) return;
+      st.pending = {
+        kind: 'permission',
+        target: pick.target,
+        handoffSeq: SEQ_NONE,
+        sentAt: this.host.now,
+        forcedReason: null,
+      };
+      this.host.send(parentId, {
+        type: MessageType.LatencyPermissionRequest,
+        slice: pick.slice,
+        target: pick.target,
+        parentLoadSeen: Math.min(MAX_LOAD_FIELD, this.host.peers.get(parentId)?.load ?? 0),
+      });
+      inFlight++;
+      busy.add(pick.target);
+      busy.add(parentId);
+    }
   }
 }

@@ -69,10 +69,16 @@ export class PeerState {
 
   constructor(now: number, slices: number) {
     this.lastHeardAt = now;
-    this.sliceFlags = new Uint8Array(slices);
-    this.sliceHops = new Uint8Array(slices);
-    this.sliceOffsets = new Float32Array(slices).fill(Number.NaN);
-    this.sliceFilters = new Uint32Array(slices * 4);
+    // Four views of one buffer: a member keeps one of these per neighbour (dozens), and each
+    // typed array of its own is an ArrayBuffer and a backing store more for the collector and the
+    // caches (the simulator holds thousands of members).
+    const offsetsAt = Math.ceil((2 * slices) / 4) * 4;
+    const filtersAt = offsetsAt + 4 * slices;
+    const buffer = new ArrayBuffer(filtersAt + 16 * slices);
+    this.sliceFlags = new Uint8Array(buffer, 0, slices);
+    this.sliceHops = new Uint8Array(buffer, slices, slices);
+    this.sliceOffsets = new Float32Array(buffer, offsetsAt, slices).fill(Number.NaN);
+    this.sliceFilters = new Uint32Array(buffer, filtersAt, slices * 4);
   }
 
   receiving(slice: number): boolean {
@@ -213,6 +219,8 @@ export class SliceState {
   /** Latency switches of this slice so far, and until when the next one must wait. */
   latencySwitches = 0;
   latencyFrozenUntil = -Infinity;
+  /** When a forced choice (join, flood, lost parent) last placed us in this slice's tree (latencyWindowMs). */
+  placedAt = -Infinity;
   /** Blocks folded into offsetMs since the parent last changed. */
   private offsetBlocks = 0;
   pending: PendingSwitch | null = null;

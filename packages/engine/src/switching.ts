@@ -215,7 +215,10 @@ export class Switching {
         this.host.now +
         this.host.config.protocol.latencyBackoffMs *
           2 ** Math.min(MAX_LATENCY_BACKOFF_DOUBLINGS, st.latencySwitches - 1);
-    } else this.host.counters.switchesForced++;
+    } else {
+      this.host.counters.switchesForced++;
+      st.placedAt = this.host.now;
+    }
     if (switchKind !== 'forced') this.host.counters.lastOptimisingSwitchAt = this.host.now;
     this.host.emit({ type: 'parentChanged', slice: s, parent, previous, switchKind });
     // Filters change only with data, and in a live stream a slice carries one packet per 2 s

@@ -256,3 +256,59 @@ describe('latency phase (thesis §4.2, fine-tuning latency)', () => {
     expect(lean.permissionRequests()).toEqual([]);
   });
 });
+
+describe('a latency phase that ends (issue 16)', () => {
+  it('a slice stops looking for latency latencyWindowMs after it was placed in its tree', () => {
+    // Both slices were placed by forced requests at 1 s. With a window of 1 s nothing asks by 8 s;
+    // without a window the same run asks within 4 s (the test above).
+    const closed = new LatencyRig({ latencyWindowMs: 1000 });
+    closed.run(8000);
+    expect(closed.permissionRequests()).toEqual([]);
+    const open = new LatencyRig({ latencyWindowMs: 0 });
+    open.run(8000);
+    expect(open.permissionRequests().length).toBeGreaterThanOrEqual(1);
+  });
+
+  it('several slices may look at once, but never two towards one target', () => {
+    // E is 200 ms earlier on both slices (parents A and B are distinct): one request, to E, at a time.
+    const rig = new LatencyRig({ latencySwitchesInFlight: 4 });
+    rig.peers.get(E)!.offsets = { 0: -150, 1: -350 };
+    rig.run(6000);
+    const asks = rig.permissionRequests();
+    expect(asks.length).toBe(1);
+    expect(asks[0]!.message.target).toBe(E);
+  });
+
+  /**
+   * Slice 0 switches from A to E for latency; then A offers it 150 ms earlier than E. The permission
+   * requests for slice 0 in the 8 s after (by default the margin is now 200 ms: none).
+   */
+  function secondSwitch(protocol: Partial<ProtocolConfig>) {
+    const rig = new LatencyRig(protocol);
+    rig.run(4000);
+    rig.solo.feed(A, { type: MessageType.LatencyPermissionReply, slice: 0, target: E, granted: true });
+    rig.solo.feed(E, {
+      type: MessageType.SwitchReply,
+      slice: 0,
+      handoffSeq: rig.solo.sendsOf(MessageType.SwitchRequest).at(-1)!.message.handoffSeq,
+      accepted: true,
+      rejectReason: RejectReason.None,
+      load: 6,
+    });
+    expect(rig.solo.engine.parents()).toEqual([E, B]);
+    rig.senders.splice(0, 1, { peer: E, slice: 0, lead: 0 });
+    // A, now a plain neighbour, advertises slice 0 150 ms earlier than N gets it through E (offset
+    // −200 plus half the 100 ms round trip, against N's ~0); E is inside its range.
+    rig.peers.get(A)!.offsets = { 0: -200 };
+    rig.peers.get(E)!.load = 8;
+    const since = rig.solo.mark();
+    rig.run(rig.solo.now + 8000);
+    return rig.permissionRequests(since).filter((r) => r.message.slice === 0);
+  }
+
+  it('each latency switch of a slice doubles the gain its next one needs', () => {
+    expect(secondSwitch({ latencyBackoffMs: 1 })).toEqual([]);
+    // With a fixed margin (the thesis's) the same 150 ms is worth a second switch.
+    expect(secondSwitch({ latencyBackoffMs: 1, latencyMarginGrowth: 1 }).map((r) => r.to)).toEqual([E]);
+  });
+});
