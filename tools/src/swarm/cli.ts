@@ -16,6 +16,7 @@ import { runIsolated } from '../lib/netns.js';
 import { resolveOut, withoutOut } from '../lib/out-dir.js';
 import { fromRoot } from '../lib/paths.js';
 import { percentile } from '../lib/stats.js';
+import { rootSpreadOf, type RootSpread } from './roots.js';
 import { errorStack } from '../lib/wait.js';
 import { Stack } from '../stack/cleanup.js';
 import { startStream } from '../stack/stream.js';
@@ -79,6 +80,8 @@ options:
 
 /** Every viewer page is read this often. */
 const SAMPLE_INTERVAL_MS = 2000;
+/** The SDK's slices (the engine's default M). */
+const SLICES = 16;
 /** A progress line every this many samples. */
 const PROGRESS_EVERY_ROUNDS = 5;
 const SEGMENT_SECONDS = 2;
@@ -191,6 +194,7 @@ try {
   const windowStart = Date.now();
   const processesAtStart = sampleBrowsers();
   const viewers: Viewer[] = [];
+  const rootsAsOpened: RootSpread[] = [];
   for (let i = 0; i < opts.viewers; i++) {
     const name = browserOfViewer[i] ?? 'chromium';
     const browser = browsers.get(name);
@@ -205,6 +209,9 @@ try {
     viewers.push(viewer);
     if (opts.hideVideo) await hidePlayer(viewer);
     if (opts.staggerMs > 0) await sleep(opts.staggerMs);
+    // Where the slice trees are rooted as the swarm grows (the true source spreads them, issue 16).
+    const snaps = await Promise.all(viewers.map((v) => v.stats()));
+    rootsAsOpened.push(rootSpreadOf(snaps, SLICES, (Date.now() - windowStart) / 1000));
   }
   progress(`${viewers.length} viewer(s) open after ${((Date.now() - windowStart) / 1000).toFixed(1)} s`);
 
@@ -408,6 +415,11 @@ try {
             othersStallMs: perViewer.slice(1).reduce((a, v) => a + (v.stallMs ?? 0), 0),
           },
     byPacketRepair: byPacketRepair(perViewer),
+    /** Viewers rooting slices (their parent is the true source): after each opened, and at the end. */
+    rootSpread: {
+      asOpened: rootsAsOpened,
+      atEnd: rootSpreadOf(last, SLICES, (windowEnd - windowStart) / 1000),
+    },
     profile: profile === null ? null : { viewer: 'v0', ...profile.summary },
     perViewer,
   };
@@ -583,6 +595,7 @@ interface SwarmResult {
   readonly byBrowser: Readonly<Record<string, BrowserFigures>>;
   readonly bytesByDirection: Readonly<Record<string, number>>;
   readonly crossDirectionsWithoutMedia: readonly string[];
+  readonly rootSpread: { readonly asOpened: readonly RootSpread[]; readonly atEnd: RootSpread };
   readonly perViewer: readonly {
     readonly viewer: string;
     readonly startupMs: number | null;
@@ -619,6 +632,14 @@ function report(r: SwarmResult): string {
     ['stalls (total, after start)', `${r.stalls} (${ms(r.stallMs)})`],
     ['live delay p50 / p95', `${ms(r.liveDelayMsP50)} / ${ms(r.liveDelayMsP95)}`],
     ['viewers playing at the end', `${r.playingAtEnd} / ${r.viewers}`],
+    [
+      'slice roots as viewers opened (viewers: roots / most slices on one)',
+      r.rootSpread.asOpened.map((x) => `${x.viewers}: ${x.distinctRoots} / ${x.maxSlicesPerRoot}`).join(', '),
+    ],
+    [
+      'slice roots at the end (roots / most slices on one / slices unrooted)',
+      `${r.rootSpread.atEnd.distinctRoots} / ${r.rootSpread.atEnd.maxSlicesPerRoot} / ${r.rootSpread.atEnd.unrootedSlices}`,
+    ],
   ];
   const viewerRows = r.perViewer.map(
     (v) =>
