@@ -84,22 +84,26 @@ export interface ProtocolConfig {
    * noise now and then for ever: the phase never settled. With a growing margin each slice's chance
    * of a noise-driven switch falls geometrically with its switches, so the phase ends, while a real
    * gain, which is large (a median 689 ms predicted at 1000 members), still gets through. 1 keeps
-   * the margin fixed (the thesis).
+   * the margin fixed (the thesis), the default: see latencyWindowMs for why all three are off.
    */
   readonly latencyMarginGrowth: number;
   /**
    * A slice's latency phase runs for this long after it was last placed in its tree by a forced
    * choice (joining, a flood, a lost parent), then stops until the next one (issue 16; not in the
-   * thesis). 0: no limit. Why: see latencyMarginGrowth; measured switches kept coming at a steady
-   * rate long after loads settled, most of them a slice's first or second, which a growing margin
-   * alone does not stop.
+   * thesis). 0: no limit, the default. Why a window: see latencyMarginGrowth; switches kept coming
+   * at a steady rate long after loads settled, most of them a slice's first or second, which a
+   * growing margin alone does not stop. Why off: with 40 s, 2 and 4 (latencySwitchesInFlight) the
+   * static runs at 5000 members settled (last switch 60.6–73.8 s, seeds 1–3, against 119 s) but
+   * their p90 maximum latency rose 27–36%, and the join run neither settled (joiners' forced
+   * switches reopen windows to the end) nor kept its latency (+69%): docs/reproduction.md,
+   * "Convergence". It stays for planning and for `--set` experiments.
    */
   readonly latencyWindowMs: number;
   /**
    * Latency switches a member may have in flight at once, on distinct slices with distinct parents
    * and targets (the thesis does not say; one at a time was this engine's rule before issue 16).
    * With a latency phase that ends (latencyWindowMs), one at a time found too little of the latency
-   * a phase without end found in 120 s.
+   * a phase without end found in 120 s. Default 1 (off), with latencyWindowMs.
    */
   readonly latencySwitchesInFlight: number;
   /**
@@ -253,9 +257,9 @@ export const DEFAULT_PROTOCOL: ProtocolConfig = Object.freeze({
   offsetSmoothing: 0.2,
   candidateSetSize: 3,
   latencyBackoffMs: 5000,
-  latencyMarginGrowth: 2,
-  latencyWindowMs: 40_000,
-  latencySwitchesInFlight: 4,
+  latencyMarginGrowth: 1,
+  latencyWindowMs: 0,
+  latencySwitchesInFlight: 1,
   handoffLeadMs: 2000,
   switchAbortLoadDelta: 1,
   floodCollectMs: 100,
