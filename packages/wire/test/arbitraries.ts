@@ -266,12 +266,22 @@ export function makeMessageArbitraries(options: MessageArbitraryOptions = {}): {
     }),
     Swap: record({ type: fc.constant(MessageType.Swap), walkId: u32(), newTarget: peerId() }),
     SampleResult: record({ type: fc.constant(MessageType.SampleResult), walkId: u32() }),
-    SliceSourceAssign: record({
-      type: fc.constant(MessageType.SliceSourceAssign),
-      slice: slice(),
-      epoch: u32(),
-      assigned: fc.boolean(),
-    }),
+    SliceSourceAssign: fc.oneof(
+      record({
+        type: fc.constant(MessageType.SliceSourceAssign),
+        slice: slice(),
+        epoch: u32(),
+        assigned: fc.boolean(),
+      }),
+      // A moved root: the new root learns its predecessor, the old one its successor.
+      record({
+        type: fc.constant(MessageType.SliceSourceAssign),
+        slice: slice(),
+        epoch: u32(),
+        assigned: fc.boolean(),
+        peer: peerId(),
+      }),
+    ),
     RepairRequest: fc
       .tuple(u32(), u32(), fc.integer({ min: 1, max: MAX_REPAIR_PACKETS }), fc.uint8Array({ maxLength: 512 }))
       .map(([requestId, segment, count, seedBytes]) => {

@@ -157,7 +157,7 @@ const forcedRequest: Of<typeof MessageType.ForcedParentRequest> = {
 };
 /** Body: slice (2), role (3). */
 const treeLeave: Of<typeof MessageType.TreeLeave> = { type: MessageType.TreeLeave, slice: 0, role: 0 };
-/** Body: slice (2), epoch (3..6), assigned (7). */
+/** Body: slice (2), epoch (3..6), assigned (7), has peer (8), then the peer (9..12) if it has one. */
 const sliceSourceAssign: Of<typeof MessageType.SliceSourceAssign> = {
   type: MessageType.SliceSourceAssign,
   slice: 0,
@@ -363,6 +363,21 @@ describe('decode limits', () => {
       const at = 7; // granted, assigned, accepted
       for (const value of [2, 0x80, 0xff]) expectError(decode(patched(m, at, value)), 'invalidValue', at);
     }
+    // A root assignment's "has peer" flag.
+    for (const value of [2, 0xff])
+      expectError(decode(patched(sliceSourceAssign, 8, value)), 'invalidValue', 8);
+  });
+
+  it('a root assignment that says it names a peer and does not, or names one without saying so', () => {
+    const moved = encode({ ...sliceSourceAssign, peer: 0x0102_0304 });
+    expect(moved.byteLength).toBe(13);
+    expect(decode(moved)).toEqual({ ok: true, message: { ...sliceSourceAssign, peer: 0x0102_0304 } });
+    expectError(decode(moved.subarray(0, 11)), 'truncated', 9);
+    const plain = encode(sliceSourceAssign);
+    expect(plain.byteLength).toBe(9);
+    const extra = new Uint8Array(13);
+    extra.set(plain);
+    expectError(decode(extra), 'trailingBytes', 9);
   });
 
   it('enums out of range', () => {
