@@ -631,7 +631,22 @@ export class Engine {
       epoch: st.epoch,
       assigned: false,
     });
+    this.leaveRoot(s, null);
+    this.emit({ type: 'sliceSource', slice: s, epoch: st.epoch, assigned: false });
+  }
+
+  /**
+   * We root slice `s` no more (handed back, unassigned, or moved to `successor`): find a parent for
+   * it, keeping our subtree. Asked as a planned hand-off (our parent, the true source, leaves us in
+   * order): the parent we find resends everything it holds from our next packet, not only the last
+   * hand-off lead, so a subtree that waited for us to find a place in the re-flooded tree (seconds:
+   * its members only qualify once their adverts show the new root's filters) loses nothing it still
+   * holds. After a move that parent is the successor: every other member is in our subtree or in its.
+   */
+  private leaveRoot(s: number, successor: PeerId | null): void {
+    const st = this.slice(s);
     st.stopRooting();
+    st.lostReason = ForcedReason.ParentQuit;
     this.emit({
       type: 'parentChanged',
       slice: s,
@@ -639,13 +654,8 @@ export class Engine {
       previous: this.config.sourceId,
       switchKind: 'lost',
     });
-    // Asked as a planned hand-off (our parent, the true source, leaves us in order): the parent we
-    // find resends everything it holds from our next packet, not only the last hand-off lead, so a
-    // subtree that waited for us to find a place in the re-flooded tree (seconds: its members only
-    // qualify once their adverts show the new root's filters) loses nothing it still holds.
-    st.lostReason = ForcedReason.ParentQuit;
-    this.emit({ type: 'sliceSource', slice: s, epoch: st.epoch, assigned: false });
-    this.switching.requestParent(s, ForcedReason.ParentQuit, [this.config.sourceId]);
+    if (successor !== null) this.switching.sendForced(s, successor, ForcedReason.ParentQuit);
+    else this.switching.requestParent(s, ForcedReason.ParentQuit, [this.config.sourceId]);
   }
 
   // ───────────────────────────── plumbing ─────────────────────────────
@@ -1605,15 +1615,8 @@ export class Engine {
       }
     } else if (st.isSliceSource) {
       // The true source gave up on us, or moved the slice to another root (rootSpreadIntervalMs,
-      // naming it): as our own hand-back (handBackRoot), a planned hand-off, so the parent we find
-      // resends all it holds from our next packet, and our subtree loses nothing meanwhile. After a
-      // move that parent is the new root: every other member is in our subtree or in its.
-      st.stopRooting();
-      st.lostReason = ForcedReason.ParentQuit;
-      this.emit({ type: 'parentChanged', slice: s, parent: null, previous: from, switchKind: 'lost' });
-      if (msg.peer !== undefined && msg.peer !== this.id)
-        this.switching.sendForced(s, msg.peer, ForcedReason.ParentQuit);
-      else this.switching.requestParent(s, ForcedReason.ParentQuit, [from]);
+      // naming it): as our own hand-back.
+      this.leaveRoot(s, msg.peer !== undefined && msg.peer !== this.id ? msg.peer : null);
     }
     this.emit({ type: 'sliceSource', slice: s, epoch: msg.epoch, assigned: msg.assigned });
   }

@@ -86,7 +86,7 @@ export class LatencyPhase {
         if (st.parent !== null) busy.add(st.parent);
       }
     if (inFlight >= p.latencySwitchesInFlight) return;
-    const options: { slice: number; target: PeerId; gain: number }[] = [];
+    const options: { slice: number; parent: PeerId; target: PeerId; gain: number }[] = [];
     const neighbours = this.host.neighbours();
     for (let s = 0; s < slices; s++) {
       const st = this.slice(s);
@@ -127,24 +127,18 @@ export class LatencyPhase {
         // Where the neighbour already feeds us some slice we measure that difference; elsewhere we
         // take it as zero, as the thesis's trick does.
         const gain = current - (viaQ + this.host.offsets.neighbourBias(qId, q));
-        if (gain > margin) options.push({ slice: s, target: qId, gain });
+        if (gain > margin) options.push({ slice: s, parent: st.parent, target: qId, gain });
       }
     }
     options.sort((a, b) => b.gain - a.gain);
     while (inFlight < p.latencySwitchesInFlight) {
-      const open = options.filter((o) => {
-        const parent = this.slice(o.slice).parent;
-        return (
-          this.slice(o.slice).pending === null && !busy.has(o.target) && parent !== null && !busy.has(parent)
-        );
-      });
+      // A slice picked below has its parent busy from then on, so it is not picked twice.
+      const open = options.filter((o) => !busy.has(o.target) && !busy.has(o.parent));
       if (open.length === 0) return;
       const pick = open[this.host.random.int(Math.min(p.candidateSetSize, open.length))];
       if (pick === undefined) return;
-      const st = this.slice(pick.slice);
-      const parentId = st.parent;
-      if (parentId === null) return;
-      st.pending = {
+      const parentId = pick.parent;
+      this.slice(pick.slice).pending = {
         kind: 'permission',
         target: pick.target,
         handoffSeq: SEQ_NONE,

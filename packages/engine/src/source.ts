@@ -316,18 +316,31 @@ export class TrueSource {
    * that needs a root does not go back to a member that roots many while another roots fewer).
    */
   private takeSpare(): Spare | undefined {
-    if (this.spares.length === 0) return undefined;
-    const counts = this.rootCounts();
-    let best = this.spares.length - 1;
-    let fewest = Infinity;
+    const best = this.spareRootingFewest(this.rootCounts(), Infinity, () => true);
+    return best < 0 ? undefined : this.spares.splice(best, 1)[0];
+  }
+
+  /**
+   * The index in `spares` of the one that roots the fewest slices by `counts`, fewer than `below`,
+   * among those `usable` accepts; the freshest of equals. −1 if none qualifies.
+   */
+  private spareRootingFewest(
+    counts: ReadonlyMap<PeerId, number>,
+    below: number,
+    usable: (spare: Spare) => boolean,
+  ): number {
+    let best = -1;
+    let fewest = below;
     for (let i = this.spares.length - 1; i >= 0; i--) {
-      const count = counts.get((this.spares[i] as Spare).peer) ?? 0;
-      if (count < fewest) {
+      const spare = this.spares[i] as Spare;
+      const count = counts.get(spare.peer) ?? 0;
+      // `usable` first, for every spare: it may forget expired refusals (declinedRecently).
+      if (usable(spare) && count < fewest) {
         best = i;
         fewest = count;
       }
     }
-    return this.spares.splice(best, 1)[0];
+    return best;
   }
 
   /**
@@ -375,9 +388,8 @@ export class TrueSource {
   /**
    * rootSpreadIntervalMs: move one slice from the member rooting the most slices to the fresh
    * spare rooting the fewest, if that is at least two fewer (a move then narrows the spread). The
-   * slice moved is the busiest root's most recently assigned one: its tree is the youngest, and
-   * the one whose members lose the least by a re-flood. True when a move is wanted but no spare
-   * qualifies (the sampling then looks for one).
+   * slice moved is the busiest root's most recently assigned one (its tree is the youngest). True
+   * when a move is wanted but no spare qualifies (the caller then asks the rendezvous for members).
    */
   private spreadRoots(): boolean {
     const intervalMs = this.host.protocol.rootSpreadIntervalMs;
@@ -391,17 +403,12 @@ export class TrueSource {
         most = count;
       }
     if (busiest === null) return false; // every root roots one slice
-    let best = -1;
-    let fewest = most - 1; // a move must leave the spare with fewer than the busiest had
-    for (let i = this.spares.length - 1; i >= 0; i--) {
-      const spare = this.spares[i] as Spare;
-      const count = counts.get(spare.peer) ?? 0;
-      if (this.now - spare.at >= SPARE_SHELF_LIFE_MS || this.declinedRecently(spare.peer)) continue;
-      if (count < fewest) {
-        best = i;
-        fewest = count;
-      }
-    }
+    // A move must leave the spare with fewer than the busiest had.
+    const best = this.spareRootingFewest(
+      counts,
+      most - 1,
+      (spare) => this.now - spare.at < SPARE_SHELF_LIFE_MS && !this.declinedRecently(spare.peer),
+    );
     if (best < 0) return true;
     if (this.now - this.lastSpreadAt < intervalMs) return false;
     let slice = -1;
@@ -411,7 +418,6 @@ export class TrueSource {
         (slice < 0 || (this.sliceAssignedAt[s] ?? -Infinity) >= (this.sliceAssignedAt[slice] ?? -Infinity))
       )
         slice = s;
-    if (slice < 0) return false;
     const [spare] = this.spares.splice(best, 1);
     if (spare === undefined) return false;
     this.lastSpreadAt = this.now;

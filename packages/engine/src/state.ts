@@ -494,6 +494,6 @@ export class SliceState {
 
   payloadOf(seq: number): Uint8Array | undefined {
     const o = this.heldAt(seq);
-    return o < 0 ? undefined : this.ringPayload[seq % this.ringPayload.length];
+    return o < 0 ? undefined : this.ringPayload[o / RING_FIELDS];
   }
 }

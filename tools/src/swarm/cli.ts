@@ -17,6 +17,7 @@ import { resolveOut, withoutOut } from '../lib/out-dir.js';
 import { fromRoot } from '../lib/paths.js';
 import { percentile } from '../lib/stats.js';
 import { rootSpreadOf, type RootSpread } from './roots.js';
+import { DEFAULT_PROTOCOL } from '@chunkycast/engine';
 import { errorStack } from '../lib/wait.js';
 import { Stack } from '../stack/cleanup.js';
 import { startStream } from '../stack/stream.js';
@@ -80,8 +81,8 @@ options:
 
 /** Every viewer page is read this often. */
 const SAMPLE_INTERVAL_MS = 2000;
-/** The SDK's slices (the engine's default M). */
-const SLICES = 16;
+/** The SDK's slices: the engine's default M. */
+const SLICES = DEFAULT_PROTOCOL.slices;
 /** A progress line every this many samples. */
 const PROGRESS_EVERY_ROUNDS = 5;
 const SEGMENT_SECONDS = 2;
