@@ -99,6 +99,8 @@ export interface SecondSample {
   readonly switchMsgsP95: number;
   readonly switchMsgsMedian: number;
   readonly optimisingSwitches: number;
+  /** The latency switches among optimisingSwitches (the rest are load switches). */
+  readonly latencySwitches: number;
   readonly forcedSwitches: number;
   /** Members rooting a data slice now (the true source's view), and the most slices one of them roots. */
   readonly distinctRoots: number;
@@ -190,6 +192,7 @@ export function quantile(sorted: number[], p: number): number {
 export class Measurement {
   readonly samples: SecondSample[] = [];
   optimisingSwitchesThisSecond = 0;
+  latencySwitchesThisSecond = 0;
   forcedSwitchesThisSecond = 0;
   readonly controlBytesByType = new Map<number, number>();
   dataPacketsSent = 0;
@@ -338,11 +341,13 @@ export class Measurement {
       switchMsgsP95: quantile(counts, 95),
       switchMsgsMedian: quantile(counts, 50),
       optimisingSwitches: this.optimisingSwitchesThisSecond,
+      latencySwitches: this.latencySwitchesThisSecond,
       forcedSwitches: this.forcedSwitchesThisSecond,
       distinctRoots: perRoot.size,
       maxSlicesPerRoot,
     });
     this.optimisingSwitchesThisSecond = 0;
+    this.latencySwitchesThisSecond = 0;
     this.forcedSwitchesThisSecond = 0;
   }
 

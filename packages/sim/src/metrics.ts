@@ -51,7 +51,14 @@ export interface Summary {
     neverCompletedFraction: number;
     population: string;
   };
-  convergence: { seconds: number; withinRange90Seconds: number | null; switches99Seconds: number };
+  convergence: {
+    seconds: number;
+    withinRange90Seconds: number | null;
+    switches99Seconds: number;
+    /** The last second with a load switch, and with a latency switch (null: none in the run). */
+    lastLoadSwitchSeconds: number | null;
+    lastLatencySwitchSeconds: number | null;
+  };
   recovery: {
     p90Seconds: number;
     maxSeconds: number;
@@ -480,6 +487,14 @@ export function summarize(
       break;
     }
   }
+  // Which phase switched last, to the second: the latency phase, or the load phase answering it.
+  let lastLoadSwitch: number | null = null;
+  let lastLatencySwitch: number | null = null;
+  for (const sample of result.samples) {
+    const second = (sample.t - plan.streamStartMs) / 1000;
+    if (sample.latencySwitches > 0) lastLatencySwitch = second;
+    if (sample.optimisingSwitches > sample.latencySwitches) lastLoadSwitch = second;
+  }
   let withinRange90: number | null = null;
   for (let i = result.samples.length - 1; i >= 0; i--) {
     const sample = result.samples[i];
@@ -727,6 +742,8 @@ export function summarize(
       seconds: round((lastSwitch - plan.streamStartMs) / 1000, 1),
       withinRange90Seconds: withinRange90,
       switches99Seconds: switches99,
+      lastLoadSwitchSeconds: lastLoadSwitch,
+      lastLatencySwitchSeconds: lastLatencySwitch,
     },
     recovery,
     overhead: {

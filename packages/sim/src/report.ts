@@ -82,7 +82,8 @@ export function writeReport(
       xLabel: 'time (s)',
       yLabel: 'switches / member / s',
       series: [
-        overTime('load + latency', (s) => (s.alive > 0 ? s.optimisingSwitches / s.alive : 0)),
+        overTime('load', (s) => (s.alive > 0 ? (s.optimisingSwitches - s.latencySwitches) / s.alive : 0)),
+        overTime('latency', (s) => (s.alive > 0 ? s.latencySwitches / s.alive : 0)),
         overTime('forced', (s) => (s.alive > 0 ? s.forcedSwitches / s.alive : 0)),
       ],
     }),
@@ -172,6 +173,10 @@ export function writeReport(
     [`90th pct startup (${s.startup.population})`, `${fmt(s.startup.p90Seconds)} s`],
     ['convergence (last load/latency switch)', `${fmt(s.convergence.seconds, 1)} s`],
     ['99% of load/latency switches done by', `${fmt(s.convergence.switches99Seconds, 0)} s`],
+    [
+      'last load / latency switch',
+      `${s.convergence.lastLoadSwitchSeconds ?? '–'} s / ${s.convergence.lastLatencySwitchSeconds ?? '–'} s`,
+    ],
     [
       'recovery p90 / max (from detection)',
       s.recovery === null ? '—' : `${fmt(s.recovery.p90Seconds)} s / ${fmt(s.recovery.maxSeconds)} s`,
@@ -265,6 +270,8 @@ export function writeReport(
     '',
   ].join('\n');
   writeFileSync(join(dir, 'summary.json'), `${JSON.stringify(summary, null, 2)}\n`);
+  // The once-a-second samples behind the plots over time, to re-plot or compare runs.
+  writeFileSync(join(dir, 'timeline.json'), `${JSON.stringify(samples)}\n`);
   // The raw repair latencies, so the distribution can be re-plotted or compared across runs.
   writeFileSync(
     join(dir, 'repair-latency.json'),

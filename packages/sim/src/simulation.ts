@@ -817,9 +817,10 @@ export class Simulation {
       case 'parentChanged':
         if (m !== null && event.slice < this.slices)
           m.parentLostAt[event.slice] = event.parent === null ? now : Number.NaN;
-        if (event.switchKind === 'load' || event.switchKind === 'latency')
+        if (event.switchKind === 'load' || event.switchKind === 'latency') {
           measure.optimisingSwitchesThisSecond++;
-        else if (event.switchKind === 'forced') measure.forcedSwitchesThisSecond++;
+          if (event.switchKind === 'latency') measure.latencySwitchesThisSecond++;
+        } else if (event.switchKind === 'forced') measure.forcedSwitchesThisSecond++;
         return;
       case 'protocolViolation':
         measure.protocolViolations++;

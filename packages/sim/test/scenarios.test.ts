@@ -67,7 +67,8 @@ function notReceiving(out: RunOutput): string[] {
     if (m.leftAt !== Infinity || m.engine === null) continue;
     for (let s = 0; s < 16; s++) {
       const times = out.result.emitTimes[s];
-      const base = m.firstSeq[s] ?? -1;
+      // The log is indexed from the member's baseSeq (MemberRecord.delays), not from its first packet.
+      const base = m.firstSeq[s] === -1 ? -1 : m.baseSeq;
       const log = m.delays[s];
       let recent = false;
       if (times !== undefined && log !== undefined && base >= 0) {
