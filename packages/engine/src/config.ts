@@ -6,6 +6,10 @@ import { MAX_SLICES, type PeerId } from '@chunkycast/wire';
  * simulator can override it (`npm run sim -- --set name=value`) to show its effect
  * (docs/reproduction.md, "Choices the thesis leaves open").
  */
+/** How the latency phase estimates arrival through a neighbour (ProtocolConfig.latencyEstimate). */
+export const LatencyEstimate = { Offset: 0, Path: 1 } as const;
+export type LatencyEstimate = (typeof LatencyEstimate)[keyof typeof LatencyEstimate];
+
 export interface ProtocolConfig {
   /** M, slices per stream. Default 16 (thesis §4.2, overview: "gave a satisfactory load control as well as an acceptable overhead"). */
   readonly slices: number;
@@ -76,6 +80,23 @@ export interface ProtocolConfig {
    * but does not end the latency phase (docs/reproduction.md, "Convergence").
    */
   readonly latencyBackoffMs: number;
+  /**
+   * How a slice's arrival through a neighbour is estimated where parents are compared (latency
+   * phase, load-report candidates). Both need no clock sync.
+   * - `LatencyEstimate.Offset` (0), the thesis's (§4.2, fine-tuning latency): our measured relative
+   *   offset of the slice against the neighbour's advertised one plus half the round trip. The two
+   *   offsets are relative to two different means, off by hundreds of ms wherever the neighbour
+   *   feeds us no slice to measure the difference; about a fifth of switches made a slice later, and
+   *   the phase never ended (docs/reproduction.md, "Convergence").
+   * - `LatencyEstimate.Path` (1, the default; issue 16): each member advertises, per slice, its
+   *   parent's advertised path estimate plus half the round trip to that parent (0 at the root):
+   *   the link delays down its branch. The neighbour's estimate plus half our round trip to it is
+   *   compared with our parent's plus half ours to it: like with like, so a switch lowers the
+   *   switcher's and its subtree's estimates by at least the margin and no one's rises, and the phase
+   *   ends. It does not see queueing or processing in the parents (the offsets do); the thesis names
+   *   path length as the alternative metric (its §4.2), and this is path length weighted by delay.
+   */
+  readonly latencyEstimate: LatencyEstimate;
   /**
    * Hysteresis of the latency phase (issue 16; not in the thesis): a slice that made k latency
    * switches needs a gain of latencySwitchMarginMs × latencyMarginGrowth^k for the next. The thesis's
@@ -257,6 +278,7 @@ export const DEFAULT_PROTOCOL: ProtocolConfig = Object.freeze({
   offsetSmoothing: 0.2,
   candidateSetSize: 3,
   latencyBackoffMs: 5000,
+  latencyEstimate: LatencyEstimate.Path,
   latencyMarginGrowth: 1,
   latencyWindowMs: 0,
   latencySwitchesInFlight: 1,
@@ -447,6 +469,7 @@ export function resolveConfig(init: EngineInit): ResolvedConfig {
   checkNumber('offsetSmoothing', protocol.offsetSmoothing, 0.001, 1);
   checkNumber('latencyMarginGrowth', protocol.latencyMarginGrowth, 1, 16);
   checkInteger('latencyWindowMs', protocol.latencyWindowMs, 0, 3_600_000);
+  checkInteger('latencyEstimate', protocol.latencyEstimate, LatencyEstimate.Offset, LatencyEstimate.Path);
   checkInteger('latencySwitchesInFlight', protocol.latencySwitchesInFlight, 1, 64);
   checkInteger('candidateSetSize', protocol.candidateSetSize, 1, 64);
   checkInteger('switchAbortLoadDelta', protocol.switchAbortLoadDelta, 0, 1000);

@@ -34,7 +34,7 @@ import { DeadlineTable, type Deadline } from './deadlines.js';
 import { ArrivalOffsets } from './offsets.js';
 import { LatencyPhase } from './latency-phase.js';
 import { LoadPhase } from './load-phase.js';
-import type { PhaseHost } from './phase-host.js';
+import { pathVia, type PhaseHost } from './phase-host.js';
 import { TrueSource } from './source.js';
 import { Switching, type SwitchHost } from './switching.js';
 import { Flooding, type FloodHost } from './flood.js';
@@ -58,6 +58,12 @@ import {
 import type { Action, EngineCounters, EngineEvent, Input } from './types.js';
 
 const U32 = 4294967296;
+
+/** Whether an advertised estimate (offset or path, ms or null) moved enough to be advertised again. */
+function movedBy(previous: number | null, next: number | null, stepMs: number): boolean {
+  if (previous === null || next === null) return previous !== next;
+  return Math.abs(previous - next) >= stepMs;
+}
 /**
  * The sequence window (not in the thesis, whose members are honest). The true source deals packets
  * to the slices in turn (thesis §4.2, slice sources), so every slice's sequence advances in step; a data packet's
@@ -1296,8 +1302,22 @@ export class Engine {
       isSliceSource: st.isSliceSource,
       hops: st.hops,
       offsetMs: Number.isNaN(st.offsetMs) ? null : Math.round(st.offsetMs),
+      pathMs: this.pathEstimate(st, s),
       filter: st.filter,
     };
+  }
+
+  /**
+   * Our delay from slice `s`'s root as we advertise it (AdvertSliceEntry.pathMs): 0 at the root, else
+   * our parent's advertised estimate plus half the round trip to it; null while either is unknown.
+   */
+  private pathEstimate(st: SliceState, s: number): number | null {
+    if (st.isSliceSource) return 0;
+    if (st.parent === null) return null;
+    const parent = this.peers.get(st.parent);
+    if (parent === undefined) return null;
+    const via = pathVia(parent, s);
+    return via === Infinity ? null : Math.round(via);
   }
 
   private sendAdverts(): void {
@@ -1316,10 +1336,8 @@ export class Engine {
         prev.isSliceSource !== entry.isSliceSource ||
         prev.hops !== entry.hops ||
         !bloomEquals(prev.filter, entry.filter) ||
-        (prev.offsetMs === null) !== (entry.offsetMs === null) ||
-        (prev.offsetMs !== null &&
-          entry.offsetMs !== null &&
-          Math.abs(prev.offsetMs - entry.offsetMs) >= step);
+        movedBy(prev.offsetMs, entry.offsetMs, step) ||
+        movedBy(prev.pathMs, entry.pathMs, step);
       if (changed) {
         delta.push(entry);
         st.advertised = { ...entry };
@@ -1403,6 +1421,7 @@ export class Engine {
         (entry.receiving ? SLICE_FLAG_RECEIVING : 0) | (entry.isSliceSource ? SLICE_FLAG_ROOT : 0);
       p.sliceHops[entry.slice] = entry.hops;
       p.sliceOffsets[entry.slice] = entry.offsetMs ?? Number.NaN;
+      p.slicePaths[entry.slice] = entry.pathMs ?? Number.NaN;
       p.setFilter(entry.slice, entry.filter);
       // Our parent's path is ours: a switch above us shows in our filter before the first packet
       // over the new path does (adoptParent). The next packet sets it exactly again.

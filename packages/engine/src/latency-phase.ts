@@ -6,8 +6,30 @@ import {
   type LatencyPermissionRequestMessage,
   type PeerId,
 } from '@chunkycast/wire';
+import { LatencyEstimate } from './config.js';
 import { expectedArrivalVia, type PhaseHost } from './phase-host.js';
-import type { SliceState } from './state.js';
+import type { PeerState, SliceState } from './state.js';
+
+/** A grant's key: slice × this + child id (ids are u32, slices < 256: well inside 2^53). */
+const GRANT_KEY_SLICE = 2 ** 32;
+/**
+ * A grant lapses after this many request timeouts: the child asks its target at once, the target
+ * answers within a request timeout, and the child then tells us where to stop.
+ */
+const GRANT_LAPSE_REQUEST_TIMEOUTS = 2;
+
+/**
+ * The most load a latency switch may bring its target to: its TL (the thesis: its ULT), or its ULT
+ * when the switch leaves a parent over a relayed link (as before issue 16: such switches only ever
+ * go from relayed to direct links, so they are finite). Why TL: this engine's load phase moves
+ * children off a parent above its TL onto a neighbour below its LLT (load-phase.ts), so a latency
+ * switch that filled a target past its TL invited a load switch away; and at 1000 members (static,
+ * seed 1, path estimates) p90 maximum latency was 5.00 with TL against 5.64 with ULT, with the same
+ * average (docs/reproduction.md, "Convergence").
+ */
+function latencyRoom(host: PhaseHost, parent: PeerState, q: PeerState): number {
+  return host.avoidLink(parent) ? q.upperLatencyThreshold : q.targetLoad;
+}
 
 /**
  * The latency phase (thesis §4.2, fine-tuning latency): a member whose parent is inside its LLT–ULT
@@ -16,8 +38,15 @@ import type { SliceState } from './state.js';
  * its range (`onPermissionRequest`).
  */
 export class LatencyPhase {
-  /** Permissions granted this decision round: each lowers the load we may still give away. */
-  private grantsThisRound = 0;
+  /**
+   * Permissions granted whose child has not left yet: slice × 2^32 + child → when granted. Each
+   * lowers the load we may still give away until the child leaves (its SwitchComplete ends it as an
+   * active child) or the grant lapses. Counted per decision round before issue 16, a grant whose
+   * switch took longer than a round was forgotten while the child still counted in our load, and a
+   * parent at LLT + 1 granted twice and fell below LLT; the load phase then moved a child back onto
+   * it from a neighbour above TL, and the two phases traded children without end.
+   */
+  private readonly grants = new Map<number, number>();
 
   constructor(private readonly host: PhaseHost) {}
 
@@ -25,22 +54,32 @@ export class LatencyPhase {
     return this.host.slices[s] as SliceState;
   }
 
-  /** A new decision round: grants are counted afresh. */
+  /** A new decision round: grants whose child left, or that lapsed, no longer count. */
   newRound(): void {
-    this.grantsThisRound = 0;
+    if (this.grants.size === 0) return;
+    const lapseMs = GRANT_LAPSE_REQUEST_TIMEOUTS * this.host.config.protocol.requestTimeoutMs;
+    for (const [key, grantedAt] of this.grants) {
+      const s = Math.floor(key / GRANT_KEY_SLICE);
+      const child = key - s * GRANT_KEY_SLICE;
+      if (this.host.now - grantedAt > lapseMs || this.slice(s).children.get(child)?.untilSeq !== Infinity)
+        this.grants.delete(key);
+    }
   }
 
   onPermissionRequest(from: PeerId, msg: LatencyPermissionRequestMessage): void {
     const entry = this.slice(msg.slice).children.get(from);
     const active = entry?.untilSeq === Infinity;
-    // Grant only if losing this child keeps us inside LLT–ULT, counting grants already given; a
-    // child over a relayed link may go in any case (latencyPhase: it leaves for a direct parent).
+    const key = msg.slice * GRANT_KEY_SLICE + from;
+    // Grant only if losing this child keeps us inside LLT–ULT, counting grants already given and
+    // not yet used (a repeated request is the same grant); a child over a relayed link may go in
+    // any case (latencyPhase: it leaves for a direct parent).
     const child = this.host.peers.get(from);
+    const others = this.grants.size - (this.grants.has(key) ? 1 : 0);
     const granted =
       active &&
       ((child !== undefined && this.host.avoidLink(child)) ||
-        this.host.load - 1 - this.grantsThisRound >= this.host.config.lowerLatencyThreshold);
-    if (granted) this.grantsThisRound++;
+        this.host.load - 1 - others >= this.host.config.lowerLatencyThreshold);
+    if (granted) this.grants.set(key, this.host.now);
     this.host.send(from, {
       type: MessageType.LatencyPermissionReply,
       slice: msg.slice,
@@ -63,18 +102,21 @@ export class LatencyPhase {
       !this.host.eligibleParent(q, msg.target, s, st)
     )
       return;
-    if (q.load + 1 > q.upperLatencyThreshold) return;
+    const parent = this.host.peers.get(from);
+    if (parent === undefined || q.load + 1 > latencyRoom(this.host, parent, q)) return;
     this.host.sendSwitchRequest(s, msg.target, q, from, 'latency');
   }
 
   /**
    * Latency phase (thesis §4.2, fine-tuning latency): for a slice whose parent is inside its LLT–ULT range, move it to a
-   * neighbour that receives it relatively earlier, by more than the margin, if both loads stay in range.
-   * Expected arrival via X = X's advertised relative offset for the slice + half our RTT to X.
+   * neighbour that receives it earlier, by more than the margin, if the parent stays in its range and
+   * the neighbour at or below its TL. Expected arrival via X = X's advertised path estimate (or
+   * relative offset, ProtocolConfig.latencyEstimate) for the slice + half our RTT to X.
    */
   run(): void {
     const slices = this.host.slices.length;
     const p = this.host.config.protocol;
+    const byPath = p.latencyEstimate === LatencyEstimate.Path;
     // At most latencySwitchesInFlight latency switches in flight at a time, to distinct parents and
     // targets (a parent grants by its own load, a target admits by its advertised one).
     let inFlight = 0;
@@ -91,8 +133,8 @@ export class LatencyPhase {
     for (let s = 0; s < slices; s++) {
       const st = this.slice(s);
       if (st.isSliceSource || st.parent === null || st.pending !== null || st.oldParent !== null) continue;
-      // Our own measurement must have caught up with the current parent first.
-      if (!st.offsetSettled()) continue;
+      // With offsets, our own measurement must have caught up with the current parent first.
+      if (!byPath && !st.offsetSettled()) continue;
       if (this.host.now < st.latencyFrozenUntil) continue;
       if (p.latencyWindowMs > 0 && this.host.now - st.placedAt > p.latencyWindowMs) continue;
       const parent = this.host.peers.get(st.parent);
@@ -106,27 +148,27 @@ export class LatencyPhase {
       // its ULT, so it creates no overload, and only an overload (a parent above ULT) is ever
       // relieved onto a relayed link (childLoadReports).
       if (parent.load - 1 < parent.lowerLatencyThreshold && !this.host.avoidLink(parent)) continue;
-      // What the current parent costs: our measured offset, plus the penalty if its link is relayed,
-      // so a relayed parent is left for a direct neighbour of similar arrival.
-      const current = st.offsetMs + this.host.linkPenalty(parent);
+      // What the current parent costs: its path estimate and half our round trip to it, or our
+      // measured offset; plus the penalty if its link is relayed, so a relayed parent is left for a
+      // direct neighbour of similar arrival.
+      const current = byPath
+        ? expectedArrivalVia(this.host, parent, s)
+        : st.offsetMs + this.host.linkPenalty(parent);
+      if (current === Infinity) continue;
       // Hysteresis: each latency switch this slice made raises the gain the next one needs.
       const margin = p.latencySwitchMarginMs * p.latencyMarginGrowth ** Math.min(st.latencySwitches, 16);
       for (const qId of neighbours) {
         if (qId === st.parent) continue;
         const q = this.host.peers.get(qId);
-        if (
-          q === undefined ||
-          q.load + 1 > q.upperLatencyThreshold ||
-          !this.host.eligibleParent(q, qId, s, st)
-        )
-          continue;
+        if (q === undefined || q.load + 1 > latencyRoom(this.host, parent, q)) continue;
+        if (!this.host.eligibleParent(q, qId, s, st)) continue;
         const viaQ = expectedArrivalVia(this.host, q, s);
         if (viaQ === Infinity) continue;
         // Offsets are relative to each node's own mean arrival, so comparing ours with a
         // neighbour's is off by the difference of the two means (±hundreds of ms, above the margin).
         // Where the neighbour already feeds us some slice we measure that difference; elsewhere we
-        // take it as zero, as the thesis's trick does.
-        const gain = current - (viaQ + this.host.offsets.neighbourBias(qId, q));
+        // take it as zero, as the thesis's trick does. Path estimates need no such correction.
+        const gain = current - viaQ - (byPath ? 0 : this.host.offsets.neighbourBias(qId, q));
         if (gain > margin) options.push({ slice: s, parent: st.parent, target: qId, gain });
       }
     }

@@ -7,8 +7,8 @@ import {
   type LoadReportMessage,
   type PeerId,
 } from '@chunkycast/wire';
-import { arrivalVia } from './offsets.js';
-import { expectedArrivalVia, type PhaseHost } from './phase-host.js';
+import { LatencyEstimate } from './config.js';
+import { estimatedArrivalVia, expectedArrivalVia, type PhaseHost } from './phase-host.js';
 import type { SliceState } from './state.js';
 
 /** Load reports kept per decision round; more would only repeat the same candidates. */
@@ -159,6 +159,7 @@ export class LoadPhase {
   childReports(): void {
     const reported = new Set<PeerId>();
     const neighbours = this.host.neighbours();
+    const byPath = this.host.config.protocol.latencyEstimate === LatencyEstimate.Path;
     for (let s = 0; s < this.host.slices.length; s++) {
       const st = this.slice(s);
       const parentId = st.parent;
@@ -177,7 +178,13 @@ export class LoadPhase {
       // loop-free place for a child of a member at load 11, ML 8, which then stayed there for good.
       const overMax = parent.load > parent.maxLoad;
       let candidates: { candidate: LoadCandidate; arrival: number; relayed: boolean }[] = [];
-      const settled = st.offsetSettled();
+      // Our own arrival now, as the candidates' is estimated: through our parent's path estimate,
+      // or our measured offset once it has caught up with this parent (Infinity: not yet known).
+      const now = byPath
+        ? estimatedArrivalVia(this.host, parent, s)
+        : st.offsetSettled()
+          ? st.offsetMs
+          : Infinity;
       for (const qId of neighbours) {
         if (qId === parentId) continue;
         const q = this.host.peers.get(qId);
@@ -188,17 +195,14 @@ export class LoadPhase {
             : q?.lowerLatencyThreshold;
         if (q === undefined || room === undefined || q.load >= room) continue;
         if (!this.host.eligibleParent(q, qId, s, st)) continue;
-        if (settled) {
+        if (now !== Infinity) {
           // Not a neighbour through which the slice would come far later than now: moving a whole
           // subtree several levels down stalls it for seconds (seen: 3 s) before the latency phase
           // can bring it back up. Arrival alone, without the relayed-link penalty: this guards
           // against delay, not cost.
-          const via = arrivalVia(q, s);
-          if (
-            via !== Infinity &&
-            via + this.host.offsets.neighbourBias(qId, q) - st.offsetMs > LOAD_SWITCH_MAX_PENALTY_MS
-          )
-            continue;
+          const via = estimatedArrivalVia(this.host, q, s);
+          const bias = byPath ? 0 : this.host.offsets.neighbourBias(qId, q);
+          if (via !== Infinity && via + bias - now > LOAD_SWITCH_MAX_PENALTY_MS) continue;
         }
         candidates.push({
           candidate: {

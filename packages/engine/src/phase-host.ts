@@ -1,5 +1,5 @@
 import type { ForcedReason, Message, PeerId } from '@chunkycast/wire';
-import type { ResolvedConfig } from './config.js';
+import { LatencyEstimate, type ResolvedConfig } from './config.js';
 import { arrivalVia, type ArrivalOffsets } from './offsets.js';
 import type { Random } from './random.js';
 import type { PeerState, SliceState } from './state.js';
@@ -35,7 +35,23 @@ export interface PhaseHost {
   sendSwitchRequest(s: number, target: PeerId, q: PeerState, parent: PeerId, kind: 'load' | 'latency'): void;
 }
 
-/** `arrivalVia` as parents are compared: plus `relayedLinkPenaltyMs` when q's link is relayed. */
+/**
+ * When `slice` would reach us through `q` by the path estimate (LatencyEstimate.Path): q's advertised
+ * delay from the slice's root plus half the round trip to q. Infinity while unknown.
+ */
+export function pathVia(q: PeerState, slice: number): number {
+  const value = (q.slicePaths[slice] ?? Number.NaN) + q.rttMs / 2;
+  return Number.isNaN(value) ? Infinity : value;
+}
+
+/** Arrival through `q` by the configured estimate (ProtocolConfig.latencyEstimate); Infinity while unknown. */
+export function estimatedArrivalVia(host: PhaseHost, q: PeerState, slice: number): number {
+  return host.config.protocol.latencyEstimate === LatencyEstimate.Path
+    ? pathVia(q, slice)
+    : arrivalVia(q, slice);
+}
+
+/** `estimatedArrivalVia` as parents are compared: plus `relayedLinkPenaltyMs` when q's link is relayed. */
 export function expectedArrivalVia(host: PhaseHost, q: PeerState, slice: number): number {
-  return arrivalVia(q, slice) + host.linkPenalty(q);
+  return estimatedArrivalVia(host, q, slice) + host.linkPenalty(q);
 }

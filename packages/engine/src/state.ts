@@ -51,6 +51,8 @@ export class PeerState {
   readonly sliceHops: Uint8Array;
   /** Per slice relative arrival offset (ms), NaN when unknown. */
   readonly sliceOffsets: Float32Array;
+  /** Per slice path estimate from the slice's root (ms, AdvertSliceEntry.pathMs), NaN when unknown. */
+  readonly slicePaths: Float32Array;
   /** Per slice 128-bit received filter, 4 words each. */
   readonly sliceFilters: Uint32Array;
   /** The host's transport to this peer goes through a relay (`linkRoute`); false until told. */
@@ -69,15 +71,17 @@ export class PeerState {
 
   constructor(now: number, slices: number) {
     this.lastHeardAt = now;
-    // Four views of one buffer: a member keeps one of these per neighbour (dozens), and each
+    // Five views of one buffer: a member keeps one of these per neighbour (dozens), and each
     // typed array of its own is an ArrayBuffer and a backing store more for the collector and the
     // caches (the simulator holds thousands of members).
     const offsetsAt = Math.ceil((2 * slices) / 4) * 4;
-    const filtersAt = offsetsAt + 4 * slices;
+    const pathsAt = offsetsAt + 4 * slices;
+    const filtersAt = pathsAt + 4 * slices;
     const buffer = new ArrayBuffer(filtersAt + 16 * slices);
     this.sliceFlags = new Uint8Array(buffer, 0, slices);
     this.sliceHops = new Uint8Array(buffer, slices, slices);
     this.sliceOffsets = new Float32Array(buffer, offsetsAt, slices).fill(Number.NaN);
+    this.slicePaths = new Float32Array(buffer, pathsAt, slices).fill(Number.NaN);
     this.sliceFilters = new Uint32Array(buffer, filtersAt, slices * 4);
   }
 
@@ -128,6 +132,7 @@ export class PeerState {
     this.sliceFlags.fill(0);
     this.sliceHops.fill(0);
     this.sliceOffsets.fill(Number.NaN);
+    this.slicePaths.fill(Number.NaN);
     this.sliceFilters.fill(0);
   }
 }
@@ -165,6 +170,7 @@ export interface AdvertisedSlice {
   isSliceSource: boolean;
   hops: number;
   offsetMs: number | null;
+  pathMs: number | null;
   filter: Bloom128;
 }
 

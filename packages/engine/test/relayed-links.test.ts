@@ -16,6 +16,7 @@ import {
   ConfigError,
   createRandom,
   DEFAULT_PROTOCOL,
+  LatencyEstimate,
   resolveConfig,
   type ProtocolConfig,
 } from '../src/index.js';
@@ -179,7 +180,9 @@ class Rig {
       id: N,
       role: 'member',
       targetLoadSlices: 8,
-      protocol: { slices: 2, ...protocol },
+      // Written for measured offsets (the data below sets them); the penalty is added the same way
+      // to path estimates (phase-host.ts expectedArrivalVia), which latency.test.ts covers.
+      protocol: { slices: 2, latencyEstimate: LatencyEstimate.Offset, ...protocol },
     });
     this.solo.startWith([Rig.A, Rig.B, Rig.E]);
     for (const peer of relayed) this.solo.input({ kind: 'linkRoute', peer, relayed: true });

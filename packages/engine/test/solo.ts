@@ -37,6 +37,8 @@ export interface SliceAdvert {
   readonly isSliceSource?: boolean;
   readonly hops?: number;
   readonly offsetMs?: number | null;
+  /** The sender's path estimate from the slice's root (AdvertSliceEntry.pathMs); default unknown. */
+  readonly pathMs?: number | null;
   readonly filter?: Bloom128;
 }
 
@@ -172,6 +174,7 @@ export class Solo {
         isSliceSource: a?.isSliceSource ?? false,
         hops: a?.hops ?? 1,
         offsetMs: a?.offsetMs ?? null,
+        pathMs: a?.pathMs ?? null,
         filter: a?.filter ?? EMPTY_BLOOM,
       });
     }

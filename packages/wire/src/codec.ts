@@ -51,7 +51,7 @@ const DATA_FIXED_BYTES = 1 + 4 + 16 + 1 + 4;
 /** Largest data payload that still fits in one message. */
 export const MAX_PAYLOAD_BYTES = MAX_MESSAGE_BYTES - HEADER_BYTES - DATA_FIXED_BYTES;
 const ADVERT_FIXED_BYTES = 1 + 2 * 5 + 4 + 4 + 2 + 1;
-const ADVERT_ENTRY_BYTES = 1 + 1 + 1 + 2 + 16;
+const ADVERT_ENTRY_BYTES = 1 + 1 + 1 + 2 + 2 + 16;
 const NO_ECHO_HOLD = 0xffff;
 /** Bytes per String.fromCharCode call: it takes its arguments on the stack. */
 const CHAR_CODE_CHUNK = 8192;
@@ -59,6 +59,10 @@ const OFFSET_MIN_MS = -32_767;
 const OFFSET_MAX_MS = 32_767;
 /** Encoded value of an unknown offset. */
 const OFFSET_UNKNOWN = -32_768;
+/** Largest path estimate sent (ms, u16); larger ones are sent as this (a path of a minute is lost anyway). */
+const PATH_MAX_MS = 0xfffe;
+/** Encoded value of an unknown path estimate. */
+const PATH_UNKNOWN = 0xffff;
 
 const ENUM_LIMITS = {
   switchReason: 1,
@@ -299,6 +303,10 @@ export function encode(message: Message, allocate: (size: number) => Uint8Array 
         else if (Number.isNaN(entry.offsetMs))
           throw new EncodeError('offsetMs must be a number or null, got NaN');
         else w.i16(Math.max(OFFSET_MIN_MS, Math.min(OFFSET_MAX_MS, Math.round(entry.offsetMs))));
+        if (entry.pathMs === null) w.u16(PATH_UNKNOWN, 'pathMs');
+        else if (Number.isNaN(entry.pathMs))
+          throw new EncodeError('pathMs must be a number or null, got NaN');
+        else w.u16(Math.max(0, Math.min(PATH_MAX_MS, Math.round(entry.pathMs))), 'pathMs');
         w.bloom(entry.filter);
       }
       break;
@@ -684,6 +692,7 @@ function decodeBody(r: Reader, type: number): Message {
           throw new DecodeFailure('invalidValue', `unknown entry flags ${entryFlags}`, r.offset - 1);
         const hops = r.u8('hops');
         const rawOffset = r.i16('offsetMs');
+        const rawPath = r.u16('pathMs');
         const filter = r.bloom();
         entries.push({
           slice,
@@ -691,6 +700,7 @@ function decodeBody(r: Reader, type: number): Message {
           isSliceSource: (entryFlags & 2) !== 0,
           hops,
           offsetMs: rawOffset === OFFSET_UNKNOWN ? null : rawOffset,
+          pathMs: rawPath === PATH_UNKNOWN ? null : rawPath,
           filter,
         });
       }

@@ -10,8 +10,11 @@ import type { SignedAnnouncement } from './tracker.js';
  */
 export type PeerId = number;
 
-/** The wire format version; a decoder refuses any other. */
-export const WIRE_VERSION = 1;
+/**
+ * The wire format version; a decoder refuses any other. 2: advert entries carry `pathMs` (issue 16),
+ * which a version-1 decoder would misread as the start of the filter.
+ */
+export const WIRE_VERSION = 2;
 
 /**
  * The largest message we ever send or accept: the SCTP maximum message size Chromium and
@@ -104,6 +107,14 @@ export interface AdvertSliceEntry {
    * (thesis §4.2, "Fine-tuning Latency").
    */
   readonly offsetMs: number | null;
+  /**
+   * How long the slice takes from its root to the sender, as the sender estimates it (ms, integer,
+   * clamped to 0‥65534): its parent's advertised estimate plus half the round trip to that parent,
+   * 0 at the root. null until known. No clock sync either; unlike `offsetMs` it compares between
+   * neighbours without a bias (the latency phase's estimate by default, see ProtocolConfig's
+   * latencyEstimate).
+   */
+  readonly pathMs: number | null;
   /** The Bloom filter the sender receives on this slice. */
   readonly filter: Bloom128;
 }

@@ -63,7 +63,7 @@ describe('Announcement messages', () => {
         '"durationMs":2000,"publishedAtMs":1700000000123,"signature":"c2lnbmF0dXJl"}',
     );
     expect(Buffer.from(bytes.subarray(0, 6)).toString('hex')).toBe(
-      `0118${Buffer.from(Uint32Array.of(text.length).buffer).toString('hex')}`,
+      `0218${Buffer.from(Uint32Array.of(text.length).buffer).toString('hex')}`,
     );
     expect(Buffer.from(bytes.subarray(6)).toString('latin1')).toBe(text);
     expect(bytes.length).toBe(encodedSize({ type: MessageType.Announcement, announcement: base }));

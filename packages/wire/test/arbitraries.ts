@@ -45,6 +45,10 @@ export const packetBitmap = (): fc.Arbitrary<number> => fc.integer({ min: 1, max
 export const offsetMs = (): fc.Arbitrary<number | null> =>
   fc.option(fc.integer({ min: -32_767, max: 32_767 }), { nil: null });
 
+/** A valid advert path estimate: an integer the u16 field holds (65535 is reserved for "unknown"), or null. */
+export const pathMs = (): fc.Arbitrary<number | null> =>
+  fc.option(fc.integer({ min: 0, max: 0xfffe }), { nil: null });
+
 /** `fc.record` with ordinary (not null-prototype) objects, so values compare like decoded ones. */
 function record<T>(model: { [K in keyof T]: fc.Arbitrary<T[K]> }): fc.Arbitrary<T> {
   return fc.record(model, { noNullPrototype: true });
@@ -69,6 +73,7 @@ const advertEntry = (): fc.Arbitrary<AdvertSliceEntry> =>
     isSliceSource: fc.boolean(),
     hops: u8(),
     offsetMs: offsetMs(),
+    pathMs: pathMs(),
     filter: bloom128(),
   });
 

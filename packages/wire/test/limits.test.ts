@@ -67,6 +67,7 @@ const entry = (slice: number, overrides: Partial<AdvertSliceEntry> = {}): Advert
   isSliceSource: false,
   hops: 2,
   offsetMs: 5,
+  pathMs: 300,
   filter: [1, 2, 3, 4],
   ...overrides,
 });
@@ -86,7 +87,7 @@ const advert = (overrides: Partial<AdvertMessage> = {}): AdvertMessage => ({
   ...overrides,
 });
 /** Byte offsets inside an advert. */
-const ADVERT = { flags: 2, echo: 17, hold: 21, count: 23, entries: 24, entryBytes: 21 } as const;
+const ADVERT = { flags: 2, echo: 17, hold: 21, count: 23, entries: 24, entryBytes: 23 } as const;
 
 const candidate = (peer: number): LoadCandidate => ({
   peer,
@@ -443,6 +444,20 @@ describe('decode limits', () => {
     expect(read(0xff, 0x7f)).toBe(32_767);
     expect(read(0xff, 0xff)).toBe(-1);
   });
+
+  it('advert path estimates: 65535 is "unknown", every other u16 is a value', () => {
+    const bytes = encode(advert({ entries: [entry(0, { pathMs: null })] }));
+    const pathAt = ADVERT.entries + 5;
+    const read = (lo: number, hi: number): number | null => {
+      const result = decode(patched(advert({ entries: [entry(0)] }), pathAt, lo, hi));
+      if (!result.ok || result.message.type !== MessageType.Advert) throw new Error('expected an advert');
+      return result.message.entries[0]!.pathMs;
+    };
+    expect([bytes[pathAt], bytes[pathAt + 1]]).toEqual([0xff, 0xff]);
+    expect(read(0xff, 0xff)).toBeNull();
+    expect(read(0xfe, 0xff)).toBe(65_534);
+    expect(read(0x00, 0x00)).toBe(0);
+  });
 });
 
 describe('packet repair', () => {
@@ -539,6 +554,7 @@ describe('encode refuses impossible values with EncodeError', () => {
     expectEncodeError(advert({ echoSentAtMs: 5, echoHoldMs: 0xffff }));
     expectEncodeError(advert({ echoSentAtMs: null, echoHoldMs: 12 }));
     expectEncodeError(advert({ entries: [entry(0, { offsetMs: Number.NaN })] }));
+    expectEncodeError(advert({ entries: [entry(0, { pathMs: Number.NaN })] }));
   });
 
   it('a packet repair request or NAK with an empty bitmap', () => {

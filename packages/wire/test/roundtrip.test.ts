@@ -77,6 +77,7 @@ describe('decode(encode(m)) is m', () => {
             isSliceSource: false,
             hops: 3,
             offsetMs: -12,
+            pathMs: 480,
             filter: [1, 2, 3, 4] as const,
           }),
           slice,
@@ -143,7 +144,15 @@ describe('advert offsets', () => {
       encode({
         ...base,
         entries: [
-          { slice: 0, receiving: true, isSliceSource: false, hops: 1, offsetMs, filter: [0, 0, 0, 0] },
+          {
+            slice: 0,
+            receiving: true,
+            isSliceSource: false,
+            hops: 1,
+            offsetMs,
+            pathMs: null,
+            filter: [0, 0, 0, 0],
+          },
         ],
       }),
     );
@@ -163,12 +172,42 @@ describe('advert offsets', () => {
     expect(offsetAfterRoundTrip(Number.POSITIVE_INFINITY)).toBe(32_767);
     expect(offsetAfterRoundTrip(null)).toBeNull();
   });
+
+  const pathAfterRoundTrip = (pathMs: number | null): number | null => {
+    const result = decode(
+      encode({
+        ...base,
+        entries: [
+          {
+            slice: 0,
+            receiving: true,
+            isSliceSource: false,
+            hops: 1,
+            offsetMs: 0,
+            pathMs,
+            filter: [0, 0, 0, 0],
+          },
+        ],
+      }),
+    );
+    if (!result.ok || result.message.type !== MessageType.Advert) throw new Error('expected an advert');
+    return result.message.entries[0]!.pathMs;
+  };
+
+  it('rounds path estimates to whole milliseconds and clamps them to 0‥65534 ("unknown" is 65535)', () => {
+    expect(pathAfterRoundTrip(480.4)).toBe(480);
+    expect(pathAfterRoundTrip(0)).toBe(0);
+    expect(pathAfterRoundTrip(-3)).toBe(0);
+    expect(pathAfterRoundTrip(70_000)).toBe(65_534);
+    expect(pathAfterRoundTrip(Number.POSITIVE_INFINITY)).toBe(65_534);
+    expect(pathAfterRoundTrip(null)).toBeNull();
+  });
 });
 
-describe('known encodings (little-endian wire format, version 1)', () => {
+describe('known encodings (little-endian wire format, version 2)', () => {
   const cases: [string, Message, string][] = [
-    ['heartbeat', { type: MessageType.Heartbeat }, '01 0d'],
-    ['quit', { type: MessageType.Quit, lingerMs: 0x1234 }, '01 0e 3412'],
+    ['heartbeat', { type: MessageType.Heartbeat }, '02 0d'],
+    ['quit', { type: MessageType.Quit, lingerMs: 0x1234 }, '02 0e 3412'],
     [
       'data',
       {
@@ -179,7 +218,7 @@ describe('known encodings (little-endian wire format, version 1)', () => {
         hops: 3,
         payload: Uint8Array.of(0xaa, 0xbb),
       },
-      '01 01 01 02000000 44332211 00000000 00000000 ffffffff 03 02000000 aabb',
+      '02 01 01 02000000 44332211 00000000 00000000 ffffffff 03 02000000 aabb',
     ],
     [
       'switch reply',
@@ -191,7 +230,7 @@ describe('known encodings (little-endian wire format, version 1)', () => {
         rejectReason: 2,
         load: 7,
       },
-      '01 07 05 04030201 00 02 0700',
+      '02 07 05 04030201 00 02 0700',
     ],
     [
       'advert without echo',
@@ -213,14 +252,23 @@ describe('known encodings (little-endian wire format, version 1)', () => {
             isSliceSource: false,
             hops: 2,
             offsetMs: null,
+            pathMs: 0x1234,
             filter: [1, 0, 0, 0x80000000],
           },
-          { slice: 9, receiving: false, isSliceSource: true, hops: 0, offsetMs: -2, filter: [0, 0, 0, 0] },
+          {
+            slice: 9,
+            receiving: false,
+            isSliceSource: true,
+            hops: 0,
+            offsetMs: -2,
+            pathMs: null,
+            filter: [0, 0, 0, 0],
+          },
         ],
       },
-      '01 03 01 0100 0200 0200 0300 0400 0d0c0b0a 00000000 ffff 02' +
-        ' 03 01 02 0080 01000000 00000000 00000000 00000080' +
-        ' 09 02 00 feff 00000000 00000000 00000000 00000000',
+      '02 03 01 0100 0200 0200 0300 0400 0d0c0b0a 00000000 ffff 02' +
+        ' 03 01 02 0080 3412 01000000 00000000 00000000 00000080' +
+        ' 09 02 00 feff ffff 00000000 00000000 00000000 00000000',
     ],
     [
       'advert with echo',
@@ -237,7 +285,7 @@ describe('known encodings (little-endian wire format, version 1)', () => {
         echoHoldMs: 250,
         entries: [],
       },
-      '01 03 02 0000 0000 0000 0000 0000 00000000 efbeadde fa00 00',
+      '02 03 02 0000 0000 0000 0000 0000 00000000 efbeadde fa00 00',
     ],
     [
       'load report',
@@ -246,12 +294,12 @@ describe('known encodings (little-endian wire format, version 1)', () => {
         slice: 63,
         candidates: [{ peer: 0xcafe, load: 3, lowerLatencyThreshold: 9, targetLoad: 10 }],
       },
-      '01 04 3f 01 feca0000 0300 0900 0a00',
+      '02 04 3f 01 feca0000 0300 0900 0a00',
     ],
     [
       'walk',
       { type: MessageType.Walk, walkId: 1, origin: 2, purpose: 3, ttl: 4 },
-      '01 10 01000000 02000000 03 04',
+      '02 10 01000000 02000000 03 04',
     ],
     [
       'packet repair request',
@@ -262,7 +310,7 @@ describe('known encodings (little-endian wire format, version 1)', () => {
         baseSeq: 0xfffffff0,
         wanted: 0x80000001,
       },
-      '01 19 04 04030201 f0ffffff 01000080',
+      '02 19 04 04030201 f0ffffff 01000080',
     ],
     [
       'packet repair data',
@@ -274,7 +322,7 @@ describe('known encodings (little-endian wire format, version 1)', () => {
         hops: 5,
         payload: Uint8Array.of(0xaa, 0xbb, 0xcc),
       },
-      '01 1a 3f 09000000 0d0c0b0a 05 03000000 aabbcc',
+      '02 1a 3f 09000000 0d0c0b0a 05 03000000 aabbcc',
     ],
     [
       'packet repair nak',
@@ -286,7 +334,7 @@ describe('known encodings (little-endian wire format, version 1)', () => {
         unserved: 0x0000ff00,
         reason: 1,
       },
-      '01 1b 00 09000000 20000000 00ff0000 01',
+      '02 1b 00 09000000 20000000 00ff0000 01',
     ],
   ];
 
