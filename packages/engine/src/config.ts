@@ -74,10 +74,11 @@ export interface ProtocolConfig {
   readonly offsetSmoothing: number;
   /**
    * After a latency switch of a slice, that slice is left alone for this long, doubling with each
-   * further latency switch of it (not in the thesis). The relative-offset estimate is noisy (about a
-   * fifth of switches made the slice later in our measurements) and each switch shifts its subtree's
-   * offsets, so switches invite switches; the back-off roughly halves the rate by the end of a run
-   * but does not end the latency phase (docs/reproduction.md, "Convergence").
+   * further latency switch of it (not in the thesis). Made for the relative-offset estimate, which is
+   * noisy (about a fifth of switches made the slice later in our measurements): there it roughly
+   * halves the rate by the end of a run but does not end the latency phase. With path estimates it
+   * neither helps nor hurts measurably (1 s and 5 s ended static 1000-member runs within a second of
+   * each other); kept at 5 s (docs/reproduction.md, "Convergence").
    */
   readonly latencyBackoffMs: number;
   /**
@@ -92,11 +93,27 @@ export interface ProtocolConfig {
    *   parent's advertised path estimate plus half the round trip to that parent (0 at the root):
    *   the link delays down its branch. The neighbour's estimate plus half our round trip to it is
    *   compared with our parent's plus half ours to it: like with like, so a switch lowers the
-   *   switcher's and its subtree's estimates by at least the margin and no one's rises, and the phase
-   *   ends. It does not see queueing or processing in the parents (the offsets do); the thesis names
-   *   path length as the alternative metric (its §4.2), and this is path length weighted by delay.
+   *   switcher's and its subtree's estimates by more than the margin and raises no one's, and once
+   *   no neighbour is better by the margin the phase stops by itself (static, 1000 members: the last
+   *   switch at 105 s, against switching to the end of every run with offsets; 5000 members: still
+   *   a few a second at 119 s, decaying). It does not see queueing or processing in the parents
+   *   (the offsets do); the thesis names path length as the alternative metric (its §4.2), and this
+   *   is path length weighted by delay.
    */
   readonly latencyEstimate: LatencyEstimate;
+  /**
+   * 1: a latency phase that ends by itself (issue 16; not in the thesis). A latency switch fills its
+   * target only to its TL (thesis: ULT), and a parent counts a permission it granted until the child
+   * leaves (thesis: one decision a round, so a parent granted again before the first child had
+   * gone and fell below its LLT). Either alone kept the load and latency phases trading children to
+   * the end of a run: 50 load and 150 latency switches a second at 1000 members. With both and path
+   * estimates the static run's switching ends (1000 members: 105 s) and its latency improves
+   * (5000 members, seeds 1 and 2: p90 maximum 5.16 and 5.19 against 5.41 before), but joiners find
+   * less room: `join` at 5000 members got p90 maximum / average 6.41 / 4.72 against 6.04 / 4.24.
+   * 0, the default: the thesis's rules, switching to the end, the better latency where members join
+   * (docs/reproduction.md, "Convergence").
+   */
+  readonly latencyPhaseEnds: number;
   /**
    * Hysteresis of the latency phase (issue 16; not in the thesis): a slice that made k latency
    * switches needs a gain of latencySwitchMarginMs × latencyMarginGrowth^k for the next. The thesis's
@@ -117,7 +134,10 @@ export interface ProtocolConfig {
    * static runs at 5000 members settled (last switch 60.6–73.8 s, seeds 1–3, against 119 s) but
    * their p90 maximum latency rose 27–36%, and the join run neither settled (joiners' forced
    * switches reopen windows to the end) nor kept its latency (+69%): docs/reproduction.md,
-   * "Convergence". It stays for planning and for `--set` experiments.
+   * "Convergence". With path estimates (issue 16, later): 50 s, 4 in flight and a 2 s back-off
+   * ended a static 5000-member run at 64 s but left p90 maximum latency 6.5% above the same run
+   * without a window (5.49 against 5.16), and at 1000 members in `join`, where the graph keeps
+   * changing under the trees, it was 8.14 against 5.37. It stays off, for `--set` experiments.
    */
   readonly latencyWindowMs: number;
   /**
@@ -279,6 +299,7 @@ export const DEFAULT_PROTOCOL: ProtocolConfig = Object.freeze({
   candidateSetSize: 3,
   latencyBackoffMs: 5000,
   latencyEstimate: LatencyEstimate.Path,
+  latencyPhaseEnds: 0,
   latencyMarginGrowth: 1,
   latencyWindowMs: 0,
   latencySwitchesInFlight: 1,
@@ -470,6 +491,7 @@ export function resolveConfig(init: EngineInit): ResolvedConfig {
   checkNumber('latencyMarginGrowth', protocol.latencyMarginGrowth, 1, 16);
   checkInteger('latencyWindowMs', protocol.latencyWindowMs, 0, 3_600_000);
   checkInteger('latencyEstimate', protocol.latencyEstimate, LatencyEstimate.Offset, LatencyEstimate.Path);
+  checkInteger('latencyPhaseEnds', protocol.latencyPhaseEnds, 0, 1);
   checkInteger('latencySwitchesInFlight', protocol.latencySwitchesInFlight, 1, 64);
   checkInteger('candidateSetSize', protocol.candidateSetSize, 1, 64);
   checkInteger('switchAbortLoadDelta', protocol.switchAbortLoadDelta, 0, 1000);

@@ -19,16 +19,16 @@ const GRANT_KEY_SLICE = 2 ** 32;
 const GRANT_LAPSE_REQUEST_TIMEOUTS = 2;
 
 /**
- * The most load a latency switch may bring its target to: its TL (the thesis: its ULT), or its ULT
- * when the switch leaves a parent over a relayed link (as before issue 16: such switches only ever
- * go from relayed to direct links, so they are finite). Why TL: this engine's load phase moves
- * children off a parent above its TL onto a neighbour below its LLT (load-phase.ts), so a latency
- * switch that filled a target past its TL invited a load switch away; and at 1000 members (static,
- * seed 1, path estimates) p90 maximum latency was 5.00 with TL against 5.64 with ULT, with the same
- * average (docs/reproduction.md, "Convergence").
+ * The most load a latency switch may bring its target to: its ULT (the thesis), or with
+ * latencyPhaseEnds its TL, except when the switch leaves a parent over a relayed link (such switches
+ * only ever go from relayed to direct links, so they are finite). Why TL there: this engine's load
+ * phase moves children off a parent above its TL onto a neighbour below its LLT (load-phase.ts), so
+ * a latency switch that filled a target past its TL invited a load switch away.
  */
 function latencyRoom(host: PhaseHost, parent: PeerState, q: PeerState): number {
-  return host.avoidLink(parent) ? q.upperLatencyThreshold : q.targetLoad;
+  return host.config.protocol.latencyPhaseEnds === 1 && !host.avoidLink(parent)
+    ? q.targetLoad
+    : q.upperLatencyThreshold;
 }
 
 /**
@@ -39,12 +39,13 @@ function latencyRoom(host: PhaseHost, parent: PeerState, q: PeerState): number {
  */
 export class LatencyPhase {
   /**
-   * Permissions granted whose child has not left yet: slice × 2^32 + child → when granted. Each
-   * lowers the load we may still give away until the child leaves (its SwitchComplete ends it as an
-   * active child) or the grant lapses. Counted per decision round before issue 16, a grant whose
-   * switch took longer than a round was forgotten while the child still counted in our load, and a
-   * parent at LLT + 1 granted twice and fell below LLT; the load phase then moved a child back onto
-   * it from a neighbour above TL, and the two phases traded children without end.
+   * Permissions granted: slice × 2^32 + child → when granted. Each lowers the load we may still
+   * give away. By default they count for the decision round only (as the thesis's one decision a
+   * round): a grant whose switch takes longer than a round is forgotten while the child still
+   * counts in our load, so a parent at LLT + 1 may grant twice and fall below LLT, and the load phase
+   * then moves a child back onto it from a neighbour above TL; the two phases trade children without
+   * end, which keeps improving latency. With latencyPhaseEnds a grant counts until the child leaves
+   * (its SwitchComplete ends it as an active child) or lapses, and the trading stops.
    */
   private readonly grants = new Map<number, number>();
 
@@ -54,9 +55,13 @@ export class LatencyPhase {
     return this.host.slices[s] as SliceState;
   }
 
-  /** A new decision round: grants whose child left, or that lapsed, no longer count. */
+  /** A new decision round: grants whose child left, or that lapsed, no longer count (all, by default). */
   newRound(): void {
     if (this.grants.size === 0) return;
+    if (this.host.config.protocol.latencyPhaseEnds !== 1) {
+      this.grants.clear();
+      return;
+    }
     const lapseMs = GRANT_LAPSE_REQUEST_TIMEOUTS * this.host.config.protocol.requestTimeoutMs;
     for (const [key, grantedAt] of this.grants) {
       const s = Math.floor(key / GRANT_KEY_SLICE);

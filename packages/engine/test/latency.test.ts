@@ -263,29 +263,43 @@ describe('latency phase (thesis §4.2, fine-tuning latency)', () => {
     expect(narrow.permissionRequests().length).toBeGreaterThanOrEqual(1);
   });
 
-  it('does not move a slice when the target would go above its TL or the parent below LLT', () => {
-    // The thesis lets the target fill up to its ULT; here only to its TL (latency-phase.ts says why).
-    const full = new LatencyRig({}, { [E]: 8 }); // E at TL: one more child would take it past
+  it('does not move a slice when the target would go above ULT or the parent below LLT', () => {
+    const full = new LatencyRig({}, { [E]: 9 }); // E at ULT: one more child would exceed it
     full.run(8000);
     expect(full.permissionRequests()).toEqual([]);
-    const room = new LatencyRig({}, { [E]: 7 }); // one below TL: it may take N
-    room.run(8000);
-    expect(room.permissionRequests().length).toBeGreaterThanOrEqual(1);
+    const atTarget = new LatencyRig({}, { [E]: 8 }); // at TL, below ULT: the thesis's rule lets it take N
+    atTarget.run(8000);
+    expect(atTarget.permissionRequests().length).toBeGreaterThanOrEqual(1);
     const lean = new LatencyRig({}, { [A]: 7 }); // A at LLT: losing N would take it below
     lean.run(8000);
     expect(lean.permissionRequests()).toEqual([]);
   });
+
+  it('with latencyPhaseEnds, the target may only fill up to its TL', () => {
+    const full = new LatencyRig({ latencyPhaseEnds: 1 }, { [E]: 8 }); // E at TL: one more takes it past
+    full.run(8000);
+    expect(full.permissionRequests()).toEqual([]);
+    const room = new LatencyRig({ latencyPhaseEnds: 1 }, { [E]: 7 }); // one below TL: it may take N
+    room.run(8000);
+    expect(room.permissionRequests().length).toBeGreaterThanOrEqual(1);
+  });
 });
 
-describe('the parent side: permissions count until the child leaves', () => {
-  it('a grant keeps counting across decision rounds, so a parent never grants itself below LLT', () => {
-    // P (TL 8: LLT 7) has nine children on slice 0; C1 and C2 are granted a round apart, and C3,
-    // a round later again, would take P to 6 once all three left: refused. Counted per round (as
-    // before issue 16), C3 was granted.
+describe('the parent side: how long a latency permission counts', () => {
+  /**
+   * P (TL 8: LLT 7) has nine children on slice 0. C1, C2 and C3 ask a round apart; then C1 asks
+   * again; then, 6 s later (two request timeouts, no child having left), C3 again. The answers.
+   */
+  function answers(latencyPhaseEnds: number): boolean[] {
     const P = 60;
     const children = [1, 2, 3, 4, 5, 6, 7, 8, 9];
     const [C1, C2, C3] = [1, 2, 3] as const;
-    const solo = new Solo({ id: P, role: 'member', targetLoadSlices: 8, protocol: { slices: 1 } });
+    const solo = new Solo({
+      id: P,
+      role: 'member',
+      targetLoadSlices: 8,
+      protocol: { slices: 1, latencyPhaseEnds },
+    });
     solo.startWith([...children, 99]);
     for (const c of children)
       solo.feed(c, {
@@ -312,16 +326,25 @@ describe('the parent side: permissions count until the child leaves', () => {
         for (const c of children) solo.feed(c, { type: MessageType.Heartbeat });
       }
     };
-    expect(ask(C1)).toBe(true);
+    const out = [ask(C1)];
     wait(1100);
-    expect(ask(C2)).toBe(true);
+    out.push(ask(C2));
     wait(1100);
-    expect(ask(C3)).toBe(false);
-    expect(ask(C1)).toBe(true); // asking again is the same grant, not another
-    // Grants lapse after two request timeouts (the children never left): C3 may go then.
+    out.push(ask(C3), ask(C1));
     wait(6100);
     expect(solo.engine.currentLoad).toBe(9);
-    expect(ask(C3)).toBe(true);
+    out.push(ask(C3));
+    return out;
+  }
+
+  it('with latencyPhaseEnds, a grant counts until the child leaves or it lapses: a parent never grants itself below LLT', () => {
+    // C3 would take P to 6 once all three left: refused. C1 asking again is the same grant, not
+    // another. After the lapse C3 may go.
+    expect(answers(1)).toEqual([true, true, false, true, true]);
+  });
+
+  it('by default (the thesis), a grant counts for its decision round only', () => {
+    expect(answers(0)).toEqual([true, true, true, true, true]);
   });
 });
 

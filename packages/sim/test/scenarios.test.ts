@@ -178,6 +178,29 @@ describe('a swarm that grows viewer by viewer (issue 16, root spread)', () => {
   });
 });
 
+describe('a latency phase that ends (issue 16, latencyPhaseEnds)', () => {
+  it('static, 150 members, thesis model: the load phase stops answering the latency phase; every member in range, every slice flowing', () => {
+    // Without the option (the thesis's rules) load switches go on to the end here (207 in the last
+    // 20 s at seed 1): latency switches fill parents past their TL and the load phase empties them.
+    const out = run({
+      scenario: 'static',
+      nodes: 150,
+      seed: 1,
+      durationS: 60,
+      uplinkHeadroom: 0,
+      protocol: { repairHelpers: 0, latencyPhaseEnds: 1 },
+    });
+    const lateLoadSwitches = out.result.samples
+      .filter((sample) => sample.t >= 40_000)
+      .reduce((sum, sample) => sum + sample.optimisingSwitches - sample.latencySwitches, 0);
+    expect(lateLoadSwitches).toBe(0);
+    expect(out.summary.convergence.lastLoadSwitchSeconds ?? Infinity).toBeLessThan(40);
+    expect(out.summary.load.withinRangeFraction).toBe(1);
+    expect(treeProblems(out)).toEqual([]);
+    expect(notReceiving(out)).toEqual([]);
+  });
+});
+
 describe('determinism', () => {
   it('the same seed gives the same numbers; another seed does not', () => {
     const strip = (out: RunOutput): unknown => ({ ...out.summary, wallSeconds: 0 });
