@@ -139,7 +139,8 @@ describe('advert offsets', () => {
     echoHoldMs: 0,
     entries: [],
   };
-  const offsetAfterRoundTrip = (offsetMs: number | null): number | null => {
+  /** One advert entry with these `offsetMs` and `pathMs`, as it decodes. */
+  const entryAfterRoundTrip = (offsetMs: number | null, pathMs: number | null) => {
     const result = decode(
       encode({
         ...base,
@@ -150,15 +151,17 @@ describe('advert offsets', () => {
             isSliceSource: false,
             hops: 1,
             offsetMs,
-            pathMs: null,
+            pathMs,
             filter: [0, 0, 0, 0],
           },
         ],
       }),
     );
     if (!result.ok || result.message.type !== MessageType.Advert) throw new Error('expected an advert');
-    return result.message.entries[0]!.offsetMs;
+    return result.message.entries[0]!;
   };
+  const offsetAfterRoundTrip = (offsetMs: number | null) => entryAfterRoundTrip(offsetMs, null).offsetMs;
+  const pathAfterRoundTrip = (pathMs: number | null) => entryAfterRoundTrip(0, pathMs).pathMs;
 
   it('rounds fractional moving averages to whole milliseconds', () => {
     expect(offsetAfterRoundTrip(12.4)).toBe(12);
@@ -172,27 +175,6 @@ describe('advert offsets', () => {
     expect(offsetAfterRoundTrip(Number.POSITIVE_INFINITY)).toBe(32_767);
     expect(offsetAfterRoundTrip(null)).toBeNull();
   });
-
-  const pathAfterRoundTrip = (pathMs: number | null): number | null => {
-    const result = decode(
-      encode({
-        ...base,
-        entries: [
-          {
-            slice: 0,
-            receiving: true,
-            isSliceSource: false,
-            hops: 1,
-            offsetMs: 0,
-            pathMs,
-            filter: [0, 0, 0, 0],
-          },
-        ],
-      }),
-    );
-    if (!result.ok || result.message.type !== MessageType.Advert) throw new Error('expected an advert');
-    return result.message.entries[0]!.pathMs;
-  };
 
   it('rounds path estimates to whole milliseconds and clamps them to 0‥65534 ("unknown" is 65535)', () => {
     expect(pathAfterRoundTrip(480.4)).toBe(480);
