@@ -108,7 +108,7 @@ export interface ProtocolConfig {
    * gone and fell below its LLT). Either alone kept the load and latency phases trading children to
    * the end of a run: 50 load and 150 latency switches a second at 1000 members. With both and path
    * estimates the static run's switching ends (1000 members: 105 s) and its latency improves
-   * (5000 members, seeds 1 and 2: p90 maximum 5.16 and 5.19 against 5.41 before), but joiners find
+   * (5000 members, seeds 1 and 2: p90 maximum 5.16 and 5.19 against 5.43 before), but joiners find
    * less room: `join` at 5000 members got p90 maximum / average 6.41 / 4.72 against 6.04 / 4.24.
    * 0, the default: the thesis's rules, switching to the end, the better latency where members join
    * (docs/reproduction.md, "Convergence").
