@@ -115,7 +115,7 @@ export class LatencyPhase {
   /**
    * Latency phase (thesis §4.2, fine-tuning latency): for a slice whose parent is inside its LLT–ULT range, move it to a
    * neighbour that receives it earlier, by more than the margin, if the parent stays in its range and
-   * the neighbour at or below its TL. Expected arrival via X = X's advertised path estimate (or
+   * the neighbour within its room (latencyRoom). Expected arrival via X = X's advertised path estimate (or
    * relative offset, ProtocolConfig.latencyEstimate) for the slice + half our RTT to X.
    */
   run(): void {

@@ -180,7 +180,7 @@ export class LoadPhase {
       let candidates: { candidate: LoadCandidate; arrival: number; relayed: boolean }[] = [];
       // Our own arrival now, as the candidates' is estimated: through our parent's path estimate,
       // or our measured offset once it has caught up with this parent (Infinity: not yet known).
-      const now = byPath
+      const ourArrival = byPath
         ? estimatedArrivalVia(this.host, parent, s)
         : st.offsetSettled()
           ? st.offsetMs
@@ -195,14 +195,14 @@ export class LoadPhase {
             : q?.lowerLatencyThreshold;
         if (q === undefined || room === undefined || q.load >= room) continue;
         if (!this.host.eligibleParent(q, qId, s, st)) continue;
-        if (now !== Infinity) {
+        if (ourArrival !== Infinity) {
           // Not a neighbour through which the slice would come far later than now: moving a whole
           // subtree several levels down stalls it for seconds (seen: 3 s) before the latency phase
           // can bring it back up. Arrival alone, without the relayed-link penalty: this guards
           // against delay, not cost.
           const via = estimatedArrivalVia(this.host, q, s);
           const bias = byPath ? 0 : this.host.offsets.neighbourBias(qId, q);
-          if (via !== Infinity && via + bias - now > LOAD_SWITCH_MAX_PENALTY_MS) continue;
+          if (via !== Infinity && via + bias - ourArrival > LOAD_SWITCH_MAX_PENALTY_MS) continue;
         }
         candidates.push({
           candidate: {
