@@ -1256,7 +1256,12 @@ export class Engine {
     for (const [child, entry] of st.children) {
       if (seq < entry.fromSeq) continue;
       if (seq >= entry.untilSeq) {
-        st.removeChild(child); // draining, and past its hand-off: our load is unchanged
+        // Draining, and past its hand-off: done once we hold the last packet it is owed (we sent
+        // it on as it came). Not before: after our own switch to a parent that is ahead, the
+        // hand-off packet can come before the ones just below it from our old parent, and those
+        // are still this child's (seen: one packet lost two hops down). The round's timeout ends
+        // a draining child whose last packet never comes. Our load is unchanged either way.
+        if (st.payloadOf(entry.untilSeq - 1) !== undefined) st.removeChild(child);
         continue;
       }
       out ??= {
