@@ -64,6 +64,7 @@ function movedBy(previous: number | null, next: number | null, stepMs: number): 
   if (previous === null || next === null) return previous !== next;
   return Math.abs(previous - next) >= stepMs;
 }
+
 /**
  * The sequence window (not in the thesis, whose members are honest). The true source deals packets
  * to the slices in turn (thesis §4.2, slice sources), so every slice's sequence advances in step; a data packet's

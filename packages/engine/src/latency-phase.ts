@@ -19,16 +19,19 @@ const GRANT_KEY_SLICE = 2 ** 32;
 const GRANT_LAPSE_REQUEST_TIMEOUTS = 2;
 
 /**
- * The most load a latency switch may bring its target to: its ULT (the thesis), or with
- * latencyPhaseEnds its TL, except when the switch leaves a parent over a relayed link (such switches
- * only ever go from relayed to direct links, so they are finite). Why TL there: this engine's load
- * phase moves children off a parent above its TL onto a neighbour below its LLT (load-phase.ts), so
- * a latency switch that filled a target past its TL invited a load switch away.
+ * Whether a latency switch away from `parent` may fill its target only to its TL: with
+ * latencyPhaseEnds, unless the parent is over a relayed link (such switches only ever go from
+ * relayed to direct links, so they are finite). The thesis, and the default: up to its ULT. Why TL:
+ * this engine's load phase moves children off a parent above its TL onto a neighbour below its LLT
+ * (load-phase.ts), so a latency switch that filled a target past its TL invited a load switch away.
  */
-function latencyRoom(host: PhaseHost, parent: PeerState, q: PeerState): number {
-  return host.config.protocol.latencyPhaseEnds === 1 && !host.avoidLink(parent)
-    ? q.targetLoad
-    : q.upperLatencyThreshold;
+function onlyToTargetLoad(host: PhaseHost, parent: PeerState): boolean {
+  return host.config.protocol.latencyPhaseEnds === 1 && !host.avoidLink(parent);
+}
+
+/** The most load a latency switch may bring `q` to (onlyToTargetLoad). */
+function latencyRoom(q: PeerState, onlyToTarget: boolean): number {
+  return onlyToTarget ? q.targetLoad : q.upperLatencyThreshold;
 }
 
 /**
@@ -108,7 +111,7 @@ export class LatencyPhase {
     )
       return;
     const parent = this.host.peers.get(from);
-    if (parent === undefined || q.load + 1 > latencyRoom(this.host, parent, q)) return;
+    if (parent === undefined || q.load + 1 > latencyRoom(q, onlyToTargetLoad(this.host, parent))) return;
     this.host.sendSwitchRequest(s, msg.target, q, from, 'latency');
   }
 
@@ -162,10 +165,11 @@ export class LatencyPhase {
       if (current === Infinity) continue;
       // Hysteresis: each latency switch this slice made raises the gain the next one needs.
       const margin = p.latencySwitchMarginMs * p.latencyMarginGrowth ** Math.min(st.latencySwitches, 16);
+      const onlyToTarget = onlyToTargetLoad(this.host, parent);
       for (const qId of neighbours) {
         if (qId === st.parent) continue;
         const q = this.host.peers.get(qId);
-        if (q === undefined || q.load + 1 > latencyRoom(this.host, parent, q)) continue;
+        if (q === undefined || q.load + 1 > latencyRoom(q, onlyToTarget)) continue;
         if (!this.host.eligibleParent(q, qId, s, st)) continue;
         const viaQ = expectedArrivalVia(this.host, q, s);
         if (viaQ === Infinity) continue;

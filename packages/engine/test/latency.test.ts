@@ -1,12 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import {
-  ForcedReason,
-  MessageType,
-  RejectReason,
-  SEQ_NONE,
-  SwitchReason,
-  type PeerId,
-} from '@chunkycast/wire';
+import { MessageType, RejectReason, SwitchReason, type PeerId } from '@chunkycast/wire';
 import { bloomMaskFor, LatencyEstimate, type ProtocolConfig } from '../src/index.js';
 import { dataMessage, Solo, type SliceAdvert } from './solo.js';
 
@@ -301,13 +294,7 @@ describe('the parent side: how long a latency permission counts', () => {
       protocol: { slices: 1, latencyPhaseEnds },
     });
     solo.startWith([...children, 99]);
-    for (const c of children)
-      solo.feed(c, {
-        type: MessageType.ForcedParentRequest,
-        slice: 0,
-        reason: ForcedReason.Join,
-        fromSeq: SEQ_NONE,
-      });
+    solo.takeChildren(children);
     expect(solo.engine.currentLoad).toBe(9);
     const ask = (child: PeerId): boolean => {
       const since = solo.mark();

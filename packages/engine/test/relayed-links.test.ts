@@ -3,14 +3,7 @@
 // relayed neighbour only when no direct one qualifies, and the latency phase counts a relayed link
 // as `relayedLinkPenaltyMs` of extra arrival — but a relayed link is never refused.
 import { describe, expect, it } from 'vitest';
-import {
-  ForcedReason,
-  MessageType,
-  RejectReason,
-  SEQ_NONE,
-  SwitchReason,
-  type PeerId,
-} from '@chunkycast/wire';
+import { ForcedReason, MessageType, RejectReason, SwitchReason, type PeerId } from '@chunkycast/wire';
 import {
   bloomMaskFor,
   ConfigError,
@@ -329,13 +322,7 @@ describe('a relayed parent may be left even below its LLT', () => {
     const solo = new Solo({ id: P, role: 'member', targetLoadSlices: 8, protocol: { slices: 1 } });
     solo.startWith([...children, 99]);
     solo.input({ kind: 'linkRoute', peer: C1, relayed: true });
-    for (const c of children)
-      solo.feed(c, {
-        type: MessageType.ForcedParentRequest,
-        slice: 0,
-        reason: ForcedReason.Join,
-        fromSeq: SEQ_NONE,
-      });
+    solo.takeChildren(children);
     expect(solo.engine.currentLoad).toBe(7);
     const since = solo.mark();
     for (const c of [C2, C1])

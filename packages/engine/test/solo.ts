@@ -12,6 +12,7 @@ import {
   ForcedReason,
   MessageType,
   RejectReason,
+  SEQ_NONE,
   type AdvertMessage,
   type AdvertSliceEntry,
   type Bloom128,
@@ -106,6 +107,17 @@ export class Solo {
   }
 
   /** Install links (both directions to each peer) and start. */
+  /** Each of `children` asks us to be its parent on `slice` (a joiner's forced request, from its first packet). */
+  takeChildren(children: readonly PeerId[], slice = 0): void {
+    for (const c of children)
+      this.feed(c, {
+        type: MessageType.ForcedParentRequest,
+        slice,
+        reason: ForcedReason.Join,
+        fromSeq: SEQ_NONE,
+      });
+  }
+
   startWith(neighbours: readonly PeerId[]): Action[] {
     const out = this.input({ kind: 'installLinks', out: neighbours, in: neighbours });
     out.push(...this.input({ kind: 'start' }));
