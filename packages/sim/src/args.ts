@@ -46,6 +46,8 @@ Options:
                          it stops once ${REPORTS_TO_BAN} of them reported it, as the tracker does)
   --set NAME=VALUE       override a protocol constant (repeatable), e.g. --set latencySwitchMarginMs=80
                          names: ${Object.keys(DEFAULT_PROTOCOL).join(', ')}
+  --codec-sample N       encode and decode only one message in N (default 1: every message crosses
+                         the wire codec); for the largest runs, recorded in summary.json's codec
   --quiet                no progress on stderr
   --help                 this text
 `;
@@ -74,6 +76,7 @@ const FLAGS = {
   set: { type: 'string', multiple: true },
   adversaries: { type: 'string' },
   'no-rendezvous-ban': { type: 'boolean' },
+  'codec-sample': { type: 'string' },
   quiet: { type: 'boolean' },
 } as const satisfies ParseArgsConfig['options'];
 
@@ -228,6 +231,12 @@ export function parseArgs(
     }
   }
   if (values['no-rendezvous-ban'] === true) options.rendezvousBan = false;
+  const codecSample = number('codec-sample');
+  if (codecSample !== undefined) {
+    if (!Number.isSafeInteger(codecSample) || codecSample < 1)
+      throw new UsageError('--codec-sample must be a whole number ≥ 1');
+    options.codecSampleEvery = codecSample;
+  }
   const scenario = values.scenario;
   if (scenario === undefined) throw new UsageError('--scenario is required (see --help)');
   if (!isScenario(scenario))

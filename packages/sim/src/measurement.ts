@@ -127,6 +127,8 @@ export interface SimResult {
   readonly writeTimes: readonly Float64Array[];
   readonly emittedPerSlice: readonly number[];
   readonly events: number;
+  /** How many messages crossed the codec (all of them unless the run sampled). */
+  readonly codec: { readonly sampleEvery: number; readonly messages: number; readonly encoded: number };
   readonly simMs: number;
   readonly wallMs: number;
   readonly latency: LatencyModel;

@@ -23,6 +23,11 @@ export interface Summary {
   simSeconds: number;
   wallSeconds: number;
   events: number;
+  /**
+   * Messages sent and how many of them crossed the codec: with `sampleEvery` > 1 (`--codec-sample`)
+   * only one in that many was encoded and decoded.
+   */
+  codec: { sampleEvery: number; messages: number; encoded: number };
   packetsPerSlicePerSecond: number;
   protocolOverrides: Record<string, number>;
   membersAtEnd: number;
@@ -707,6 +712,7 @@ export function summarize(
     simSeconds: result.simMs / 1000,
     wallSeconds: round(result.wallMs / 1000, 2),
     events: result.events,
+    codec: { ...result.codec },
     packetsPerSlicePerSecond: o.packetsPerSlicePerSecond,
     protocolOverrides: overrides,
     membersAtEnd: survivors.length,

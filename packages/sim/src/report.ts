@@ -231,6 +231,14 @@ export function writeReport(
     ],
     ...productionRows(s.production),
     ['wall time / events', `${fmt(s.wallSeconds)} s / ${s.events.toLocaleString('en-US')}`],
+    ...(s.codec.sampleEvery > 1
+      ? [
+          [
+            'messages through the codec (sampled)',
+            `1 in ${fmt(s.codec.sampleEvery)}: ${s.codec.encoded.toLocaleString('en-US')} of ${s.codec.messages.toLocaleString('en-US')}`,
+          ] as [string, string],
+        ]
+      : []),
   ];
   const adv = s.adversaries;
   if (adv !== undefined) {

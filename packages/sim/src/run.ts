@@ -31,6 +31,8 @@ export interface RunOptions {
   adversaries?: readonly AdversarySpec[];
   /** The rendezvous bans a peer several members cut off (default on, as the tracker). */
   rendezvousBan?: boolean;
+  /** One message in this many crosses the codec (default 1, all; `--codec-sample`). */
+  codecSampleEvery?: number;
   onProgress?: (progress: SimProgress) => void;
   wallClockMs?: () => number;
 }
@@ -101,6 +103,7 @@ export function runScenario(options: RunOptions): RunOutput {
     protocol: options.protocol,
     ...(options.adversaries !== undefined ? { adversaries: options.adversaries } : {}),
     ...(options.rendezvousBan !== undefined ? { rendezvousBan: options.rendezvousBan } : {}),
+    ...(options.codecSampleEvery !== undefined ? { codecSampleEvery: options.codecSampleEvery } : {}),
     ...(options.onProgress !== undefined ? { onProgress: options.onProgress } : {}),
     ...(options.wallClockMs !== undefined ? { wallClockMs: options.wallClockMs } : {}),
   });

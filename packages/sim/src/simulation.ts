@@ -27,6 +27,7 @@ import {
   NET_DELIVER,
   NET_HOST_KINDS,
   Network,
+  deliveredMessage,
   configurationModel,
   netEvent,
   type NetEvent,
@@ -93,6 +94,11 @@ export interface SimOptions {
    * as the tracker does (default on; off to measure the members' own defences alone).
    */
   readonly rendezvousBan?: boolean;
+  /**
+   * One message in this many crosses the codec (encoded to bytes and decoded); the others are
+   * handed over as sent (default 1: every message). For the largest runs only; see net/transit.ts.
+   */
+  readonly codecSampleEvery?: number;
   /** Called about every PROGRESS_INTERVAL_MS of wall time. */
   readonly onProgress?: (progress: SimProgress) => void;
   /** Wall clock for progress and timing: the only clock the simulator reads, never the engine. */
@@ -276,6 +282,7 @@ export class Simulation {
       time: 'whole',
       fifoPerLink: false,
       slab: true,
+      ...(options.codecSampleEvery === undefined ? {} : { codecSampleEvery: options.codecSampleEvery }),
       ...(options.uplinkHeadroom > 0 ? { uplinkMaxQueueMs: MAX_UPLINK_QUEUE_MS } : {}),
       loses: (from, to, message) => this.linkLoses(from, to, message),
       rendezvous: {
@@ -348,6 +355,11 @@ export class Simulation {
       writeTimes: measure.writeTimes,
       emittedPerSlice: measure.emitTimes.map((_, s) => this.sourceEngine().nextSequence(s)),
       events: this.events,
+      codec: {
+        sampleEvery: this.options.codecSampleEvery ?? 1,
+        messages: this.net.transit.messages,
+        encoded: this.net.transit.encodedMessages,
+      },
       simMs: plan.durationMs,
       wallMs: wall() - wallStart,
       latency: this.latency,
@@ -606,19 +618,19 @@ export class Simulation {
   }
 
   private deliver(ev: NetEvent, now: number): void {
-    const bytes = ev.bytes;
-    if (bytes === null) return;
-    const decoded = this.net.transit.decode(bytes);
+    const decoded = deliveredMessage(this.net.transit, ev);
+    if (decoded === null) return;
     if (!decoded.ok) {
       this.measure.decodeErrors++;
       return;
     }
+    const message = decoded.message;
     if (ev.node === SOURCE_ID) {
       const source = this.source;
       if (source !== null)
         this.apply(
           null,
-          source.handle(now, { kind: 'message', from: ev.from, message: decoded.message }),
+          source.handle(now, { kind: 'message', from: ev.from, message }),
           now,
         );
       return;
@@ -627,12 +639,12 @@ export class Simulation {
     const engine = m?.engine;
     if (m === undefined || engine === null || engine === undefined || !m.alive) return;
     const uplinks = this.net.uplinks;
-    if (decoded.message.type === MessageType.PacketRepairRequest && uplinks !== null) {
+    if (message.type === MessageType.PacketRepairRequest && uplinks !== null) {
       // The helper's transport backlog, as a browser reads a data channel's bufferedAmount.
       const backlog = uplinks.backlogBytes(m.id, now);
       this.apply(m, engine.handle(now, { kind: 'transportBacklog', peer: ev.from, bytes: backlog }), now);
     }
-    this.apply(m, engine.handle(now, { kind: 'message', from: ev.from, message: decoded.message }), now);
+    this.apply(m, engine.handle(now, { kind: 'message', from: ev.from, message }), now);
   }
 
   private timer(ev: NetEvent, now: number): void {
@@ -857,9 +869,11 @@ export class Simulation {
   }
 
   private transmit(m: MemberRecord | null, from: number, to: number, message: Message, now: number): void {
-    const bytes = this.net.transit.encode(message);
+    const transit = this.net.transit;
+    const bytes = transit.encode(message);
+    const byteLength = transit.lastByteLength;
     const isData = message.type === MessageType.Data || message.type === MessageType.PacketRepairData;
-    this.measure.countSent(m, message, bytes.byteLength, isData);
+    this.measure.countSent(m, message, byteLength, isData);
     const target = to === SOURCE_ID ? this.source : this.population.byId[to]?.engine;
     if (target === null || target === undefined) return;
     const rendezvous = this.net.rendezvous;
@@ -882,7 +896,7 @@ export class Simulation {
       message.slice === this.paritySlice &&
       message.payload.byteLength === 0;
     const outcome = this.net.carry(from, to, message, bytes, now, {
-      sizeBytes: isData && !idleParity ? this.packetBytes : bytes.byteLength,
+      sizeBytes: isData && !idleParity ? this.packetBytes : byteLength,
       droppable: isData,
       lossy: isData && this.loss !== null,
     });

@@ -1,4 +1,4 @@
-import type { Message } from '@chunkycast/wire';
+import type { DecodeResult, Message } from '@chunkycast/wire';
 import { EventQueue } from './queue.js';
 import { Rendezvous, type RendezvousOptions } from './rendezvous.js';
 import { Transit } from './transit.js';
@@ -14,12 +14,14 @@ export interface NetEvent {
   readonly node: number;
   /** Sender of a message (NET_DELIVER); otherwise the host's. */
   readonly from: number;
-  /** The encoded message (NET_DELIVER). */
+  /** The encoded message (NET_DELIVER), or null when it travels as `message` (Transit's sampling). */
   readonly bytes: Uint8Array | null;
   /** Peers named by the rendezvous (NET_BOOTSTRAP); otherwise the host's. */
   readonly peers: number[] | null;
   /** The host's (a timer's generation, a callback's number). */
   readonly gen: number;
+  /** A message not sampled for the codec, as the sender made it (NET_DELIVER; see Transit). */
+  readonly message: Message | null;
 }
 
 /** A message arrives at `node` from `from`. */
@@ -36,8 +38,9 @@ export function netEvent(
   bytes: Uint8Array | null = null,
   peers: number[] | null = null,
   gen = 0,
+  message: Message | null = null,
 ): NetEvent {
-  return { kind, node, from, bytes, peers, gen };
+  return { kind, node, from, bytes, peers, gen, message };
 }
 
 export interface NetworkOptions {
@@ -56,6 +59,8 @@ export interface NetworkOptions {
   readonly fifoPerLink: boolean;
   /** Encode into shared slabs (see Transit). */
   readonly slab?: boolean;
+  /** One message in this many crosses the codec (default 1, every message; see Transit). */
+  readonly codecSampleEvery?: number;
   /** Per-node uplink capacity: a data packet queued longer than this (ms) is dropped. */
   readonly uplinkMaxQueueMs?: number;
   /** Whether a message sent with `lossy` is lost on its link (drawn per message). */
@@ -84,7 +89,10 @@ export class Network {
   constructor(private readonly options: NetworkOptions) {
     this.whole = options.time === 'whole';
     this.queue = new EventQueue<NetEvent>({ realTimes: !this.whole });
-    this.transit = new Transit({ slab: options.slab ?? false });
+    this.transit = new Transit({
+      slab: options.slab ?? false,
+      ...(options.codecSampleEvery === undefined ? {} : { sampleEvery: options.codecSampleEvery }),
+    });
     this.uplinks = options.uplinkMaxQueueMs === undefined ? null : new Uplinks(options.uplinkMaxQueueMs);
     this.rendezvous = new Rendezvous(options.rendezvous);
   }
@@ -104,7 +112,8 @@ export class Network {
   }
 
   /**
-   * Carry an encoded message from `from` to `to`, sent at `now`: through the sender's uplink
+   * Carry a message from `from` to `to`, sent at `now`, as `bytes` (null: as `message` itself, not
+   * sampled for the codec; see Transit): through the sender's uplink
    * (`sizeBytes` charged; a `droppable` packet may be tail-dropped), the link's loss (when
    * `lossy`), then its latency (`delayMs` instead, for a scripted peer's message).
    */
@@ -112,7 +121,7 @@ export class Network {
     from: number,
     to: number,
     message: Message,
-    bytes: Uint8Array,
+    bytes: Uint8Array | null,
     now: number,
     send: {
       readonly sizeBytes: number;
@@ -135,7 +144,10 @@ export class Network {
       arrival = Math.max(arrival, this.linkLastMs.get(key) ?? 0);
       this.linkLastMs.set(key, arrival);
     }
-    this.queue.push(arrival, netEvent(NET_DELIVER, to, from, bytes));
+    this.queue.push(
+      arrival,
+      netEvent(NET_DELIVER, to, from, bytes, null, 0, bytes === null ? message : null),
+    );
     return 'sent';
   }
 
@@ -144,4 +156,10 @@ export class Network {
     const { peers, atMs } = this.rendezvous.answer(requester, count, now);
     this.queue.push(atMs, netEvent(NET_BOOTSTRAP, requester, 0, null, peers));
   }
+}
+
+/** The message a NET_DELIVER event carries: decoded from its bytes, or as sent when not sampled. */
+export function deliveredMessage(transit: Transit, ev: NetEvent): DecodeResult | null {
+  if (ev.bytes !== null) return transit.decode(ev.bytes);
+  return ev.message === null ? null : { ok: true, message: ev.message };
 }

@@ -31,6 +31,7 @@ import {
   Network as NetworkCore,
   NET_BOOTSTRAP,
   NET_DELIVER,
+  deliveredMessage,
   NET_HOST_KINDS,
   netEvent,
   type NetEvent,
@@ -319,11 +320,12 @@ export class Network {
         return;
       case NET_DELIVER: {
         const to = ev.node;
-        if (this.dead.has(ev.from) || this.dead.has(to) || ev.bytes === null) {
+        const decoded =
+          this.dead.has(ev.from) || this.dead.has(to) ? null : deliveredMessage(this.core.transit, ev);
+        if (decoded === null) {
           this.droppedMessages++;
           return;
         }
-        const decoded = this.core.transit.decode(ev.bytes);
         if (!decoded.ok) {
           throw new Error(
             `message ${ev.from}→${to} does not decode: ${decoded.error.kind} ${decoded.error.message}`,
@@ -359,9 +361,10 @@ export class Network {
   }
 
   private transmit(from: PeerId, to: PeerId, message: Message, delayMs?: number): void {
-    const bytes = this.core.transit.encode(message);
+    const transit = this.core.transit;
+    const bytes = transit.encode(message);
     const outcome = this.core.carry(from, to, message, bytes, this.clock, {
-      sizeBytes: bytes.byteLength,
+      sizeBytes: transit.lastByteLength,
       droppable: false,
       lossy: true,
       ...(delayMs === undefined ? {} : { delayMs }),
