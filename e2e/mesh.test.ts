@@ -54,6 +54,47 @@ const CELLULAR_CONNECTION = `{
   Object.defineProperty(navigator, 'connection', { configurable: true, value: connection });
 }`;
 
+/**
+ * A page script for test d2: the page says it is hidden for its whole life (a background tab) and
+ * its timers wake only at whole multiples of `window.__timerAlignmentMs`, as a browser throttles a
+ * hidden page's timers. Headless Chromium pages are never really hidden here, and CDP's
+ * Page.setWebLifecycleState('frozen') left a page's timers running (docs/browsers.md), so the
+ * throttling is emulated by wrapping the page's timer functions before any script runs.
+ */
+const HIDDEN_THROTTLED_PAGE = `{
+  window.__timerAlignmentMs = 1000;
+  Object.defineProperty(Document.prototype, 'visibilityState', { configurable: true, get: () => 'hidden' });
+  Object.defineProperty(Document.prototype, 'hidden', { configurable: true, get: () => true });
+  const nativeSetTimeout = window.setTimeout.bind(window);
+  const nativeClearTimeout = window.clearTimeout.bind(window);
+  const delayOf = (ms) => {
+    const now = performance.now();
+    const align = window.__timerAlignmentMs;
+    return Math.ceil((now + Math.max(0, Number(ms) || 0)) / align) * align - now;
+  };
+  window.setTimeout = (callback, ms, ...args) => nativeSetTimeout(callback, delayOf(ms), ...args);
+  const intervals = new Map();
+  let nextInterval = 1e9;
+  window.setInterval = (callback, ms, ...args) => {
+    const id = nextInterval++;
+    const arm = () =>
+      intervals.set(id, nativeSetTimeout(() => {
+        arm();
+        if (typeof callback === 'function') callback(...args);
+      }, delayOf(ms)));
+    arm();
+    return id;
+  };
+  const clear = (id) => {
+    const timer = intervals.get(id);
+    if (timer === undefined) return nativeClearTimeout(id);
+    intervals.delete(id);
+    nativeClearTimeout(timer);
+  };
+  window.clearTimeout = clear;
+  window.clearInterval = clear;
+}`;
+
 /** A page script removing both MSE constructors, as on a browser that has neither. */
 const NO_MSE = `for (const name of ['MediaSource', 'ManagedMediaSource', 'WebKitMediaSource']) delete window[name];`;
 
@@ -315,6 +356,59 @@ describe('live mesh in Chromium and Firefox', () => {
     const st = lastOf([samples])[0]?.stats;
     if (st?.stalls !== 0) problems.push(`${st?.stalls ?? 'unknown'} stall(s) after start`);
     if (problems.length > 0) await fail('d: after start', problems, [v]);
+  });
+
+  test('d2: a viewer hidden for its whole run relays while its timers wake each second, and hands its children over at once when they are throttled harder; nobody else stalls', async () => {
+    const others = late === null ? six : [...six, late];
+    const before = await sampleAll(others);
+    const stallsBefore = new Map(others.map((v, i) => [v, figure(before[i], 'stalls')]));
+    // Room for many children (TL 32), so that the load phase hands it some while it relays.
+    const h = await openViewer(browser, viewerUrl(tracker.url, { targetLoad: 32, maxLoad: 48 }), {
+      label: 'hidden',
+      initScript: HIDDEN_THROTTLED_PAGE,
+    });
+    try {
+      await waitForPlaying([h], { timeoutMs: 20_000 });
+    } catch (error) {
+      await fail('d2: startup', [String(error)], [h]);
+    }
+    const problems: string[] = [];
+    // Whole-second wake-ups: Chromium's throttling of a hidden page with an open data channel.
+    const relaying = await monitor([...others, h], { durationMs: 16_000, intervalMs: 2000 });
+    const hRelaying = relaying[relaying.length - 1] ?? [];
+    problems.push(...steadinessProblems(h.label, hRelaying));
+    const mostChildren = Math.max(0, ...hRelaying.map((s) => s.stats?.load ?? 0));
+    const reasonsRelaying = lastOf([hRelaying])[0]?.stats?.receiveOnlyReasons ?? null;
+    if (mostChildren === 0) problems.push('the hidden viewer never relayed (load 0 throughout)');
+    if (JSON.stringify(reasonsRelaying) !== '[]')
+      problems.push(`with 1 s wake-ups it stopped relaying: ${JSON.stringify(reasonsRelaying)}`);
+    // Harder: 10 s wake-ups, as a browser without Chromium's exemption for WebRTC pages.
+    await h.page.evaluate(() => {
+      (window as unknown as { __timerAlignmentMs: number }).__timerAlignmentMs = 10_000;
+    });
+    const throttled = await monitor([...others, h], { durationMs: 24_000, intervalMs: 2000 });
+    const hEnd = lastOf([throttled[throttled.length - 1] ?? []])[0]?.stats;
+    const hId = hEnd?.peerId ?? null;
+    const reasonsEnd = Array.isArray(hEnd?.receiveOnlyReasons) ? (hEnd.receiveOnlyReasons as unknown[]) : [];
+    if (!reasonsEnd.includes('throttled'))
+      problems.push(`receiveOnlyReasons ${JSON.stringify(hEnd?.receiveOnlyReasons)}, without throttled`);
+    if (hEnd?.load !== 0) problems.push(`the throttled viewer still has load ${hEnd?.load ?? '?'}`);
+    const ends = lastOf(throttled.slice(0, others.length));
+    for (const [i, s] of ends.entries()) {
+      const viewer = others[i];
+      const added = (s.stats?.stalls ?? NaN) - (viewer === undefined ? 0 : (stallsBefore.get(viewer) ?? 0));
+      if (added !== 0) problems.push(`${labelOf(others, i)}: ${added} stall(s) while the hidden viewer ran`);
+      const onH = (s.stats?.slices ?? []).filter((x) => x.parent !== null && x.parent === hId);
+      if (onH.length > 0)
+        problems.push(
+          `${labelOf(others, i)} still takes slice(s) ${onH.map((x) => x.slice).join(', ')} from it`,
+        );
+    }
+    log(
+      `hidden: up to ${mostChildren} children with 1 s wake-ups; with 10 s ones ${JSON.stringify({ reasons: reasonsEnd, load: hEnd?.load, stalls: hEnd?.stalls })}`,
+    );
+    if (problems.length > 0) await fail('d2', problems, [...others, h]);
+    await h.close();
   });
 
   test('e: a viewer that corrupts every packet it forwards is cut off; no forged byte reaches a player', async () => {

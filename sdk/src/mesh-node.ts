@@ -629,6 +629,14 @@ export class MeshNode {
   }
 
   /**
+   * Hand every child over now (the page is being frozen, or its timers are throttled): each finds
+   * another parent at once instead of through the load phase. The session sets ML 0 first.
+   */
+  releaseChildren(): void {
+    this.feed({ kind: 'releaseChildren' });
+  }
+
+  /**
    * What the uplink carried so far and what waits, summed over the open links, for the session's
    * capacity estimate (capacity.ts). A link counts as busy if it wrote or holds BUSY_LINK_BYTES
    * since the previous call (data, not an advert), and as behind if it holds LINK_BACKLOG_BYTES or

@@ -62,7 +62,13 @@ import {
   type Welcome,
 } from './tracker-client.js';
 import { unreachable } from './unreachable.js';
-import { UploadPolicy, parseUploadMode, type UploadPlatform } from './upload-policy.js';
+import {
+  CANNOT_RELAY_REASONS,
+  UploadPolicy,
+  browserUploadPlatform,
+  parseUploadMode,
+  type UploadPlatform,
+} from './upload-policy.js';
 import {
   MeshError,
   STARTUP_SEGMENTS,
@@ -247,8 +253,9 @@ export interface SessionHost {
    */
   readonly clock?: TrackerClock;
   /**
-   * Where `upload: 'auto'` reads the connection and the battery (default: the page's `navigator`;
-   * a host without one, such as Node, uploads).
+   * Where `upload: 'auto'` reads the connection and the battery, and where any mode but `off` reads
+   * the page's lifecycle (default: the page's `navigator` and `document`; a host without them, such
+   * as Node, uploads).
    */
   readonly uploadPlatform?: UploadPlatform;
 }
@@ -422,14 +429,23 @@ export class MeshSession extends EventTarget implements SegmentProvider {
     this.capacity = new UploadCapacity({ ...upload, declared: loads });
     const uploadMode = parseUploadMode(options.upload);
     if (uploadMode.error !== null) throw new MeshError('config', uploadMode.error);
+    let cannotRelay = false;
     this.uploadPolicy = new UploadPolicy(
       uploadMode.mode,
-      host.uploadPlatform ??
-        (typeof navigator === 'undefined' ? {} : (navigator as unknown as UploadPlatform)),
+      host.uploadPlatform ?? browserUploadPlatform(),
       (reasons) => {
         this.log('info', reasons.length > 0 ? 'receive-only' : 'uploading again', { reasons });
-        if (this.node !== null) this.applyLoads(this.node);
+        // A page being frozen or throttled cannot run the load phase that would move its children
+        // away: they leave now, each finding another parent at once.
+        const cannotRelayNow = reasons.some((r) => CANNOT_RELAY_REASONS.includes(r));
+        const release = cannotRelayNow && !cannotRelay;
+        cannotRelay = cannotRelayNow;
+        const node = this.node;
+        if (node === null) return;
+        this.applyLoads(node);
+        if (release) node.releaseChildren();
       },
+      this.clock,
     );
     this.ready = this.start();
     this.ready.catch((e: unknown) => {

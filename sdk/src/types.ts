@@ -153,8 +153,9 @@ export interface MeshStats {
   /** The `upload` option in force. */
   readonly upload: UploadMode;
   /**
-   * Why this viewer forwards nothing now (`upload-off`, `cellular`, `save-data`, `battery-low`);
-   * empty while it shares its upload.
+   * Why this viewer forwards nothing now (`upload-off`, `cellular`, `save-data`, `battery-low`; in
+   * any mode but `off`, `frozen` and `throttled` when the page cannot relay on time); empty while it
+   * shares its upload.
    */
   readonly receiveOnlyReasons: readonly ReceiveOnlyReason[];
   readonly slices: readonly SliceView[];

@@ -10,16 +10,41 @@
  * - Battery Status (`navigator.getBattery()`): discharging below LOW_BATTERY_LEVEL. Chromium has
  *   it; Firefox and Safari do not.
  * A browser without either API uploads in `auto` mode, as it would with `on`.
+ *
+ * Whatever the mode, a viewer that cannot relay on time stops relaying (reasons `frozen` and
+ * `throttled`), and its session hands its children over at once rather than through the load
+ * phase, which runs on the timers that are stalled:
+ * - `frozen`: the page is being frozen (Page Lifecycle `freeze`, Chromium; until `resume`). A frozen
+ *   page runs nothing, so the hand-over must happen in the event itself.
+ * - `throttled`: the page is hidden and a probe timer, chained every PROBE_INTERVAL_MS while hidden,
+ *   ran THROTTLED_LATE_MS or more late (until the page is visible again). Chromium only aligns a
+ *   hidden page's timers to whole seconds while it has an open data channel (its 1-minute
+ *   "intensive" throttling exempts WebRTC pages), and data is forwarded on arrival, not on a
+ *   timer, so a hidden Chromium viewer keeps relaying; a browser that throttles harder, or
+ *   suspends hidden pages, trips the probe before the viewer's neighbours time it out.
  */
 
 export type UploadMode = 'auto' | 'on' | 'off';
 export const UPLOAD_MODES: readonly UploadMode[] = ['auto', 'on', 'off'];
 
 /** Why a viewer is receive-only: `off` was asked for, or what `auto` saw. */
-export type ReceiveOnlyReason = 'upload-off' | 'cellular' | 'save-data' | 'battery-low';
+export type ReceiveOnlyReason =
+  'upload-off' | 'cellular' | 'save-data' | 'battery-low' | 'frozen' | 'throttled';
+
+/** Reasons that mean the page cannot relay on time: its children must leave at once. */
+export const CANNOT_RELAY_REASONS: readonly ReceiveOnlyReason[] = ['frozen', 'throttled'];
 
 /** Below this battery level (0‥1), discharging, `auto` stops uploading: the usual low-battery mark. */
 export const LOW_BATTERY_LEVEL = 0.2;
+
+/** While the page is hidden, a probe timer is chained this often to see how late timers run. */
+export const PROBE_INTERVAL_MS = 1000;
+/**
+ * A probe this late (ms) means the page's timers are throttled beyond the whole-second alignment
+ * every browser applies to hidden pages: half the engine's failureTimeoutMs (4 s), so that the
+ * viewer's heartbeats would soon leave its neighbours thinking it failed.
+ */
+export const THROTTLED_LATE_MS = 2000;
 
 /** The parts of NetworkInformation read here (all optional: browsers differ). */
 export interface ConnectionLike extends EventTarget {
@@ -33,10 +58,39 @@ export interface BatteryLike extends EventTarget {
   readonly level: number;
 }
 
-/** Where the signals come from: the page's `navigator`, or a test's stand-in. */
+/** The parts of Document read here: its visibility, and the events `visibilitychange`, `freeze`, `resume`. */
+export interface PageLifecycleLike extends EventTarget {
+  readonly visibilityState: string;
+}
+
+/** Time and timers for the probe (the session's clock). */
+export interface PolicyClock {
+  now(): number;
+  setTimeout(callback: () => void, ms: number): unknown;
+  clearTimeout(handle: unknown): void;
+}
+
+/** Where the signals come from: the page's `navigator` and `document`, or a test's stand-in. */
 export interface UploadPlatform {
   readonly connection?: ConnectionLike;
   getBattery?(): Promise<BatteryLike>;
+  /** The page's document: without one (Node), the viewer is never frozen or throttled. */
+  readonly page?: PageLifecycleLike;
+}
+
+/** The page's `navigator` and `document`, where there are (none in Node). */
+export function browserUploadPlatform(): UploadPlatform {
+  const nav =
+    typeof navigator === 'undefined'
+      ? undefined
+      : (navigator as unknown as { connection?: ConnectionLike; getBattery?: () => Promise<BatteryLike> });
+  const connection = nav?.connection;
+  const getBattery = nav?.getBattery;
+  return {
+    ...(connection !== undefined ? { connection } : {}),
+    ...(typeof getBattery === 'function' ? { getBattery: () => getBattery.call(nav) } : {}),
+    ...(typeof document === 'undefined' ? {} : { page: document }),
+  };
 }
 
 /** What the platform says now; null where it has no such API (or the battery is not known yet). */
@@ -45,13 +99,19 @@ export interface UploadConditions {
   readonly saveData: boolean | null;
   readonly batteryCharging: boolean | null;
   readonly batteryLevel: number | null;
+  /** The page is frozen (between `freeze` and `resume`); absent: false. */
+  readonly frozen?: boolean;
+  /** The page is hidden and its timers ran THROTTLED_LATE_MS late; absent: false. */
+  readonly throttled?: boolean;
 }
 
 /** Why the viewer is receive-only under `mode` and `conditions`; empty: it uploads. */
 export function receiveOnlyReasons(mode: UploadMode, conditions: UploadConditions): ReceiveOnlyReason[] {
   if (mode === 'off') return ['upload-off'];
-  if (mode === 'on') return [];
   const reasons: ReceiveOnlyReason[] = [];
+  if (conditions.frozen === true) reasons.push('frozen');
+  if (conditions.throttled === true) reasons.push('throttled');
+  if (mode === 'on') return reasons;
   if (conditions.connectionType === 'cellular') reasons.push('cellular');
   if (conditions.saveData === true) reasons.push('save-data');
   if (
@@ -80,24 +140,46 @@ export function parseUploadMode(raw: unknown): { mode: UploadMode; error: string
 const CONNECTION_EVENTS = ['change', 'typechange'] as const;
 const BATTERY_EVENTS = ['chargingchange', 'levelchange'] as const;
 
+const PAGE_EVENTS = ['visibilitychange', 'freeze', 'resume'] as const;
+
 /**
- * Watches the platform in `auto` mode and calls `onChange` with the new reasons whenever the
- * decision changes (not on every event: a battery reports each percent).
+ * Watches the platform (the connection and battery in `auto` mode; the page's lifecycle unless
+ * `off`) and calls `onChange` with the new reasons whenever the decision changes (not on every
+ * event: a battery reports each percent).
  */
 export class UploadPolicy {
   private connectionType: string | null = null;
   private saveData: boolean | null = null;
   private batteryCharging: boolean | null = null;
   private batteryLevel: number | null = null;
+  private frozen = false;
+  private throttled = false;
+  private probe: { readonly handle: unknown; readonly dueAt: number } | null = null;
   private current: readonly ReceiveOnlyReason[];
   private closed = false;
   private readonly unsubscribe: (() => void)[] = [];
 
+  /** `clock`: for the throttling probe (without one, throttling is not watched). */
   constructor(
     readonly mode: UploadMode,
     platform: UploadPlatform,
     private readonly onChange: (reasons: readonly ReceiveOnlyReason[]) => void,
+    private readonly clock: PolicyClock | null = null,
   ) {
+    const page = platform.page;
+    if (mode !== 'off' && page !== undefined) {
+      const onPageEvent = (event: Event): void => {
+        if (event.type === 'freeze') this.frozen = true;
+        else if (event.type === 'resume') this.frozen = false;
+        this.watchTimers(page);
+        this.update();
+      };
+      for (const type of PAGE_EVENTS) page.addEventListener(type, onPageEvent);
+      this.unsubscribe.push(() => {
+        for (const type of PAGE_EVENTS) page.removeEventListener(type, onPageEvent);
+      });
+      this.watchTimers(page);
+    }
     if (mode === 'auto') {
       const connection = platform.connection;
       if (connection !== undefined) {
@@ -142,12 +224,51 @@ export class UploadPolicy {
       saveData: this.saveData,
       batteryCharging: this.batteryCharging,
       batteryLevel: this.batteryLevel,
+      frozen: this.frozen,
+      throttled: this.throttled,
     };
   }
 
   close(): void {
     this.closed = true;
+    this.stopProbe();
     for (const off of this.unsubscribe.splice(0)) off();
+  }
+
+  /**
+   * While the page is hidden, chain a probe timer and time it: a page visible again is not
+   * throttled. A chained timer is what a browser's harshest throttling targets (Chromium's counts
+   * the chain), as the session's own timers are.
+   */
+  private watchTimers(page: PageLifecycleLike): void {
+    const clock = this.clock;
+    if (clock === null || this.closed) return;
+    if (page.visibilityState !== 'hidden') {
+      this.stopProbe();
+      this.throttled = false;
+      return;
+    }
+    if (this.probe !== null) return;
+    const arm = (): void => {
+      const dueAt = clock.now() + PROBE_INTERVAL_MS;
+      const handle = clock.setTimeout(() => {
+        this.probe = null;
+        if (this.closed || page.visibilityState !== 'hidden') return;
+        if (clock.now() - dueAt >= THROTTLED_LATE_MS && !this.throttled) {
+          this.throttled = true;
+          this.update();
+        }
+        arm();
+      }, PROBE_INTERVAL_MS);
+      this.probe = { handle, dueAt };
+    };
+    arm();
+  }
+
+  private stopProbe(): void {
+    if (this.probe === null) return;
+    this.clock?.clearTimeout(this.probe.handle);
+    this.probe = null;
   }
 
   private listen(target: EventTarget, events: readonly string[], read: () => void): void {

@@ -505,6 +505,9 @@ export class Engine {
       case 'setLoad':
         this.setLoad(input.targetLoadSlices, input.maxLoadSlices);
         break;
+      case 'releaseChildren':
+        if (this.config.role === 'member' && this.started && !this.quitting) this.releaseChildren();
+        break;
       case 'measuredLoss':
         this.source?.measureLoss(input.fraction);
         break;
@@ -626,6 +629,20 @@ export class Engine {
       // below us while we rejoin the re-flooded tree, and the load phase then moves it away.
       for (let s = 0; s < this.sliceStates.length; s++) if (this.slice(s).isSliceSource) this.handBackRoot(s);
     }
+    this.sendAdverts();
+  }
+
+  /** Input 'releaseChildren': every child leaves us now, the active ones told so. */
+  private releaseChildren(): void {
+    for (let s = 0; s < this.sliceStates.length; s++) {
+      const st = this.slice(s);
+      for (const [child, entry] of [...st.children]) {
+        if (entry.untilSeq === Infinity)
+          this.send(child, { type: MessageType.TreeLeave, slice: s, role: TreeRole.Parent });
+        this.switching.removeChild(s, child);
+      }
+    }
+    // Our load is in the next adverts anyway; now, so that nobody picks us by the old one.
     this.sendAdverts();
   }
 

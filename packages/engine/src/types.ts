@@ -92,7 +92,16 @@ export type Input =
    * hands back any slice it roots. ML defaults to `maxLoadFactor`·TL. Bad values throw ConfigError,
    * and so does the true source, whose load is M slices by definition.
    */
-  | { readonly kind: 'setLoad'; readonly targetLoadSlices: number; readonly maxLoadSlices?: number };
+  | { readonly kind: 'setLoad'; readonly targetLoadSlices: number; readonly maxLoadSlices?: number }
+  /**
+   * Members only: hand every child over now, for a host about to stop running for a while (a page
+   * being frozen, or one whose timers a hidden tab throttles so much that the load phase, which runs
+   * on them, would move its children too slowly). Each active child is told we leave it (TreeLeave,
+   * role parent) and finds a new parent at once by forced selection (thesis §4.2, forced parent
+   * selection); children still draining after a switch are dropped. The parents we take from are
+   * kept. With ML > 0 new children may come again: a host that wants none sets ML 0 first.
+   */
+  | { readonly kind: 'releaseChildren' };
 
 /** How a packet reached this node. */
 export type DeliveryPath = 'tree' | 'repair' | 'origin' | 'parity';

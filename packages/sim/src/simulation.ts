@@ -628,11 +628,7 @@ export class Simulation {
     if (ev.node === SOURCE_ID) {
       const source = this.source;
       if (source !== null)
-        this.apply(
-          null,
-          source.handle(now, { kind: 'message', from: ev.from, message }),
-          now,
-        );
+        this.apply(null, source.handle(now, { kind: 'message', from: ev.from, message }), now);
       return;
     }
     const m = this.population.byId[ev.node];

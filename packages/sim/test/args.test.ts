@@ -54,6 +54,17 @@ describe('npm run sim arguments', () => {
     expect(usageError(['--scenario', 'static', '--segment-ms', '0'])).toMatch(/--segment-ms/);
   });
 
+  it('parses --codec-sample (absent: every message crosses the codec)', () => {
+    const sampled = parseArgs(['--scenario', 'static', '--codec-sample', '8']);
+    expect(sampled !== 'help' && sampled.options.codecSampleEvery).toBe(8);
+    const plain = parseArgs(['--scenario', 'static']);
+    expect(plain !== 'help' && plain.options.codecSampleEvery).toBeUndefined();
+    for (const bad of [['--codec-sample', '0'], ['--codec-sample', '2.5'], ['--codec-sample=-1']])
+      expect(usageError(['--scenario', 'static', ...bad])).toMatch(
+        /--codec-sample must be a whole number ≥ 1/,
+      );
+  });
+
   it('answers --help', () => {
     expect(parseArgs(['--help'])).toBe('help');
   });

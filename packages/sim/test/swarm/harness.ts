@@ -251,6 +251,16 @@ export class Network {
     this.dead.add(id);
   }
 
+  /**
+   * The node stops running, as a page the browser freezes: what it already sent is still delivered
+   * (unlike `kill`), nothing reaches it any more and none of its timers fire. Its links stay open:
+   * the others notice only by its silence.
+   */
+  freeze(id: PeerId): void {
+    this.engines.delete(id);
+    this.scheduledTimer.delete(id);
+  }
+
   quit(id: PeerId, graceful: boolean): void {
     this.input(id, { kind: 'quit', graceful });
   }

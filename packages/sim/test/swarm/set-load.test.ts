@@ -2,7 +2,7 @@
 // issue 12). The load above the new thresholds must leave through the load phase — hand-offs at a
 // future packet, no child dropped — and the new ML must hold for every new child.
 import { describe, expect, it } from 'vitest';
-import { MessageType, type PeerId } from '@chunkycast/wire';
+import { MessageType, TreeRole, type PeerId } from '@chunkycast/wire';
 import { createRandom } from '@chunkycast/engine';
 import { deliveryCounts, joiningSwarm, Network, prelinkedSwarm, randomTargetLoads } from './harness.js';
 
@@ -164,6 +164,62 @@ describe('setLoad in a running swarm', () => {
       const lostAtMs = lost.map((p) => 1000 + ((p.seq * SLICES + p.slice) * 1000) / RATE);
       for (const at of lostAtMs) expect(at).toBeLessThan(t0 + 3500);
     }
+  });
+
+  // A page about to be frozen (issue 15) goes receive-only and releases its children at once; the
+  // load phase would move them only over several decision rounds, which a frozen page never runs.
+  it('releaseChildren before a freeze: every child finds another parent within 1.5 s, losing no packet', () => {
+    const freezeAndWatch = (release: boolean) => {
+      const swarm = settledSwarm(124);
+      const { net, ids } = swarm;
+      const m = busiestForwarder(swarm);
+      const engine = net.engine(m);
+      const childrenBefore = engine.children().map((c) => [...c]);
+      const t0 = net.now;
+      if (release) {
+        net.input(m, { kind: 'setLoad', targetLoadSlices: 0, maxLoadSlices: 0 });
+        net.input(m, { kind: 'releaseChildren' });
+        expect(engine.currentLoad).toBe(0);
+        expect(engine.children().every((c) => c.length === 0)).toBe(true);
+        // Each active child was told, on its slice.
+        const told = net
+          .sentOf(m, MessageType.TreeLeave)
+          .filter((d) => d.time === t0 && d.message.role === TreeRole.Parent)
+          .map((d) => `${d.message.slice}:${d.to}`)
+          .sort();
+        const expected = childrenBefore.flatMap((c, s) => c.map((child) => `${s}:${child}`)).sort();
+        expect(told).toEqual(expected);
+      }
+      net.freeze(m);
+      // When each former child had a parent other than m again, per slice.
+      let settledAt = Infinity;
+      for (let k = 1; k <= 60; k++)
+        net.at(t0 + k * 100, () => {
+          if (settledAt < Infinity) return;
+          const stillOnM = childrenBefore.some((c, s) =>
+            c.some((child) => {
+              const p = net.engine(child).parents()[s];
+              return p === m || p === null;
+            }),
+          );
+          if (!stillOnM) settledAt = net.now - t0;
+        });
+      net.runUntil(t0 + 15_000);
+      const load = childrenBefore.reduce((sum, c) => sum + c.length, 0);
+      return { swarm, m, t0, settledAt, load, others: ids.filter((id) => id !== m) };
+    };
+    const released = freezeAndWatch(true);
+    const silent = freezeAndWatch(false);
+    console.info(
+      `freeze of a member with ${released.load} children: all re-parented after ${released.settledAt} ms when released first, ${silent.settledAt} ms when not`,
+    );
+    expect(released.load).toBeGreaterThanOrEqual(8);
+    expect(released.settledAt).toBeLessThanOrEqual(1500);
+    // Without the release the children wait for the failure timeout (4 s of silence).
+    expect(silent.settledAt).toBeGreaterThan(3000);
+    // Nobody else lost a packet: the new parents resent from where each child was.
+    const { swarm, t0, others } = released;
+    expectNoLoss({ net: swarm.net, ids: others }, t0 - 2000, swarm.net.now - 3000);
   });
 
   it('a receive-only member that raises its TL takes children again', () => {
