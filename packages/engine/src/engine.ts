@@ -1821,7 +1821,12 @@ export class Engine {
     if (maxLoad > 0 && this.load >= maxLoad)
       for (let s = 0; s < this.sliceStates.length; s++) {
         const st = this.slice(s);
-        if (st.isSliceSource && st.activeChildren === 0) this.handBackRoot(s);
+        // Not a root moved to us whose old root has yet to ask to be our child: it brings the whole
+        // tree, above our ML if need be. Handing such a root back at once (we had no child yet) left
+        // the old root's subtree without a way in: its only neighbour outside, the next root, was
+        // full (a 16-member swarm missed a slice for good).
+        if (st.isSliceSource && st.activeChildren === 0 && !this.awaitingPredecessor(st))
+          this.handBackRoot(s);
       }
     if (this.load <= maxLoad) return;
     const rooted: number[] = [];
@@ -1836,6 +1841,11 @@ export class Engine {
     if (excess <= 0) return;
     rooted.sort((a, b) => this.slice(a).activeChildren - this.slice(b).activeChildren || a - b);
     for (const s of rooted.slice(0, excess)) this.handBackRoot(s);
+  }
+
+  /** A moved root's old root may still ask to be our child (for 2 × requestTimeoutMs after the move). */
+  private awaitingPredecessor(st: SliceState): boolean {
+    return st.predecessor !== null && this.now - st.parentSince < 2 * this.config.protocol.requestTimeoutMs;
   }
 
   // ───────────────────────────── quitting ─────────────────────────────

@@ -238,6 +238,45 @@ describe('members in a moved slice', () => {
     expect(solo.sendsOf(MessageType.SwitchReply, later).map((r) => r.message.accepted)).toEqual([false]);
   });
 
+  it('a full new root keeps a moved slice while its old root may still ask to be its child, and hands it back after', () => {
+    // At ML (1) with a child on another slice it roots, a childless root is one it cannot feed and
+    // hands back; a moved one is not childless for long: the old root brings the whole tree.
+    const solo = new Solo({ id: SECOND, role: 'member', targetLoadSlices: 1, maxLoadSlices: 1 });
+    solo.startWith([3, 4]);
+    solo.feed(SOURCE, { type: MessageType.SliceSourceAssign, slice: 5, epoch: 1, assigned: true });
+    solo.takeChildren([3], 5);
+    expect(solo.engine.currentLoad).toBe(1);
+    const movedAt = solo.now;
+    const mark = solo.mark();
+    solo.feed(SOURCE, {
+      type: MessageType.SliceSourceAssign,
+      slice: 2,
+      epoch: 3,
+      assigned: true,
+      peer: FIRST,
+    });
+    const handedBack = (since: number): number[] =>
+      solo
+        .sendsOf(MessageType.SliceSourceAssign, since)
+        .filter((a) => a.to === SOURCE && !a.message.assigned)
+        .map((a) => a.message.slice);
+    // Decision rounds run (the child on slice 5 stays alive); the old root has not asked yet.
+    const runTo = (time: number): void => {
+      while (solo.now < time) {
+        solo.advance(Math.min(time, solo.now + 500));
+        solo.feed(3, { type: MessageType.Heartbeat });
+      }
+    };
+    runTo(movedAt + 5000);
+    expect(solo.engine.currentLoad).toBe(1);
+    expect(handedBack(mark)).toEqual([]);
+    expect(solo.engine.sliceSourceOf()).toEqual([2, 5]);
+    // It never asks (it failed, say): after 2 × requestTimeoutMs the childless root goes back.
+    runTo(movedAt + 8000);
+    expect(handedBack(mark)).toEqual([2]);
+    expect(solo.engine.sliceSourceOf()).toEqual([5]);
+  });
+
   it('the old root, told its successor, asks it to be its parent as a planned hand-off', () => {
     const solo = new Solo({ id: FIRST, role: 'member', targetLoadSlices: 16 });
     solo.startWith([3, 4]);
