@@ -18,6 +18,18 @@ import type { Random } from './random.js';
  * everywhere, a random walk's stationary distribution is proportional to L: walks sample nodes in
  * proportion to their capacity without any correction.
  */
+/**
+ * Hops an in-repair walk may go on after its walkLength, looking for a member with an in-link to
+ * spare (not in ref. [66]). Where a repair walk ends, that member gives one of its own in-links to
+ * the walk's origin (the swap), which leaves it one short in turn unless it had one too many: the
+ * deficit moved on like a token, a walk and a swap each step, and every swap cut a link that might
+ * carry tree edges (at 1000 members joining, forced switches for lost neighbours went on for minutes
+ * after the last join). Members with an in-link to spare are those out-repair walks ended at (a
+ * failed member's in-neighbours re-link there) and those concurrent joins left with surplus; a walk
+ * that finds none within these hops ends as before.
+ */
+export const IN_REPAIR_SEARCH_HOPS = 24;
+
 export interface SwaplinksHost {
   readonly id: PeerId;
   readonly random: Random;
@@ -75,7 +87,15 @@ export class Swaplinks {
   private bootstrapPeers: PeerId[] = [];
   private lastBootstrapRequestAt = -Infinity;
   /** Counters for stats and tests. */
-  readonly counters = { walksStarted: 0, walksForwarded: 0, walksEnded: 0, swaps: 0, walksExpired: 0 };
+  readonly counters = {
+    walksStarted: 0,
+    walksForwarded: 0,
+    walksEnded: 0,
+    swaps: 0,
+    walksExpired: 0,
+    /** In-repair walks that ended here because we had an in-link to spare (IN_REPAIR_SEARCH_HOPS). */
+    deficitsAbsorbed: 0,
+  };
 
   constructor(
     private readonly host: SwaplinksHost,
@@ -255,8 +275,13 @@ export class Swaplinks {
       walkId,
       origin: this.host.id,
       purpose,
-      ttl: this.walkLength,
+      ttl: this.walkLength + (purpose === WalkPurpose.InRepair ? IN_REPAIR_SEARCH_HOPS : 0),
     });
+  }
+
+  /** More in-links than we keep: we can give one away without repairing our own degree after. */
+  private hasInLinkToSpare(): boolean {
+    return this.inDegree > Math.max(this.keepIn, this.linksPerDirection);
   }
 
   /**
@@ -265,6 +290,14 @@ export class Swaplinks {
    */
   onWalk(walk: WalkMessage): void {
     if (walk.origin === this.host.id) return;
+    // Past its walkLength hops, an in-repair walk ends at the first member that can spare an in-link.
+    const searching = walk.purpose === WalkPurpose.InRepair && walk.ttl <= IN_REPAIR_SEARCH_HOPS + 1;
+    if (searching && this.hasInLinkToSpare()) {
+      this.counters.walksEnded++;
+      this.counters.deficitsAbsorbed++;
+      this.endWalk(walk);
+      return;
+    }
     if (walk.ttl > 1) {
       const viaIn = walk.purpose === WalkPurpose.Join || walk.purpose === WalkPurpose.OutRepair;
       // A node that is itself still joining may have no links in the walk's direction yet; walking
