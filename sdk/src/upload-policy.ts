@@ -27,7 +27,7 @@
 export type UploadMode = 'auto' | 'on' | 'off';
 export const UPLOAD_MODES: readonly UploadMode[] = ['auto', 'on', 'off'];
 
-/** Why a viewer is receive-only: `off` was asked for, or what `auto` saw. */
+/** Why a viewer is receive-only: `off` was asked for, what `auto` saw, or a page that cannot relay on time. */
 export type ReceiveOnlyReason =
   'upload-off' | 'cellular' | 'save-data' | 'battery-low' | 'frozen' | 'throttled';
 

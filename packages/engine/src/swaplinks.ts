@@ -12,13 +12,6 @@ import {
 import type { Random } from './random.js';
 
 /**
- * Swaplinks: the random graph under the trees (thesis §4.2, the Swaplinks graph; the algorithm itself is ref. [66],
- * summarised in shared/briefs/chunkyspread.md §5). Every node keeps multisets of out-links and
- * in-links with |out| = |in| = L, where L follows its capacity. Because in-degree equals out-degree
- * everywhere, a random walk's stationary distribution is proportional to L: walks sample nodes in
- * proportion to their capacity without any correction.
- */
-/**
  * Hops an in-repair walk may go on after its walkLength, looking for a member with an in-link to
  * spare (not in ref. [66]). Where a repair walk ends, that member gives one of its own in-links to
  * the walk's origin (the swap), which leaves it one short in turn unless it had one too many: the
@@ -30,6 +23,13 @@ import type { Random } from './random.js';
  */
 export const IN_REPAIR_SEARCH_HOPS = 24;
 
+/**
+ * Swaplinks: the random graph under the trees (thesis §4.2, the Swaplinks graph; the algorithm itself is ref. [66],
+ * summarised in shared/briefs/chunkyspread.md §5). Every node keeps multisets of out-links and
+ * in-links with |out| = |in| = L, where L follows its capacity. Because in-degree equals out-degree
+ * everywhere, a random walk's stationary distribution is proportional to L: walks sample nodes in
+ * proportion to their capacity without any correction.
+ */
 export interface SwaplinksHost {
   readonly id: PeerId;
   readonly random: Random;
