@@ -198,10 +198,8 @@ describe('the true source spreads slice roots as the swarm grows', () => {
 });
 
 describe('members in a moved slice', () => {
-  it('the new root keeps its tree, says it took over, and takes the old root as a child though not a neighbour and full', () => {
-    const solo = new Solo({ id: SECOND, role: 'member', targetLoadSlices: 1, maxLoadSlices: 1 });
-    solo.startWith([3, 4]);
-    const mark = solo.mark();
+  /** The true source moves slice 2 to this member, naming its old root, FIRST. */
+  const moveSlice2FromFirst = (solo: Solo): void => {
     solo.feed(SOURCE, {
       type: MessageType.SliceSourceAssign,
       slice: 2,
@@ -209,6 +207,13 @@ describe('members in a moved slice', () => {
       assigned: true,
       peer: FIRST,
     });
+  };
+
+  it('the new root keeps its tree, says it took over, and takes the old root as a child though not a neighbour and full', () => {
+    const solo = new Solo({ id: SECOND, role: 'member', targetLoadSlices: 1, maxLoadSlices: 1 });
+    solo.startWith([3, 4]);
+    const mark = solo.mark();
+    moveSlice2FromFirst(solo);
     expect(solo.engine.sliceSourceOf()).toEqual([2]);
     expect(solo.sendsOf(MessageType.Flood, mark)).toEqual([]);
     expect(
@@ -248,13 +253,7 @@ describe('members in a moved slice', () => {
     expect(solo.engine.currentLoad).toBe(1);
     const movedAt = solo.now;
     const mark = solo.mark();
-    solo.feed(SOURCE, {
-      type: MessageType.SliceSourceAssign,
-      slice: 2,
-      epoch: 3,
-      assigned: true,
-      peer: FIRST,
-    });
+    moveSlice2FromFirst(solo);
     const handedBack = (since: number): number[] =>
       solo
         .sendsOf(MessageType.SliceSourceAssign, since)
