@@ -154,7 +154,8 @@ export class UploadPolicy {
   private batteryLevel: number | null = null;
   private frozen = false;
   private throttled = false;
-  private probe: { readonly handle: unknown; readonly dueAt: number } | null = null;
+  /** The probe timer while the page is hidden (its handle boxed: a handle may be any value). */
+  private probe: { readonly handle: unknown } | null = null;
   private current: readonly ReceiveOnlyReason[];
   private closed = false;
   private readonly unsubscribe: (() => void)[] = [];
@@ -168,15 +169,10 @@ export class UploadPolicy {
   ) {
     const page = platform.page;
     if (mode !== 'off' && page !== undefined) {
-      const onPageEvent = (event: Event): void => {
+      this.listen(page, PAGE_EVENTS, (event) => {
         if (event.type === 'freeze') this.frozen = true;
         else if (event.type === 'resume') this.frozen = false;
         this.watchTimers(page);
-        this.update();
-      };
-      for (const type of PAGE_EVENTS) page.addEventListener(type, onPageEvent);
-      this.unsubscribe.push(() => {
-        for (const type of PAGE_EVENTS) page.removeEventListener(type, onPageEvent);
       });
       this.watchTimers(page);
     }
@@ -260,7 +256,7 @@ export class UploadPolicy {
         }
         arm();
       }, PROBE_INTERVAL_MS);
-      this.probe = { handle, dueAt };
+      this.probe = { handle };
     };
     arm();
   }
@@ -271,9 +267,9 @@ export class UploadPolicy {
     this.probe = null;
   }
 
-  private listen(target: EventTarget, events: readonly string[], read: () => void): void {
-    const handler = (): void => {
-      read();
+  private listen(target: EventTarget, events: readonly string[], read: (event: Event) => void): void {
+    const handler = (event: Event): void => {
+      read(event);
       this.update();
     };
     for (const event of events) target.addEventListener(event, handler);

@@ -106,7 +106,6 @@ export class Solo {
     return out;
   }
 
-  /** Install links (both directions to each peer) and start. */
   /** Each of `children` asks us to be its parent on `slice` (a joiner's forced request, from its first packet). */
   takeChildren(children: readonly PeerId[], slice = 0): void {
     for (const c of children)
@@ -118,6 +117,7 @@ export class Solo {
       });
   }
 
+  /** Install links (both directions to each peer) and start. */
   startWith(neighbours: readonly PeerId[]): Action[] {
     const out = this.input({ kind: 'installLinks', out: neighbours, in: neighbours });
     out.push(...this.input({ kind: 'start' }));

@@ -27,7 +27,6 @@ import {
   NET_DELIVER,
   NET_HOST_KINDS,
   Network,
-  deliveredMessage,
   configurationModel,
   netEvent,
   type NetEvent,
@@ -356,7 +355,7 @@ export class Simulation {
       emittedPerSlice: measure.emitTimes.map((_, s) => this.sourceEngine().nextSequence(s)),
       events: this.events,
       codec: {
-        sampleEvery: this.options.codecSampleEvery ?? 1,
+        sampleEvery: this.net.transit.sampleEvery,
         messages: this.net.transit.messages,
         encoded: this.net.transit.encodedMessages,
       },
@@ -618,7 +617,7 @@ export class Simulation {
   }
 
   private deliver(ev: NetEvent, now: number): void {
-    const decoded = deliveredMessage(this.net.transit, ev);
+    const decoded = this.net.delivered(ev);
     if (decoded === null) return;
     if (!decoded.ok) {
       this.measure.decodeErrors++;

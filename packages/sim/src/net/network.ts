@@ -151,15 +151,15 @@ export class Network {
     return 'sent';
   }
 
+  /** The message a NET_DELIVER event carries: decoded from its bytes, or as sent when not sampled. */
+  delivered(ev: NetEvent): DecodeResult | null {
+    if (ev.bytes !== null) return this.transit.decode(ev.bytes);
+    return ev.message === null ? null : { ok: true, message: ev.message };
+  }
+
   /** `requester` asks the rendezvous server for `count` peers at `now`; its answer is an event. */
   requestBootstrap(requester: number, count: number, now: number): void {
     const { peers, atMs } = this.rendezvous.answer(requester, count, now);
     this.queue.push(atMs, netEvent(NET_BOOTSTRAP, requester, 0, null, peers));
   }
-}
-
-/** The message a NET_DELIVER event carries: decoded from its bytes, or as sent when not sampled. */
-export function deliveredMessage(transit: Transit, ev: NetEvent): DecodeResult | null {
-  if (ev.bytes !== null) return transit.decode(ev.bytes);
-  return ev.message === null ? null : { ok: true, message: ev.message };
 }

@@ -21,7 +21,8 @@ import {
  */
 export class Transit {
   private readonly slab: SlabAllocator | null;
-  private readonly sampleEvery: number;
+  /** One message in this many crosses the codec (1: every message). */
+  readonly sampleEvery: number;
   private sinceSample = 0;
   /** Encoded size of the message of the last `encode` (bytes). */
   lastByteLength = 0;

@@ -31,7 +31,6 @@ import {
   Network as NetworkCore,
   NET_BOOTSTRAP,
   NET_DELIVER,
-  deliveredMessage,
   NET_HOST_KINDS,
   netEvent,
   type NetEvent,
@@ -330,8 +329,7 @@ export class Network {
         return;
       case NET_DELIVER: {
         const to = ev.node;
-        const decoded =
-          this.dead.has(ev.from) || this.dead.has(to) ? null : deliveredMessage(this.core.transit, ev);
+        const decoded = this.dead.has(ev.from) || this.dead.has(to) ? null : this.core.delivered(ev);
         if (decoded === null) {
           this.droppedMessages++;
           return;
