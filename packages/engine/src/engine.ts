@@ -30,7 +30,7 @@ import { bloomMaskFor } from './mask.js';
 import type { Random } from './random.js';
 import { ParityError, recoverFromParity } from './parity.js';
 import { Repairer, type FilledPacket } from './repair.js';
-import { DeadlineTable, type Deadline } from './deadlines.js';
+import { DeadlineTable, TIMEOUT_PAST_MS, type Deadline } from './deadlines.js';
 import { ArrivalOffsets } from './offsets.js';
 import { LatencyPhase } from './latency-phase.js';
 import { LoadPhase } from './load-phase.js';
@@ -85,6 +85,14 @@ const MIN_SEQ_INTERVAL_MS = 10;
 const MAX_STRANGER_VIOLATION_ENTRIES = 256;
 /** Peers' Bloom masks kept at most (children come and go; recomputing one is cheap). */
 const MASK_CACHE_SIZE = 1024;
+/**
+ * How long a peer we found failed marks the paths through it as dead (failedPaths). A neighbour
+ * below it rejoins within a few seconds and its advertised filter then shows its new path (filters
+ * are taken from packets); until then its advert may still say it receives. Not in the thesis.
+ */
+const FAILED_PATH_MEMORY_MS = 10_000;
+/** Failed peers remembered at most (a burst takes some of our ~30 neighbours and tree relations). */
+const MAX_FAILED_PATHS = 64;
 /** What a member reports as the parity it sent: nothing. */
 const NO_PARITY_SENT: Readonly<{ active: number; idle: number }> = Object.freeze({ active: 0, idle: 0 });
 /**
@@ -183,6 +191,14 @@ export class Engine {
   /** Violations of peers without a PeerState (a parent that is not a Swaplinks neighbour, say). */
   private readonly strangerViolations = new Map<PeerId, number>();
   private readonly masks = new Map<PeerId, Bloom128>();
+  /**
+   * Peers we found failed (not quitting) in the last FAILED_PATH_MEMORY_MS, oldest first, with their
+   * masks. A neighbour whose advertised path runs through one gets no data by it, whatever its
+   * advert's receiving flag says (it was sent before its own timeout ran out): after a burst, a
+   * member that lost its parent asked a sibling below the same dead parent, or two orphaned
+   * subtrees each took the other as their way back, and waited for seconds.
+   */
+  private readonly failedPaths = new Map<PeerId, { readonly mask: Bloom128; readonly at: number }>();
   /**
    * Peers whose link the host reported relayed (`linkRoute`), kept while the host's link lasts: a
    * PeerState comes and goes with neighbourship, the link (and its route) does not. Cleared by
@@ -415,9 +431,13 @@ export class Engine {
     return this.stopped ? { atMs: Infinity, reason: null } : this.refreshedDeadlines().soonest();
   }
 
-  /** The table with the repairer's deadline, which the repairer keeps itself (it moves with every packet). */
+  /**
+   * The table with the deadlines others keep themselves: the repairer's (it moves with every
+   * packet), and the true source's root check (every assignment moves it).
+   */
   private refreshedDeadlines(): DeadlineTable {
     this.deadlines.at.repair = this.repair.nextDeadline();
+    if (this.source !== null) this.deadlines.at.failureCheck = this.source.rootCheckAt;
     return this.deadlines;
   }
 
@@ -707,6 +727,9 @@ export class Engine {
       }
       p.relayed = this.relayedLinks.has(id);
       this.peers.set(id, p);
+      // Every other peer was last heard no later than now, so only a first peer moves the check.
+      if (this.deadlines.at.failureCheck === Infinity && this.source === null)
+        this.deadlines.at.failureCheck = this.now + this.config.protocol.failureTimeoutMs + TIMEOUT_PAST_MS;
     }
     return p;
   }
@@ -771,6 +794,9 @@ export class Engine {
       }
     }
     if (this.config.role === 'member' && !this.quitting) this.repair.tick(this.now);
+    if (this.source !== null) {
+      if (this.now >= this.source.rootCheckAt) this.source.checkRoots();
+    } else if (this.now >= this.deadlines.at.failureCheck) this.checkFailures();
     if (this.now >= this.deadlines.at.decisionRound) {
       const interval = this.config.protocol.decisionIntervalMs;
       this.deadlines.at.decisionRound += interval;
@@ -1499,6 +1525,13 @@ export class Engine {
 
   /** A peer is gone (silent past the timeout, unreachable, or cut off): repair links and trees. */
   private peerFailed(peerId: PeerId, reason: 'failed' | 'quit' | 'cutOff'): void {
+    if (reason !== 'quit') {
+      this.failedPaths.delete(peerId);
+      this.failedPaths.set(peerId, { mask: this.maskOf(peerId), at: this.now });
+      const oldest = this.failedPaths.keys().next();
+      if (this.failedPaths.size > MAX_FAILED_PATHS && oldest.done !== true)
+        this.failedPaths.delete(oldest.value);
+    }
     this.loadPhase.forgetPeer(peerId);
     this.repair.forgetPeer(peerId);
     this.emit({ type: 'neighbourDown', peer: peerId, reason });
@@ -1606,6 +1639,7 @@ export class Engine {
   private eligibleParent(q: PeerState, qId: PeerId, s: number, st: SliceState): boolean {
     if (!q.hasAdvert || q.quitting || !q.receiving(s) || this.trust.isSuspect(qId, this.now)) return false;
     if (st.children.has(qId) || q.filterContains(s, this.mask)) return false;
+    for (const failed of this.failedPaths.values()) if (q.filterContains(s, failed.mask)) return false;
     // Nor if one of our children is in its filter: it is below that child, so below us, even when
     // its filter does not show us yet. Filters change only with data, and a child that joined us
     // since its last packet on this slice (a live stream's slice carries one packet per segment)
@@ -1665,15 +1699,27 @@ export class Engine {
 
   // ───────────────────────────── the member's periodic round ─────────────────────────────
 
+  /**
+   * Failure detection: heartbeat 1 s, timeout 4 s (thesis §4.4, experimental setup). A peer fails
+   * the moment its timeout runs out: this runs at the failureCheck deadline (the soonest last-heard
+   * time plus the timeout), which then moves to the next one, and in every round.
+   */
+  private checkFailures(): void {
+    const timeoutMs = this.config.protocol.failureTimeoutMs;
+    let nextMs = Infinity;
+    for (const [peerId, peer] of this.peers) {
+      if (this.now - peer.lastHeardAt > timeoutMs) this.peerFailed(peerId, peer.quitting ? 'quit' : 'failed');
+      else nextMs = Math.min(nextMs, peer.lastHeardAt + timeoutMs + TIMEOUT_PAST_MS);
+    }
+    // peerFailed may have let go of other peers' state; those still here are in nextMs.
+    this.deadlines.at.failureCheck = nextMs;
+  }
+
   private tick(): void {
     const now = this.now;
     this.offsets.newRound();
     const p = this.config.protocol;
-    // Failure detection: heartbeat 1 s, timeout 4 s (thesis §4.4, experimental setup).
-    for (const [peerId, peer] of this.peers) {
-      if (now - peer.lastHeardAt > p.failureTimeoutMs)
-        this.peerFailed(peerId, peer.quitting ? 'quit' : 'failed');
-    }
+    this.checkFailures();
     const treePeers = this.treePeers();
     // Forget peers that are neither neighbours nor tree relations.
     for (const peerId of this.peers.keys()) {
@@ -1765,6 +1811,10 @@ export class Engine {
 
   private expireStale(): void {
     const p = this.config.protocol;
+    for (const [peer, failed] of this.failedPaths) {
+      if (this.now - failed.at < FAILED_PATH_MEMORY_MS) break; // oldest first
+      this.failedPaths.delete(peer);
+    }
     for (let s = 0; s < this.sliceStates.length; s++) {
       const st = this.slice(s);
       if (st.pending !== null && this.now - st.pending.sentAt > p.requestTimeoutMs) {
