@@ -2,20 +2,20 @@ import { describe, expect, it } from 'vitest';
 import { ForcedReason, MessageType, RejectReason, TreeRole, type Message } from '@chunkycast/wire';
 import { bloomOr } from '@chunkycast/wire';
 import { bloomMaskFor } from '../src/index.js';
-import { dataMessage, Solo, type AdvertSpec } from './solo.js';
+import { accept, dataMessage, Solo, type AdvertSpec } from './solo.js';
+
+const A = 101;
+const B = 102;
+const C = 103;
+const spec = (receiving: boolean): AdvertSpec => ({
+  load: 4,
+  lower: 7,
+  upper: 9,
+  maxLoad: 12,
+  slices: { 0: { receiving } },
+});
 
 describe('failure detection (4 s, thesis §4.4, experimental setup)', () => {
-  const A = 101;
-  const B = 102;
-  const C = 103;
-  const spec = (receiving: boolean): AdvertSpec => ({
-    load: 4,
-    lower: 7,
-    upper: 9,
-    maxLoad: 12,
-    slices: { 0: { receiving } },
-  });
-
   it('declares a neighbour failed only after 4 s of silence, and replaces it as parent', () => {
     const solo = new Solo({ id: 50, role: 'member', targetLoadSlices: 8 });
     solo.startWith([A, B, C]);
@@ -140,17 +140,6 @@ describe('misbehaving peers', () => {
 });
 
 describe('after a burst (issue 16: recovery)', () => {
-  const A = 101;
-  const B = 102;
-  const C = 103;
-  const spec = (receiving: boolean): AdvertSpec => ({
-    load: 4,
-    lower: 7,
-    upper: 9,
-    maxLoad: 12,
-    slices: { 0: { receiving } },
-  });
-
   it('after a parent fails, never asks a neighbour whose path runs through it (its advert still says it receives)', () => {
     // A burst: our parent A fails. B is a sibling below A (A's mask in its filter), advertising
     // fewer hops than C, and its last advert, sent before its own timeout ran out, still says it
@@ -164,14 +153,7 @@ describe('after a burst (issue 16: recovery)', () => {
         slices: { 0: { receiving: true, hops: 2, filter: mask } },
       });
       solo.feed(A, solo.advertFrom(A, spec(true)));
-      solo.feed(A, {
-        type: MessageType.SwitchReply,
-        slice: 0,
-        handoffSeq: 0,
-        accepted: true,
-        rejectReason: RejectReason.None,
-        load: 5,
-      });
+      solo.feed(A, accept(0));
       expect(solo.engine.parents()[0]).toBe(A);
       for (let t = 1100; t <= 7500; t += 100) {
         solo.advance(t);
