@@ -1,7 +1,7 @@
 // Issue 16, part 2 (recovery after a burst): the true source replaces a slice root the moment its
-// failure timeout runs out, and, since a burst may have taken the spares sampled before it with it,
-// gives the slice to a member known to be alive: a spare heard from since the root fell silent, else
-// a live root for the time being (moved on to a spare later, without a re-flood).
+// failure timeout runs out. A burst may have taken the spares sampled before it with it, so a spare
+// heard from since the root fell silent comes first, then any spare, and with no spare at all a live
+// root for the time being (moved on to a spare heard from since, later, without a re-flood).
 import { describe, expect, it } from 'vitest';
 import { MessageType, type PeerId } from '@chunkycast/wire';
 import { Solo } from './solo.js';
