@@ -192,11 +192,12 @@ export class Engine {
   private readonly strangerViolations = new Map<PeerId, number>();
   private readonly masks = new Map<PeerId, Bloom128>();
   /**
-   * Peers we found failed (not quitting) in the last FAILED_PATH_MEMORY_MS, oldest first, with their
-   * masks. A neighbour whose advertised path runs through one gets no data by it, whatever its
-   * advert's receiving flag says (it was sent before its own timeout ran out): after a burst, a
-   * member that lost its parent asked a sibling below the same dead parent, or two orphaned
-   * subtrees each took the other as their way back, and waited for seconds.
+   * Peers we found silent for the failure timeout (not quitting; rememberFailedPath) in the last
+   * FAILED_PATH_MEMORY_MS and not heard from since, oldest first, with their masks. A neighbour
+   * whose advertised path runs through one gets no data by it, whatever its advert's receiving
+   * flag says (it was sent before its own timeout ran out): after a burst, a member that lost its
+   * parent asked a sibling below the same dead parent, or two orphaned subtrees each took the
+   * other as their way back, and waited for seconds.
    */
   private readonly failedPaths = new Map<PeerId, { readonly mask: Bloom128; readonly at: number }>();
   /**
@@ -872,6 +873,9 @@ export class Engine {
     }
     const known = this.peers.get(from);
     if (known !== undefined) known.lastHeardAt = this.now;
+    // A peer we found silent that talks again (a stalled tab, a link that recovered) is alive: the
+    // paths through it are no longer dead. `size` first, as for `banned`.
+    if (this.failedPaths.size !== 0) this.failedPaths.delete(from);
     if (this.source !== null) {
       this.source.onMessage(from, message);
       return;
@@ -1523,15 +1527,23 @@ export class Engine {
     return result;
   }
 
+  /**
+   * Marks the paths through a peer that fell silent as dead (failedPaths). Only silence counts: a
+   * closed link (`peerUnreachable`) or a peer we cut off says nothing about whether it still feeds
+   * others, and in a small swarm the paths through one peer are most of the candidates. Nor the true
+   * source: every path runs through it, and a member can do nothing about its silence but wait.
+   */
+  private rememberFailedPath(peerId: PeerId): void {
+    if (peerId === this.config.sourceId) return;
+    this.failedPaths.delete(peerId);
+    this.failedPaths.set(peerId, { mask: this.maskOf(peerId), at: this.now });
+    const oldest = this.failedPaths.keys().next();
+    if (this.failedPaths.size > MAX_FAILED_PATHS && oldest.done !== true)
+      this.failedPaths.delete(oldest.value);
+  }
+
   /** A peer is gone (silent past the timeout, unreachable, or cut off): repair links and trees. */
   private peerFailed(peerId: PeerId, reason: 'failed' | 'quit' | 'cutOff'): void {
-    if (reason !== 'quit') {
-      this.failedPaths.delete(peerId);
-      this.failedPaths.set(peerId, { mask: this.maskOf(peerId), at: this.now });
-      const oldest = this.failedPaths.keys().next();
-      if (this.failedPaths.size > MAX_FAILED_PATHS && oldest.done !== true)
-        this.failedPaths.delete(oldest.value);
-    }
     this.loadPhase.forgetPeer(peerId);
     this.repair.forgetPeer(peerId);
     this.emit({ type: 'neighbourDown', peer: peerId, reason });
@@ -1711,8 +1723,10 @@ export class Engine {
     const timeoutMs = this.config.protocol.failureTimeoutMs;
     let nextMs = Infinity;
     for (const [peerId, peer] of this.peers) {
-      if (this.now - peer.lastHeardAt > timeoutMs) this.peerFailed(peerId, peer.quitting ? 'quit' : 'failed');
-      else nextMs = Math.min(nextMs, peer.lastHeardAt + timeoutMs + TIMEOUT_PAST_MS);
+      if (this.now - peer.lastHeardAt > timeoutMs) {
+        if (!peer.quitting) this.rememberFailedPath(peerId);
+        this.peerFailed(peerId, peer.quitting ? 'quit' : 'failed');
+      } else nextMs = Math.min(nextMs, peer.lastHeardAt + timeoutMs + TIMEOUT_PAST_MS);
     }
     // peerFailed may have let go of other peers' state; those still here are in nextMs.
     this.deadlines.at.failureCheck = nextMs;

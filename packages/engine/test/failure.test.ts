@@ -1,5 +1,12 @@
 import { describe, expect, it } from 'vitest';
-import { ForcedReason, MessageType, RejectReason, TreeRole, type Message } from '@chunkycast/wire';
+import {
+  ForcedReason,
+  MessageType,
+  RejectReason,
+  TreeRole,
+  type Message,
+  type PeerId,
+} from '@chunkycast/wire';
 import { bloomOr } from '@chunkycast/wire';
 import { bloomMaskFor } from '../src/index.js';
 import { accept, dataMessage, Solo, type AdvertSpec } from './solo.js';
@@ -170,5 +177,69 @@ describe('after a burst (issue 16: recovery)', () => {
         .filter((r) => r.time >= (down[0]?.time ?? 0));
       expect(asked.map((r) => r.to)).toEqual([C]);
     }
+  });
+
+  /**
+   * Our parent A, and B below A (A's mask in its filter) as the only other neighbour receiving
+   * slice 0. `lose` takes A away at 2100 ms; adverts and A's data run to `untilMs`, and `at` feeds
+   * anything else at a given time. Returns whom we asked for slice 0 after A went.
+   */
+  const afterLosingParent = (
+    lose: (solo: Solo) => void,
+    at: (solo: Solo, t: number) => void,
+    untilMs: number,
+  ): { asked: PeerId[]; downAt: number } => {
+    const solo = new Solo({ id: 50, role: 'member', targetLoadSlices: 8 }, 3);
+    solo.startWith([A, B, C]);
+    solo.advance(1000);
+    solo.feed(A, solo.advertFrom(A, spec(true)));
+    solo.feed(A, accept(0));
+    expect(solo.engine.parents()[0]).toBe(A);
+    const belowA: AdvertSpec = {
+      ...spec(true),
+      slices: { 0: { receiving: true, hops: 2, filter: bloomOr(bloomMaskFor(A), bloomMaskFor(300)) } },
+    };
+    for (let t = 1100; t <= untilMs; t += 100) {
+      solo.advance(t);
+      if (t <= 2000) solo.feed(A, dataMessage(0, t / 100));
+      if (t === 2100) lose(solo);
+      at(solo, t);
+      if (t % 1000 === 0) {
+        solo.feed(B, solo.advertFrom(B, belowA));
+        solo.feed(C, solo.advertFrom(C, spec(false)));
+      }
+    }
+    const downAt = solo.events('neighbourDown').find((e) => e.event.peer === A)?.time ?? Infinity;
+    const asked = solo.sendsOf(MessageType.ForcedParentRequest).filter((r) => r.time >= downAt);
+    return { asked: asked.map((r) => r.to), downAt };
+  };
+
+  it('a closed link is not a dead path: the peer may still feed the others (small swarms)', () => {
+    const silent = afterLosingParent(
+      () => undefined,
+      () => undefined,
+      7500,
+    );
+    expect(silent.downAt).toBeGreaterThan(6000);
+    expect(silent.asked).toEqual([]);
+    const closed = afterLosingParent(
+      (solo) => solo.input({ kind: 'peerUnreachable', peer: A }),
+      () => undefined,
+      7500,
+    );
+    expect(closed.downAt).toBe(2100);
+    expect(closed.asked[0]).toBe(B);
+  });
+
+  it('a peer found silent that talks again no longer marks the paths through it dead', () => {
+    const back = afterLosingParent(
+      () => undefined,
+      (solo, t) => {
+        if (t === 6500) solo.feed(A, solo.advertFrom(A, spec(false)));
+      },
+      8500,
+    );
+    expect(back.downAt).toBeGreaterThan(6000);
+    expect(back.asked[0]).toBe(B);
   });
 });
