@@ -18,6 +18,7 @@ export {
   MeshNode,
   CONNECT_TIMEOUT_MS,
   DIAL_BACKOFF_MS,
+  FIRST_DIAL_BACKOFF_MS,
   LINK_STATS_INTERVAL_MS,
   MAX_QUIT_LINGER_MS,
   type MeshNodeOptions,

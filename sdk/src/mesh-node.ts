@@ -57,11 +57,20 @@ import { unreachable } from './unreachable.js';
  */
 export const CONNECT_TIMEOUT_MS = 8000;
 /**
- * A peer whose link failed before opening is not dialled again for this long: the engine would
+ * A peer whose link failed before opening is not dialled again for a while: the engine would
  * otherwise re-dial it on its next walk or sample (bootstrap lists and walks name it again), each
  * attempt costing the signalling and another CONNECT_TIMEOUT_MS. The engine is told at once that it
  * is unreachable instead. Its own offers are still answered (its side may get through).
+ *
+ * The wait doubles with each failure in a row, from FIRST_DIAL_BACKOFF_MS up to DIAL_BACKOFF_MS. A
+ * first failure is often a one-off: libdatachannel refusing an answer that raced its own setup
+ * ("remote candidate without ICE transport") left the other side waiting out its connect timeout,
+ * and a flat 30 s wait then kept two of a four-viewer swarm apart for half a minute, both sides
+ * waiting for the other to dial (tracker/test/scale-out.test.ts failed so). A peer that fails
+ * again is most likely gone.
  */
+export const FIRST_DIAL_BACKOFF_MS = 5000;
+/** The longest wait before re-dialling a peer that keeps failing (see FIRST_DIAL_BACKOFF_MS). */
 export const DIAL_BACKOFF_MS = 30_000;
 /**
  * How often each open link's route, round-trip time and bytes are read (getStats; never per packet).
@@ -69,7 +78,7 @@ export const DIAL_BACKOFF_MS = 30_000;
  * of this length, and a thin uplink must be measured within a couple of seconds of falling behind.
  */
 export const LINK_STATS_INTERVAL_MS = 1000;
-/** Failed peers remembered at most (older entries are pruned first; each lapses after DIAL_BACKOFF_MS). */
+/** Failed peers remembered at most (older entries are pruned first; each lapses DIAL_BACKOFF_MS after its wait). */
 const MAX_BACKOFF_ENTRIES = 1024;
 /**
  * Above this many bytes in the data channel's own buffer we queue in the host (backpressure): the
@@ -253,7 +262,7 @@ export interface MeshNodeCounters {
   peersCutOff: number;
   /** Links given up before their channel opened (ICE failed, timed out, closed, errored). */
   connectFailures: number;
-  /** Dials refused because the peer failed within DIAL_BACKOFF_MS (reported unreachable at once). */
+  /** Dials refused because the peer's link failed within its backoff (reported unreachable at once). */
   dialsBackedOff: number;
   /** Bytes sent and received over links whose route is `relay` (TURN), as their stats counted them. */
   relayedBytes: number;
@@ -389,8 +398,12 @@ export class MeshNode {
   /** Links that opened, by the route type of their selected candidate pair (once it is known). */
   readonly connectedByRoute: Record<RouteType, number> = { host: 0, srflx: 0, prflx: 0, relay: 0 };
   private readonly links = new Map<PeerId, Link>();
-  /** When a link to a peer last failed before opening (see DIAL_BACKOFF_MS). */
-  private readonly failedAt = new Map<PeerId, number>();
+  /**
+   * When a link to a peer last failed before opening, and how long it is not dialled since (see
+   * FIRST_DIAL_BACKOFF_MS); ordered by failure time. An entry outlives its wait by DIAL_BACKOFF_MS,
+   * so that a failure soon after it doubles the wait.
+   */
+  private readonly failedAt = new Map<PeerId, { readonly at: number; readonly backoffMs: number }>();
   private statsTimer: ReturnType<typeof setInterval> | null = null;
   /** Peers cut off for misbehaving: their offers are refused. */
   private readonly blocked = new Set<PeerId>();
@@ -865,21 +878,26 @@ export class MeshNode {
     if (this.enqueue(to, link, bytes, isData) && isData) this.counters.uploadBytes += message.payload.length;
   }
 
-  /** Whether a link to `peer` failed before opening within DIAL_BACKOFF_MS. */
+  /** Whether a link to `peer` failed before opening less than its backoff ago. */
   private backingOff(peer: PeerId): boolean {
-    const at = this.failedAt.get(peer);
-    if (at === undefined) return false;
-    if (this.now() - at < DIAL_BACKOFF_MS) return true;
-    this.failedAt.delete(peer);
-    return false;
+    const failed = this.failedAt.get(peer);
+    return failed !== undefined && this.now() - failed.at < failed.backoffMs;
   }
 
   private noteFailure(peer: PeerId): void {
     const now = this.now();
+    const previous = this.failedAt.get(peer);
+    const backoffMs =
+      previous !== undefined && now - previous.at < previous.backoffMs + DIAL_BACKOFF_MS
+        ? Math.min(2 * previous.backoffMs, DIAL_BACKOFF_MS)
+        : FIRST_DIAL_BACKOFF_MS;
     this.failedAt.delete(peer); // re-inserted last: the map stays ordered by failure time
-    this.failedAt.set(peer, now);
-    for (const [p, at] of this.failedAt) {
-      if (this.failedAt.size <= MAX_BACKOFF_ENTRIES && now - at < DIAL_BACKOFF_MS) break;
+    this.failedAt.set(peer, { at: now, backoffMs });
+    for (const [p, failed] of this.failedAt) {
+      // Oldest failure first, up to the first still remembered (one after it may be kept past its
+      // time until then: harmless).
+      if (this.failedAt.size <= MAX_BACKOFF_ENTRIES && now - failed.at < failed.backoffMs + DIAL_BACKOFF_MS)
+        break;
       this.failedAt.delete(p);
     }
   }
@@ -1308,7 +1326,7 @@ export class MeshNode {
   /**
    * The link is finished: forget it and, unless we closed it, tell the engine the peer is gone. One
    * that never opened is a connect failure (`failure` says why): counted, reported, and the peer is
-   * not dialled again for DIAL_BACKOFF_MS.
+   * not dialled again for a while (FIRST_DIAL_BACKOFF_MS, doubling up to DIAL_BACKOFF_MS).
    */
   private linkGone(
     peerId: PeerId,

@@ -3,6 +3,7 @@
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import {
   DIAL_BACKOFF_MS,
+  FIRST_DIAL_BACKOFF_MS,
   LIVE_PROTOCOL,
   MAX_QUIT_LINGER_MS,
   MeshNode,
@@ -274,8 +275,10 @@ describe('a graceful leave', () => {
 });
 
 describe('a peer that cannot be reached', () => {
-  it('is given up after the connect timeout, reported with its reason, and not dialled again at once', async () => {
+  it('is given up after the connect timeout, reported with its reason, and re-dialled after a wait that doubles', async () => {
     const GHOST = 77;
+    // The node's clock runs ahead of the real one by this much: the test moves it past the waits.
+    let skewMs = 0;
     const offersTo = new Map<PeerId, number>();
     const failures: ConnectFailure[] = [];
     const node = new MeshNode({
@@ -289,6 +292,7 @@ describe('a peer that cannot be reached', () => {
       seed: 70,
       rtcConfig: LOOPBACK_RTC,
       connectTimeoutMs: 400,
+      now: () => performance.now() + skewMs,
       // Signalling to the ghost goes nowhere: it never answers.
       signal: (to: PeerId, data: SignalData) => {
         if (data.type === 'offer') offersTo.set(to, (offersTo.get(to) ?? 0) + 1);
@@ -311,14 +315,31 @@ describe('a peer that cannot be reached', () => {
     expect(offersTo.get(GHOST)).toBe(1);
     expect(failures).toHaveLength(1);
     expect(node.openPeers).toBe(0);
-    expect(DIAL_BACKOFF_MS).toBeGreaterThan(5_000);
+    // The waits below are real seconds inside the first backoff.
+    expect(FIRST_DIAL_BACKOFF_MS).toBeGreaterThanOrEqual(4_000);
+    expect(DIAL_BACKOFF_MS).toBeGreaterThanOrEqual(2 * FIRST_DIAL_BACKOFF_MS);
     // A fresh bootstrap list leaves it out while it backs off.
     const before = node.counters.dialsBackedOff;
     node.bootstrap([GHOST]);
     await new Promise((resolve) => setTimeout(resolve, 1500));
     expect(offersTo.get(GHOST)).toBe(1);
     expect(node.counters.dialsBackedOff).toBe(before);
-  }, 30_000);
+    // Past the first wait it is dialled again (the first failure may have been a one-off race).
+    skewMs += FIRST_DIAL_BACKOFF_MS;
+    node.bootstrap([GHOST]);
+    await until(() => failures.length > 1, 10_000, 'the second dial to give up');
+    expect(offersTo.get(GHOST)).toBe(2);
+    // A second failure in a row doubles the wait: one first wait later, it is still left out...
+    skewMs += FIRST_DIAL_BACKOFF_MS + 100;
+    node.bootstrap([GHOST]);
+    await new Promise((resolve) => setTimeout(resolve, 1500));
+    expect(offersTo.get(GHOST)).toBe(2);
+    // ...and dialled once the doubled wait is over.
+    skewMs += FIRST_DIAL_BACKOFF_MS;
+    node.bootstrap([GHOST]);
+    await until(() => (offersTo.get(GHOST) ?? 0) > 2, 10_000, 'the third dial');
+    expect(failures.length).toBeLessThanOrEqual(3);
+  }, 40_000);
 });
 
 describe('a misbehaving peer', () => {
