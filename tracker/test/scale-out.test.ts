@@ -278,10 +278,14 @@ describe('two tracker processes sharing swarms through Redis', () => {
     const stats = viewers.map((v) => v.stats());
 
     // Each process shows its own members; together they are the whole swarm, reports included.
+    // A slice may be between parents for a moment (a switch or a root's move takes a round trip),
+    // so its parents are read until every viewer has one per slice, within a bound.
     const onA = idsOn('A');
     const onB = idsOn('B');
     let swarmA: DebugSwarm | null = null;
     let swarmB: DebugSwarm | null = null;
+    const parentless = (): number[] =>
+      viewers.map((v) => v.stats().slices.filter((slice) => slice.parent === null).length);
     const reportsDeadline = Date.now() + 10_000;
     for (;;) {
       swarmA = await a.debugSwarm();
@@ -289,9 +293,10 @@ describe('two tracker processes sharing swarms through Redis', () => {
       const reported = [...swarmA.members, ...swarmB.members].every(
         (m) => m.report !== null && (m.role === 'source' || m.report.parents.every((p) => p !== null)),
       );
-      if (reported || Date.now() > reportsDeadline) break;
+      if ((reported && parentless().every((n) => n === 0)) || Date.now() > reportsDeadline) break;
       await new Promise((r) => setTimeout(r, 250));
     }
+    const slicesWithoutParent = parentless();
     const sourceId = swarmA.sourceId;
     expect(swarmA.sourceConnected).toBe(true);
     expect(swarmB.sourceConnected).toBe(false);
@@ -324,6 +329,7 @@ describe('two tracker processes sharing swarms through Redis', () => {
           verificationFailures: s.verificationFailures,
         })),
         wholeSegmentsFromOrigin: wholeFromOrigin,
+        slicesWithoutParent,
         eventLoopDelayMs: { p50: loopDelay.percentile(50) / 1e6, p99: loopDelay.percentile(99) / 1e6 },
         originShare: Number((originBytes / deliveredBytes).toFixed(4)),
         slicesOfBViewersWithParentOnA: crossParents,
@@ -335,10 +341,7 @@ describe('two tracker processes sharing swarms through Redis', () => {
     for (const [i, s] of stats.entries()) {
       expect(s.verificationFailures, `viewer ${i}`).toBe(0);
       expect(s.bytesFromMesh, `viewer ${i}`).toBeGreaterThanOrEqual(SEGMENT_BYTES * wanted.length);
-      expect(
-        s.slices.every((slice) => slice.parent !== null),
-        `viewer ${i} has a parent per slice`,
-      ).toBe(true);
+      expect(slicesWithoutParent[i], `viewer ${i}: slices without a parent`).toBe(0);
     }
     expect(stats[3]?.uploadBytes).toBe(0);
     // B's forwarder has no parent on B but itself and the receive-only viewer: the stream crosses.
