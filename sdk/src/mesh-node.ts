@@ -80,6 +80,14 @@ export const DIAL_BACKOFF_MS = 30_000;
 export const LINK_STATS_INTERVAL_MS = 1000;
 /** Failed peers remembered at most (older entries are pruned first; each lapses DIAL_BACKOFF_MS after its wait). */
 const MAX_BACKOFF_ENTRIES = 1024;
+/** A link to a peer that failed before opening, and how long the peer is not dialled since. */
+interface DialFailure {
+  readonly at: number;
+  readonly backoffMs: number;
+}
+/** Whether a failure still counts: one soon after it doubles the wait (it lapses DIAL_BACKOFF_MS after its wait). */
+const stillRemembered = (failed: DialFailure, now: number): boolean =>
+  now - failed.at < failed.backoffMs + DIAL_BACKOFF_MS;
 /**
  * Above this many bytes in the data channel's own buffer we queue in the host (backpressure): the
  * ceiling, and the mark while the uplink's capacity is unknown (it never fell behind).
@@ -398,12 +406,8 @@ export class MeshNode {
   /** Links that opened, by the route type of their selected candidate pair (once it is known). */
   readonly connectedByRoute: Record<RouteType, number> = { host: 0, srflx: 0, prflx: 0, relay: 0 };
   private readonly links = new Map<PeerId, Link>();
-  /**
-   * When a link to a peer last failed before opening, and how long it is not dialled since (see
-   * FIRST_DIAL_BACKOFF_MS); ordered by failure time. An entry outlives its wait by DIAL_BACKOFF_MS,
-   * so that a failure soon after it doubles the wait.
-   */
-  private readonly failedAt = new Map<PeerId, { readonly at: number; readonly backoffMs: number }>();
+  /** The last dial failure per peer (see FIRST_DIAL_BACKOFF_MS), ordered by failure time. */
+  private readonly failedAt = new Map<PeerId, DialFailure>();
   private statsTimer: ReturnType<typeof setInterval> | null = null;
   /** Peers cut off for misbehaving: their offers are refused. */
   private readonly blocked = new Set<PeerId>();
@@ -888,7 +892,7 @@ export class MeshNode {
     const now = this.now();
     const previous = this.failedAt.get(peer);
     const backoffMs =
-      previous !== undefined && now - previous.at < previous.backoffMs + DIAL_BACKOFF_MS
+      previous !== undefined && stillRemembered(previous, now)
         ? Math.min(2 * previous.backoffMs, DIAL_BACKOFF_MS)
         : FIRST_DIAL_BACKOFF_MS;
     this.failedAt.delete(peer); // re-inserted last: the map stays ordered by failure time
@@ -896,8 +900,7 @@ export class MeshNode {
     for (const [p, failed] of this.failedAt) {
       // Oldest failure first, up to the first still remembered (one after it may be kept past its
       // time until then: harmless).
-      if (this.failedAt.size <= MAX_BACKOFF_ENTRIES && now - failed.at < failed.backoffMs + DIAL_BACKOFF_MS)
-        break;
+      if (this.failedAt.size <= MAX_BACKOFF_ENTRIES && stillRemembered(failed, now)) break;
       this.failedAt.delete(p);
     }
   }

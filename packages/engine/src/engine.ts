@@ -1724,8 +1724,11 @@ export class Engine {
     let nextMs = Infinity;
     for (const [peerId, peer] of this.peers) {
       if (this.now - peer.lastHeardAt > timeoutMs) {
-        if (!peer.quitting) this.rememberFailedPath(peerId);
-        this.peerFailed(peerId, peer.quitting ? 'quit' : 'failed');
+        if (peer.quitting) this.peerFailed(peerId, 'quit');
+        else {
+          this.rememberFailedPath(peerId);
+          this.peerFailed(peerId, 'failed');
+        }
       } else nextMs = Math.min(nextMs, peer.lastHeardAt + timeoutMs + TIMEOUT_PAST_MS);
     }
     // peerFailed may have let go of other peers' state; those still here are in nextMs.

@@ -147,49 +147,27 @@ describe('misbehaving peers', () => {
 });
 
 describe('after a burst (issue 16: recovery)', () => {
-  it('after a parent fails, never asks a neighbour whose path runs through it (its advert still says it receives)', () => {
-    // A burst: our parent A fails. B is a sibling below A (A's mask in its filter), advertising
-    // fewer hops than C, and its last advert, sent before its own timeout ran out, still says it
-    // receives. Asked, it would accept and feed us nothing until its own subtree found a way back.
-    for (let seed = 1; seed <= 20; seed++) {
-      const solo = new Solo({ id: 50, role: 'member', targetLoadSlices: 8 }, seed);
-      solo.startWith([A, B, C]);
-      solo.advance(1000);
-      const below = (mask: ReturnType<typeof bloomMaskFor>): AdvertSpec => ({
-        ...spec(true),
-        slices: { 0: { receiving: true, hops: 2, filter: mask } },
-      });
-      solo.feed(A, solo.advertFrom(A, spec(true)));
-      solo.feed(A, accept(0));
-      expect(solo.engine.parents()[0]).toBe(A);
-      for (let t = 1100; t <= 7500; t += 100) {
-        solo.advance(t);
-        if (t <= 2000) solo.feed(A, dataMessage(0, t / 100));
-        if (t % 1000 === 0) {
-          solo.feed(B, solo.advertFrom(B, below(bloomOr(bloomMaskFor(A), bloomMaskFor(300)))));
-          solo.feed(C, solo.advertFrom(C, { ...spec(true), slices: { 0: { receiving: true, hops: 6 } } }));
-        }
-      }
-      const down = solo.events('neighbourDown').filter((e) => e.event.reason === 'failed');
-      expect(down.map((e) => e.event.peer)).toEqual([A]);
-      const asked = solo
-        .sendsOf(MessageType.ForcedParentRequest)
-        .filter((r) => r.time >= (down[0]?.time ?? 0));
-      expect(asked.map((r) => r.to)).toEqual([C]);
-    }
-  });
-
   /**
-   * Our parent A, and B below A (A's mask in its filter) as the only other neighbour receiving
-   * slice 0. `lose` takes A away at 2100 ms; adverts and A's data run to `untilMs`, and `at` feeds
-   * anything else at a given time. Returns whom we asked for slice 0 after A went.
+   * Our parent A; B below A (A's mask in its filter) advertising 2 hops; C advertising `cAdvert`
+   * (by default not receiving, so B is the only other candidate). `lose` takes A away at 2100 ms
+   * (by default A just falls silent after 2000 ms); adverts run to `untilMs`, and `at` feeds
+   * anything else at a given time. Returns the peers found failed, when A went, and whom we asked
+   * for slice 0 from then on.
    */
-  const afterLosingParent = (
-    lose: (solo: Solo) => void,
-    at: (solo: Solo, t: number) => void,
-    untilMs: number,
-  ): { asked: PeerId[]; downAt: number } => {
-    const solo = new Solo({ id: 50, role: 'member', targetLoadSlices: 8 }, 3);
+  const afterLosingParent = ({
+    seed = 3,
+    cAdvert = spec(false),
+    lose,
+    at,
+    untilMs,
+  }: {
+    seed?: number;
+    cAdvert?: AdvertSpec;
+    lose?: (solo: Solo) => void;
+    at?: (solo: Solo, t: number) => void;
+    untilMs: number;
+  }): { failed: PeerId[]; downAt: number; asked: PeerId[] } => {
+    const solo = new Solo({ id: 50, role: 'member', targetLoadSlices: 8 }, seed);
     solo.startWith([A, B, C]);
     solo.advance(1000);
     solo.feed(A, solo.advertFrom(A, spec(true)));
@@ -202,43 +180,56 @@ describe('after a burst (issue 16: recovery)', () => {
     for (let t = 1100; t <= untilMs; t += 100) {
       solo.advance(t);
       if (t <= 2000) solo.feed(A, dataMessage(0, t / 100));
-      if (t === 2100) lose(solo);
-      at(solo, t);
+      if (t === 2100) lose?.(solo);
+      at?.(solo, t);
       if (t % 1000 === 0) {
         solo.feed(B, solo.advertFrom(B, belowA));
-        solo.feed(C, solo.advertFrom(C, spec(false)));
+        solo.feed(C, solo.advertFrom(C, cAdvert));
       }
     }
+    const failed = solo
+      .events('neighbourDown')
+      .filter((e) => e.event.reason === 'failed')
+      .map((e) => e.event.peer);
     const downAt = solo.events('neighbourDown').find((e) => e.event.peer === A)?.time ?? Infinity;
     const asked = solo.sendsOf(MessageType.ForcedParentRequest).filter((r) => r.time >= downAt);
-    return { asked: asked.map((r) => r.to), downAt };
+    return { failed, downAt, asked: asked.map((r) => r.to) };
   };
 
+  it('after a parent fails, never asks a neighbour whose path runs through it (its advert still says it receives)', () => {
+    // A burst: our parent A fails. B is a sibling below A (A's mask in its filter), advertising
+    // fewer hops than C, and its last advert, sent before its own timeout ran out, still says it
+    // receives. Asked, it would accept and feed us nothing until its own subtree found a way back.
+    for (let seed = 1; seed <= 20; seed++) {
+      const burst = afterLosingParent({
+        seed,
+        cAdvert: { ...spec(true), slices: { 0: { receiving: true, hops: 6 } } },
+        untilMs: 7500,
+      });
+      expect(burst.failed).toEqual([A]);
+      expect(burst.asked).toEqual([C]);
+    }
+  });
+
   it('a closed link is not a dead path: the peer may still feed the others (small swarms)', () => {
-    const silent = afterLosingParent(
-      () => undefined,
-      () => undefined,
-      7500,
-    );
+    const silent = afterLosingParent({ untilMs: 7500 });
     expect(silent.downAt).toBeGreaterThan(6000);
     expect(silent.asked).toEqual([]);
-    const closed = afterLosingParent(
-      (solo) => solo.input({ kind: 'peerUnreachable', peer: A }),
-      () => undefined,
-      7500,
-    );
+    const closed = afterLosingParent({
+      lose: (solo) => solo.input({ kind: 'peerUnreachable', peer: A }),
+      untilMs: 7500,
+    });
     expect(closed.downAt).toBe(2100);
     expect(closed.asked[0]).toBe(B);
   });
 
   it('a peer found silent that talks again no longer marks the paths through it dead', () => {
-    const back = afterLosingParent(
-      () => undefined,
-      (solo, t) => {
+    const back = afterLosingParent({
+      at: (solo, t) => {
         if (t === 6500) solo.feed(A, solo.advertFrom(A, spec(false)));
       },
-      8500,
-    );
+      untilMs: 8500,
+    });
     expect(back.downAt).toBeGreaterThan(6000);
     expect(back.asked[0]).toBe(B);
   });
