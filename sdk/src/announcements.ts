@@ -12,7 +12,7 @@ export const PEER_ANNOUNCEMENTS_PER_SECOND = 4;
 export const MAX_PEER_ANNOUNCEMENT_BURST = 8;
 /**
  * Announcements from peers are taken only for sequences at most this far from the newest one
- * known: the store keeps 24 segments, and a live stream moves one sequence per segment, so a
+ * known: the store keeps 12 segments, and a live stream moves one sequence per segment, so a
  * genuine announcement is never far from the edge while a replayed or invented one usually is.
  */
 export const PEER_ANNOUNCEMENT_MAX_DISTANCE = 64;

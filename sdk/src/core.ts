@@ -31,7 +31,7 @@ export {
   type ConnectFailureReason,
   type PeerLinkStats,
 } from './connectivity.js';
-export { SegmentStore, bytesToBase64, type SegmentStoreCounters } from './segments.js';
+export { MAX_SEGMENTS_KEPT, SegmentStore, bytesToBase64, type SegmentStoreCounters } from './segments.js';
 export {
   TrackerClient,
   DEFAULT_RECONNECT_POLICY,

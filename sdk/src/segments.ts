@@ -9,11 +9,15 @@ import {
 } from '@chunkycast/wire';
 
 /**
- * Segments kept at once. An HLS live window is ~6 segments; 24 covers a viewer three segments
- * behind the edge plus packets that arrive ahead of their announcement, while bounding memory to
- * ~24 × segment size whatever peers send.
+ * Segments kept at once. A live playlist lists a handful of segments (ffmpeg's default is 5, the
+ * tools' stream lists 10) and hls.js plays inside that window, 3 segments from its edge by default,
+ * so neither this viewer's player nor a neighbour catching up asks for an older one. 12 covers a
+ * 10-segment window plus the segment being written, while bounding memory to ~12 × segment size
+ * whatever peers send.
+ * (It was 24: 2.7 MB more JS heap per viewer of a ~0.9 Mbit/s stream, for segments nobody asked
+ * for; issue 17's memory goal.)
  */
-const MAX_SEGMENTS_KEPT = 24;
+export const MAX_SEGMENTS_KEPT = 12;
 /** Packets for a segment this far ahead of the newest announcement are refused (bounds memory). */
 const MAX_SEQUENCE_AHEAD = 4;
 /**
