@@ -406,6 +406,7 @@ export class MeshNode {
   /** Links that opened, by the route type of their selected candidate pair (once it is known). */
   readonly connectedByRoute: Record<RouteType, number> = { host: 0, srflx: 0, prflx: 0, relay: 0 };
   private readonly links = new Map<PeerId, Link>();
+  private firstLinkOpenedAt: number | null = null;
   /** The last dial failure per peer (see FIRST_DIAL_BACKOFF_MS), ordered by failure time. */
   private readonly failedAt = new Map<PeerId, DialFailure>();
   private statsTimer: ReturnType<typeof setInterval> | null = null;
@@ -477,6 +478,11 @@ export class MeshNode {
   }
 
   /** Peers with an open data channel. */
+  /** When this node's first data channel opened (its `now` scale); null before. */
+  get firstLinkOpenedAtMs(): number | null {
+    return this.firstLinkOpenedAt;
+  }
+
   get openPeers(): number {
     let n = 0;
     for (const link of this.links.values()) if (link.open) n++;
@@ -1159,6 +1165,7 @@ export class MeshNode {
       if (this.links.get(peerId) !== link) return;
       link.open = true;
       link.openedAtMs = Date.now();
+      this.firstLinkOpenedAt ??= this.now();
       link.maxMessageBytes = sendLimitOf(peer);
       this.failedAt.delete(peerId);
       // The route at once, so a link that closes before the next stats round is still counted.

@@ -303,6 +303,8 @@ function emptyStats(stream: string): MeshStats {
     segmentsFromOrigin: 0,
     startupSegmentsFromMesh: 0,
     startupSegmentsFromOrigin: 0,
+    welcomeAfterMs: null,
+    firstLinkAfterMs: null,
     partsFromMesh: 0,
     partsFromOrigin: 0,
     packetSignaturesVerified: 0,

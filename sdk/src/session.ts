@@ -342,6 +342,10 @@ export class MeshSession extends EventTarget implements SegmentProvider {
   /** The highest `liveSequence` told to the current node (-1: none yet). */
   private liveSequenceTold = -1;
   private closed = false;
+  /** The session's start, the first welcome and the first open data channel after it (stats). */
+  private readonly startedAtMs: number;
+  private welcomeAfterMs: number | null = null;
+  private firstLinkAtMs: number | null = null;
   private readonly timers: ReturnType<typeof setInterval>[] = [];
   /** Whether this viewer shares its upload now (`upload` option). */
   private readonly uploadPolicy: UploadPolicy;
@@ -425,6 +429,7 @@ export class MeshSession extends EventTarget implements SegmentProvider {
     super();
     this.log = host.log ?? (() => undefined);
     this.clock = host.clock ?? SYSTEM_CLOCK;
+    this.startedAtMs = this.clock.now();
     const loads = resolveLoads(options);
     this.targetLoad = loads.targetLoad;
     this.maxLoad = loads.maxLoad;
@@ -499,6 +504,7 @@ export class MeshSession extends EventTarget implements SegmentProvider {
       this.fail(error);
     };
     const welcome = await tracker.join();
+    this.welcomeAfterMs = this.clock.now() - this.startedAtMs;
     if (this.closed) {
       tracker.close();
       return;
@@ -827,6 +833,7 @@ export class MeshSession extends EventTarget implements SegmentProvider {
     this.retired.connectFailures += old.counters.connectFailures;
     this.retired.relayedBytes += old.counters.relayedBytes;
     for (const route of ROUTE_TYPES) this.retired.connectedByRoute[route] += old.connectedByRoute[route];
+    this.firstLinkAfterMs(old);
     this.peerId = welcome.peerId;
     this.sourceId = welcome.sourceId;
     // The new node's counters start at zero: the estimate keeps its value, not its baseline.
@@ -1305,6 +1312,12 @@ export class MeshSession extends EventTarget implements SegmentProvider {
 
   // ─────────────────────────────── stats ───────────────────────────────
 
+  /** The first data channel this session opened (any of its nodes), ms after its start. */
+  private firstLinkAfterMs(node: MeshNode | null): number | null {
+    if (this.firstLinkAtMs === null) this.firstLinkAtMs = node?.firstLinkOpenedAtMs ?? null;
+    return this.firstLinkAtMs === null ? null : this.firstLinkAtMs - this.startedAtMs;
+  }
+
   stats(): MeshStats {
     const node = this.node;
     const parents = node?.engine.parents() ?? [];
@@ -1336,6 +1349,8 @@ export class MeshSession extends EventTarget implements SegmentProvider {
       segmentsFromOrigin: this.segmentsFromOrigin,
       startupSegmentsFromMesh: this.startupSegments.mesh,
       startupSegmentsFromOrigin: this.startupSegments.origin,
+      welcomeAfterMs: this.welcomeAfterMs,
+      firstLinkAfterMs: this.firstLinkAfterMs(node),
       partsFromMesh: this.partsFromMesh,
       partsFromOrigin: this.partsFromOrigin,
       packetSignaturesVerified: this.signatures?.counters.verified ?? 0,

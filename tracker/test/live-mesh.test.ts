@@ -127,6 +127,8 @@ describe('a live stream through tracker, true source and four Node viewers', () 
           bytesFromOrigin: s.bytesFromOrigin,
           slicesWithParent: s.slices.filter((slice) => slice.parent !== null).length,
           peers: s.peerLinks.length,
+          welcomeAfterMs: s.welcomeAfterMs,
+          firstLinkAfterMs: s.firstLinkAfterMs,
         })),
       }),
     );
@@ -135,6 +137,9 @@ describe('a live stream through tracker, true source and four Node viewers', () 
       expect(s.verificationFailures).toBe(0);
       expect(s.bytesFromMesh).toBeGreaterThanOrEqual(SEGMENT_BYTES * wanted.length);
       expect(s.slices.every((slice) => slice.parent !== null)).toBe(true);
+      // Joining is timed: the welcome, then a first data channel (none opens before the welcome).
+      expect(s.welcomeAfterMs).toBeGreaterThanOrEqual(0);
+      expect(s.firstLinkAfterMs).toBeGreaterThanOrEqual(s.welcomeAfterMs ?? Infinity);
     }
     // The receive-only viewer forwards nothing; the others carry the stream between them.
     expect(stats[3]!.uploadBytes).toBe(0);

@@ -61,6 +61,8 @@ function start(): void {
             segmentsFromOrigin: own.segmentsFromOrigin,
             startupSegmentsFromMesh: own.startupSegmentsFromMesh,
             startupSegmentsFromOrigin: own.startupSegmentsFromOrigin,
+            welcomeAfterMs: own.welcomeAfterMs,
+            firstLinkAfterMs: own.firstLinkAfterMs,
             partsFromMesh: own.partsFromMesh,
             partsFromOrigin: own.partsFromOrigin,
             segmentsCompletedFromOrigin: own.segmentsCompletedFromOrigin,

@@ -176,6 +176,11 @@ export function startupMeshShare(mesh: TrialSummary): number | null {
   return total === 0 ? null : Number((fromMesh / total).toFixed(3));
 }
 
+/** A millisecond figure of a viewer's extra stats, rounded, or — when absent. */
+function msText(value: number | string | boolean | null | undefined): string {
+  return typeof value === 'number' ? String(Math.round(value)) : '—';
+}
+
 /** One line of evidence per missed goal, from the figures of the same run. */
 function whyLines(run: CompareRun): string[] {
   const lines: string[] = [];
@@ -216,7 +221,8 @@ function whyLines(run: CompareRun): string[] {
       );
     else if (g.goal.startsWith('first segments'))
       lines.push(
-        `${g.setting}, first segments: from the mesh / origin per viewer ${mesh.perViewer.map((v) => `${String(v.extra.startupSegmentsFromMesh ?? '—')}/${String(v.extra.startupSegmentsFromOrigin ?? '—')}`).join(', ')}.`,
+        `${g.setting}, first segments: from the mesh / origin per viewer ${mesh.perViewer.map((v) => `${String(v.extra.startupSegmentsFromMesh ?? '—')}/${String(v.extra.startupSegmentsFromOrigin ?? '—')}`).join(', ')}; ` +
+          `tracker welcome / first data channel per viewer ${mesh.perViewer.map((v) => `${msText(v.extra.welcomeAfterMs)}/${msText(v.extra.firstLinkAfterMs)}`).join(', ')} ms after the session started.`,
       );
     else if (g.goal === 'no stalls')
       lines.push(
