@@ -68,8 +68,6 @@ const OBSERVED = [
 const VIDEO_FLAGS = new Set(['autoplay', 'muted', 'controls']);
 
 const DEFAULT_LIVE_SYNC_SEGMENTS = 3;
-/** The mesh wait for a whole segment with nothing buffered, in low-latency mode (see the loader). */
-const LOW_LATENCY_STARTUP_WAIT_MS = 300;
 const STATS_INTERVAL_MS = 1000;
 const STREAM_ID = /^[A-Za-z0-9._-]{1,64}$/;
 /** The protocol's ticket syntax (wire's MAX_TICKET_LENGTH): checked here so a typo says so at once. */
@@ -546,11 +544,11 @@ export class MeshPlayer extends ElementBase {
       lowLatencyMode: attributes.lowLatency,
       ...(attributes.liveSyncSegments === null ? {} : { liveSyncDurationCount: attributes.liveSyncSegments }),
       fLoader: createMeshFragmentLoader(provider, {
+        // Before the video plays nothing counts as buffered, and a whole segment waits for the mesh
+        // at most the loader's startupWaitMs (300 ms); an LL player starts at PART-HOLD-BACK (1.5 s)
+        // from the edge, where the earlier 1.5 s wait was the whole of it (startup p95 3.5 s
+        // against http's 1.5 s, bench:compare ll, N = 8).
         bufferAheadMs: () => this.#bufferAheadMs(),
-        // An LL player starts at PART-HOLD-BACK (1.5 s) from the edge: the 1.5 s a whole segment
-        // may wait for the mesh at startup would be the whole of it (startup p95 3.5 s against
-        // http's 1.5 s, bench:compare ll, N = 8).
-        ...(attributes.lowLatency ? { startupWaitMs: LOW_LATENCY_STARTUP_WAIT_MS } : {}),
       }),
     });
     this.#hls = hls;

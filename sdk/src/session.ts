@@ -935,16 +935,21 @@ export class MeshSession extends EventTarget implements SegmentProvider {
     // joined: at once).
     const fillAtMs = url === undefined ? deadlineMs : deadlineMs - ORIGIN_FILL_LEAD_MS;
     const beforeJoin = !store.expects(sequence);
+    // A segment from before we joined has nothing to complete from the origin until a neighbour
+    // sends part of it. With a wait shorter than the fill lead (startup: the loader's 300 ms) the
+    // neighbours get all of it and the loader takes the whole segment after; otherwise they were
+    // never asked at all.
+    const meshUntilMs = beforeJoin && fillAtMs <= this.clock.now() ? deadlineMs : fillAtMs;
     const repairAtMs = beforeJoin ? this.clock.now() : Math.max(this.clock.now(), fillAtMs - REPAIR_LEAD_MS);
     // A function: `signal.aborted` changes while we await.
     const aborted = (): boolean => signal?.aborted === true;
     let bytes = await store.wait(sequence, repairAtMs - this.clock.now(), signal);
     if (bytes !== null || aborted()) return bytes;
-    if (beforeJoin) await this.waitForHelper(fillAtMs, signal);
+    if (beforeJoin) await this.waitForHelper(meshUntilMs, signal);
     if (aborted()) return null;
     if (this.requestRepair(sequence))
-      bytes = await store.wait(sequence, fillAtMs - this.clock.now(), signal, true);
-    if (bytes !== null || url === undefined || aborted()) return bytes;
+      bytes = await store.wait(sequence, meshUntilMs - this.clock.now(), signal, true);
+    if (bytes !== null || url === undefined || aborted() || meshUntilMs !== fillAtMs) return bytes;
     return this.completeFromOrigin(sequence, url, signal);
   }
 

@@ -234,7 +234,7 @@ const sleep = (ms: number): Promise<void> =>
 
 describe('meshWaitBudgetMs', () => {
   it('waits startupWaitMs when nothing is buffered', () => {
-    expect(meshWaitBudgetMs(0)).toBe(1500);
+    expect(meshWaitBudgetMs(0)).toBe(300);
     expect(meshWaitBudgetMs(0, { startupWaitMs: 700 })).toBe(700);
     expect(meshWaitBudgetMs(Number.NaN, { startupWaitMs: 700 })).toBe(700);
     // The startup wait is also bounded by maxWaitMs.

@@ -183,6 +183,35 @@ describe('MeshSession packetRepair', () => {
     expect(sent).toHaveBeenCalledTimes(1);
   });
 
+  it('segment: a segment from before joining waits for neighbours the whole of a startup-short wait', async () => {
+    vi.spyOn(MeshNode.prototype, 'openPeerIds').mockReturnValue([42]);
+    vi.spyOn(MeshNode.prototype, 'openPeers', 'get').mockReturnValue(1);
+    const sent = vi.spyOn(MeshNode.prototype, 'sendRepair').mockReturnValue(true);
+    const fetched = vi.fn();
+    vi.stubGlobal('fetch', fetched);
+    const s10 = segment(10, 40_000);
+    const t = await connected('segment', [s10.a]);
+    expect(t.session.expectsSegment(10)).toBe(true);
+    // The loader's startup wait (300 ms) is shorter than the origin fill's lead (800 ms): the
+    // neighbour is asked at once and given all of it, and nothing is fetched by range.
+    let result: Uint8Array | null | undefined;
+    void t.session
+      .waitForSegment(10, t.clock.now() + 300, undefined, `${URL_BASE}seg10.ts`)
+      .then((bytes) => (result = bytes));
+    await settle();
+    expect(sent.mock.calls.map(([to, message]) => [to, message.type])).toEqual([
+      [42, MessageType.RepairRequest],
+    ]);
+    expect(result).toBeUndefined();
+    // The store's wait runs on real timers: the 300 ms end, then null for the loader's origin fetch.
+    const waitStartedMs = performance.now();
+    await vi.waitFor(() => {
+      expect(result).toBeNull();
+    });
+    expect(performance.now() - waitStartedMs).toBeGreaterThan(200);
+    expect(fetched).not.toHaveBeenCalled();
+  });
+
   it('segment: the engine gets no playout clock', async () => {
     const playout = vi.spyOn(MeshNode.prototype, 'playout');
     const s10 = segment(10, 40_000);
