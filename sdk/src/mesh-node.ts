@@ -407,6 +407,7 @@ export class MeshNode {
   readonly connectedByRoute: Record<RouteType, number> = { host: 0, srflx: 0, prflx: 0, relay: 0 };
   private readonly links = new Map<PeerId, Link>();
   private firstLinkOpenedAt: number | null = null;
+  private firstLinkStartedAt: number | null = null;
   /** The last dial failure per peer (see FIRST_DIAL_BACKOFF_MS), ordered by failure time. */
   private readonly failedAt = new Map<PeerId, DialFailure>();
   private statsTimer: ReturnType<typeof setInterval> | null = null;
@@ -481,6 +482,11 @@ export class MeshNode {
   /** When this node's first data channel opened (its `now` scale); null before. */
   get firstLinkOpenedAtMs(): number | null {
     return this.firstLinkOpenedAt;
+  }
+
+  /** When this node started its first connection, dialling or answering (its `now` scale); null before. */
+  get firstLinkStartedAtMs(): number | null {
+    return this.firstLinkStartedAt;
   }
 
   get openPeers(): number {
@@ -1149,6 +1155,7 @@ export class MeshNode {
       relayedFed: null,
     };
     this.links.set(peerId, link);
+    this.firstLinkStartedAt ??= link.createdAt;
     link.connectTimer = setTimeout(() => {
       link.connectTimer = null;
       if (link.open || this.links.get(peerId) !== link) return;

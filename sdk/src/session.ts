@@ -342,10 +342,11 @@ export class MeshSession extends EventTarget implements SegmentProvider {
   /** The highest `liveSequence` told to the current node (-1: none yet). */
   private liveSequenceTold = -1;
   private closed = false;
-  /** The session's start, the first welcome and the first open data channel after it (stats). */
+  /** The session's start, the first welcome, and the first connection started and opened after it (stats). */
   private readonly startedAtMs: number;
   private welcomeAfterMs: number | null = null;
-  private firstLinkAtMs: number | null = null;
+  private firstLinkStartedAtMs: number | null = null;
+  private firstLinkOpenedAtMs: number | null = null;
   private readonly timers: ReturnType<typeof setInterval>[] = [];
   /** Whether this viewer shares its upload now (`upload` option). */
   private readonly uploadPolicy: UploadPolicy;
@@ -833,7 +834,7 @@ export class MeshSession extends EventTarget implements SegmentProvider {
     this.retired.connectFailures += old.counters.connectFailures;
     this.retired.relayedBytes += old.counters.relayedBytes;
     for (const route of ROUTE_TYPES) this.retired.connectedByRoute[route] += old.connectedByRoute[route];
-    this.firstLinkAfterMs(old);
+    this.firstLinkTimes(old);
     this.peerId = welcome.peerId;
     this.sourceId = welcome.sourceId;
     // The new node's counters start at zero: the estimate keeps its value, not its baseline.
@@ -1317,10 +1318,12 @@ export class MeshSession extends EventTarget implements SegmentProvider {
 
   // ─────────────────────────────── stats ───────────────────────────────
 
-  /** The first data channel this session opened (any of its nodes), ms after its start. */
-  private firstLinkAfterMs(node: MeshNode | null): number | null {
-    if (this.firstLinkAtMs === null) this.firstLinkAtMs = node?.firstLinkOpenedAtMs ?? null;
-    return this.firstLinkAtMs === null ? null : this.firstLinkAtMs - this.startedAtMs;
+  /** The first connection this session started and the first it opened (any of its nodes), ms after its start. */
+  private firstLinkTimes(node: MeshNode | null): { started: number | null; opened: number | null } {
+    this.firstLinkStartedAtMs ??= node?.firstLinkStartedAtMs ?? null;
+    this.firstLinkOpenedAtMs ??= node?.firstLinkOpenedAtMs ?? null;
+    const since = (at: number | null): number | null => (at === null ? null : at - this.startedAtMs);
+    return { started: since(this.firstLinkStartedAtMs), opened: since(this.firstLinkOpenedAtMs) };
   }
 
   stats(): MeshStats {
@@ -1331,6 +1334,7 @@ export class MeshSession extends EventTarget implements SegmentProvider {
     const bytesFromOrigin = this.originBytes();
     const total = bytesFromMesh + bytesFromOrigin;
     const tracker = this.tracker?.stats();
+    const firstLink = this.firstLinkTimes(node);
     return {
       stream: this.options.stream,
       peerId: this.peerId,
@@ -1355,7 +1359,8 @@ export class MeshSession extends EventTarget implements SegmentProvider {
       startupSegmentsFromMesh: this.startupSegments.mesh,
       startupSegmentsFromOrigin: this.startupSegments.origin,
       welcomeAfterMs: this.welcomeAfterMs,
-      firstLinkAfterMs: this.firstLinkAfterMs(node),
+      firstDialAfterMs: firstLink.started,
+      firstLinkAfterMs: firstLink.opened,
       partsFromMesh: this.partsFromMesh,
       partsFromOrigin: this.partsFromOrigin,
       packetSignaturesVerified: this.signatures?.counters.verified ?? 0,

@@ -132,11 +132,12 @@ export interface MeshStats {
   readonly startupSegmentsFromMesh: number;
   readonly startupSegmentsFromOrigin: number;
   /**
-   * How long joining took, from the session's start (ms): to the tracker's first welcome, and to the
-   * first open data channel (a joining viewer's first segments can come from neighbours only after
-   * it). Null until it happened.
+   * How long joining took, from the session's start (ms): to the tracker's first welcome, to the
+   * first connection started (dialled or answered), and to the first open data channel (a joining
+   * viewer's first segments can come from neighbours only after it). Null until it happened.
    */
   readonly welcomeAfterMs: number | null;
+  readonly firstDialAfterMs: number | null;
   readonly firstLinkAfterMs: number | null;
   /** LL-HLS parts (`low-latency`) the mesh delivered, and those fetched from the origin. */
   readonly partsFromMesh: number;

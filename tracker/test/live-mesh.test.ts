@@ -128,6 +128,7 @@ describe('a live stream through tracker, true source and four Node viewers', () 
           slicesWithParent: s.slices.filter((slice) => slice.parent !== null).length,
           peers: s.peerLinks.length,
           welcomeAfterMs: s.welcomeAfterMs,
+          firstDialAfterMs: s.firstDialAfterMs,
           firstLinkAfterMs: s.firstLinkAfterMs,
         })),
       }),
@@ -139,7 +140,8 @@ describe('a live stream through tracker, true source and four Node viewers', () 
       expect(s.slices.every((slice) => slice.parent !== null)).toBe(true);
       // Joining is timed: the welcome, then a first data channel (none opens before the welcome).
       expect(s.welcomeAfterMs).toBeGreaterThanOrEqual(0);
-      expect(s.firstLinkAfterMs).toBeGreaterThanOrEqual(s.welcomeAfterMs ?? Infinity);
+      expect(s.firstDialAfterMs).toBeGreaterThanOrEqual(s.welcomeAfterMs ?? Infinity);
+      expect(s.firstLinkAfterMs).toBeGreaterThanOrEqual(s.firstDialAfterMs ?? Infinity);
     }
     // The receive-only viewer forwards nothing; the others carry the stream between them.
     expect(stats[3]!.uploadBytes).toBe(0);

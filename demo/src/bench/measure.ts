@@ -43,6 +43,9 @@ export interface BenchStats extends DeliveryStats {
   readonly extra: Readonly<Record<string, number | string | boolean | null>>;
 }
 
+/** Marks of the startup timeline kept (a manifest, a few fragments asked and loaded, the first frame). */
+const STARTUP_TIMELINE_MARKS = 12;
+
 /** hls.js settings the harness records with the results, read from the running instance. */
 const RECORDED_HLS_SETTINGS = [
   'liveSyncDurationCount',
@@ -116,12 +119,30 @@ export class PlaybackProbe {
   #playingSn: number | null = null;
   #playingFragEndS: number | null = null;
   #playingFragDurationS: number | null = null;
+  /** `what@ms` (ms since the page's navigation) of the first manifest, fragments and frame. */
+  readonly #startupTimeline: string[] = [];
 
   constructor(
     readonly video: HTMLVideoElement,
     readonly hls: Hls,
   ) {
+    // Where a slow start goes: the manifest, the first fragments asked for and loaded, the first frame.
+    const mark = (what: string): void => {
+      if (this.#startupTimeline.length < STARTUP_TIMELINE_MARKS)
+        this.#startupTimeline.push(`${what}@${String(Math.round(performance.now()))}`);
+    };
+    mark('probe'); // the page's script ran: what comes before it is the page's own load
+    hls.once(Hls.Events.MANIFEST_LOADED, () => {
+      mark('manifest');
+    });
+    hls.on(Hls.Events.FRAG_LOADING, (_event, data) => {
+      if (typeof data.frag.sn === 'number' && data.part === undefined) mark(`ask${String(data.frag.sn)}`);
+    });
+    hls.on(Hls.Events.FRAG_LOADED, (_event, data) => {
+      if (typeof data.frag.sn === 'number' && data.part === null) mark(`got${String(data.frag.sn)}`);
+    });
     video.addEventListener('playing', () => {
+      if (!this.#startedPlaying) mark('playing');
       this.#startedPlaying = true;
       if (this.#stallStartMs === null) return;
       this.#stalls++;
@@ -156,7 +177,7 @@ export class PlaybackProbe {
       playingFragEndS: this.#playingFragEndS,
       playingFragDurationS: this.#playingFragDurationS,
       fatalErrors,
-      extra,
+      extra: { ...extra, startupTimeline: this.#startupTimeline.join(' ') },
     };
   }
 }

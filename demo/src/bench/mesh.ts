@@ -62,6 +62,7 @@ function start(): void {
             startupSegmentsFromMesh: own.startupSegmentsFromMesh,
             startupSegmentsFromOrigin: own.startupSegmentsFromOrigin,
             welcomeAfterMs: own.welcomeAfterMs,
+            firstDialAfterMs: own.firstDialAfterMs,
             firstLinkAfterMs: own.firstLinkAfterMs,
             partsFromMesh: own.partsFromMesh,
             partsFromOrigin: own.partsFromOrigin,

@@ -222,7 +222,7 @@ function whyLines(run: CompareRun): string[] {
     else if (g.goal.startsWith('first segments'))
       lines.push(
         `${g.setting}, first segments: from the mesh / origin per viewer ${mesh.perViewer.map((v) => `${String(v.extra.startupSegmentsFromMesh ?? '—')}/${String(v.extra.startupSegmentsFromOrigin ?? '—')}`).join(', ')}; ` +
-          `tracker welcome / first data channel per viewer ${mesh.perViewer.map((v) => `${msText(v.extra.welcomeAfterMs)}/${msText(v.extra.firstLinkAfterMs)}`).join(', ')} ms after the session started.`,
+          `tracker welcome / first connection started / first data channel open per viewer ${mesh.perViewer.map((v) => `${msText(v.extra.welcomeAfterMs)}/${msText(v.extra.firstDialAfterMs)}/${msText(v.extra.firstLinkAfterMs)}`).join(', ')} ms after the session started.`,
       );
     else if (g.goal === 'no stalls')
       lines.push(
