@@ -313,6 +313,9 @@ export function createMeshFragmentLoader(
           if (!live()) return;
           copyStats(stats);
           provider.noteOriginSegment(byteLengthOf(response.data, stats), ctx.part !== null);
+          // A copy now: hls.js may transfer the buffer to its transmuxer worker after onSuccess.
+          if (typeof ctx.frag.sn === 'number' && ctx.part === null && response.data instanceof ArrayBuffer)
+            provider.keepOriginSegment?.(ctx.frag.sn, new Uint8Array(response.data.slice(0)));
           this.finish()?.onSuccess(response, this.stats, ctx, networkDetails);
         },
         onError: (error, ctx, networkDetails, stats) => {

@@ -302,6 +302,7 @@ function emptyStats(stream: string): MeshStats {
     startupSegmentsFromMesh: 0,
     startupSegmentsFromOrigin: 0,
     welcomeAfterMs: null,
+    segmentsKeptFromOrigin: 0,
     firstDialAfterMs: null,
     firstLinkAfterMs: null,
     partsFromMesh: 0,

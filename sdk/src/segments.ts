@@ -80,6 +80,8 @@ export interface SegmentStoreCounters {
   /** Packets (and their bytes) that neighbours sent on request, outside the trees. */
   packetsRepaired: number;
   bytesRepaired: number;
+  /** Whole segments the player fetched from the origin and the store kept (verified) for neighbours. */
+  segmentsKeptFromOrigin: number;
 }
 
 export interface SegmentStoreOptions {
@@ -104,6 +106,7 @@ export class SegmentStore {
     refusedPackets: 0,
     segmentsComplete: 0,
     hashMismatches: 0,
+    segmentsKeptFromOrigin: 0,
     badSignatures: 0,
     packetsFilledFromOrigin: 0,
     packetsRepaired: 0,
@@ -328,6 +331,37 @@ export class SegmentStore {
       this.counters.bytesRepaired += bytes.length;
     }
     this.tryComplete(sequence, e);
+    return true;
+  }
+
+  /**
+   * Keeps a whole segment the player fetched from the origin, so that neighbours catching up can
+   * have it (a joining viewer's first segments, from before it joined, are in no tree): only if it is
+   * announced and not held yet, and only once its SHA-256 matches the signed one. Resolves whether
+   * it was kept. Any packets of it already here are superseded by the verified whole.
+   */
+  async keepWhole(sequence: number, bytes: Uint8Array<ArrayBuffer>): Promise<boolean> {
+    const e = this.entries.get(sequence);
+    const a = e?.announcement ?? null;
+    if (e === undefined || a === null || e.bytes !== null || e.verifying || bytes.length !== a.bytes)
+      return false;
+    e.verifying = true;
+    const digest = new Uint8Array(await crypto.subtle.digest('SHA-256', bytes));
+    e.verifying = false;
+    // Pruned meanwhile? (Its packets cannot complete it meanwhile: their check waits for ours.)
+    if (this.entries.get(sequence) !== e) return false;
+    if (bytesToHex(digest) !== a.sha256) {
+      // Not the announced bytes (another rendition, or a bad origin): nothing kept, nothing lost.
+      this.counters.hashMismatches++;
+      this.tryComplete(sequence, e);
+      return false;
+    }
+    e.bytes = bytes;
+    e.packets = [];
+    e.failed = false;
+    this.counters.segmentsKeptFromOrigin++;
+    for (const w of [...e.waiters]) w(bytes);
+    this.wakeRanges(e);
     return true;
   }
 

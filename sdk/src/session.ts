@@ -1285,6 +1285,10 @@ export class MeshSession extends EventTarget implements SegmentProvider {
     return node.openPeers > 0 || this.segmentsFromMesh + this.segmentsFromOrigin > 0;
   }
 
+  keepOriginSegment(sequence: number, bytes: Uint8Array<ArrayBuffer>): void {
+    void this.store?.keepWhole(sequence, bytes);
+  }
+
   noteOriginSegment(bytes: number, part = false): void {
     this.bytesFromOrigin += bytes;
     if (part) this.partsFromOrigin++;
@@ -1359,6 +1363,7 @@ export class MeshSession extends EventTarget implements SegmentProvider {
       startupSegmentsFromMesh: this.startupSegments.mesh,
       startupSegmentsFromOrigin: this.startupSegments.origin,
       welcomeAfterMs: this.welcomeAfterMs,
+      segmentsKeptFromOrigin: this.store?.counters.segmentsKeptFromOrigin ?? 0,
       firstDialAfterMs: firstLink.started,
       firstLinkAfterMs: firstLink.opened,
       partsFromMesh: this.partsFromMesh,

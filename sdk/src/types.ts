@@ -137,6 +137,11 @@ export interface MeshStats {
    * viewer's first segments can come from neighbours only after it). Null until it happened.
    */
   readonly welcomeAfterMs: number | null;
+  /**
+   * Whole segments the player fetched from the origin that this viewer verified against their signed
+   * hash and keeps for neighbours catching up (a joining viewer's first segments are in no tree).
+   */
+  readonly segmentsKeptFromOrigin: number;
   readonly firstDialAfterMs: number | null;
   readonly firstLinkAfterMs: number | null;
   /** LL-HLS parts (`low-latency`) the mesh delivered, and those fetched from the origin. */
@@ -291,6 +296,11 @@ export interface SegmentProvider {
   expectsSegment(sequence: number): boolean;
   /** The loader fetched this many media bytes (one segment, or one LL-HLS part) from the origin. */
   noteOriginSegment(bytes: number, part?: boolean): void;
+  /**
+   * A whole segment the loader fetched from the origin (a copy the provider may keep): verified and
+   * kept, it can be served to neighbours catching up. Optional.
+   */
+  keepOriginSegment?(sequence: number, bytes: Uint8Array<ArrayBuffer>): void;
   /** The loader handed a mesh segment (or an LL-HLS part of it) to the player. */
   noteMeshSegment(sequence: number, part?: boolean): void;
   /** The player stalled for `ms` (reported when the stall ends). */

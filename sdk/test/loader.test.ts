@@ -77,6 +77,10 @@ class FakeProvider implements SegmentProvider {
     if (part) this.originParts.push(bytes);
     this.originBytes.push(bytes);
   }
+  readonly kept: { sequence: number; bytes: Uint8Array }[] = [];
+  keepOriginSegment(sequence: number, bytes: Uint8Array): void {
+    this.kept.push({ sequence, bytes });
+  }
   readonly meshParts: number[] = [];
   readonly originParts: number[] = [];
   noteMeshSegment(sequence: number, part = false): void {
@@ -305,6 +309,7 @@ describe('createMeshFragmentLoader with LL-HLS parts', () => {
     expect(rec.events).toEqual(['success']);
     expect(provider.originBytes).toEqual([100]);
     expect(provider.originParts).toEqual([100]);
+    expect(provider.kept).toEqual([]); // a part is not a segment to keep
   });
 
   it('takes parts of a segment still being written from the mesh once parts are known to be its ranges', async () => {
@@ -416,6 +421,10 @@ describe('createMeshFragmentLoader', () => {
     FakeOrigin.instances.at(-1)!.respond(500);
     expect(rec.events).toEqual(['success']);
     expect(provider.originBytes).toEqual([500]);
+    // The whole segment is offered to the provider to keep, as a copy of what hls.js gets.
+    expect(provider.kept.map((k) => [k.sequence, k.bytes.length])).toEqual([[7, 500]]);
+    const given = rec.successes[0]!.data as ArrayBuffer;
+    expect(provider.kept[0]!.bytes.buffer).not.toBe(given);
   });
 
   it('sends init segments to the origin and counts their bytes as origin bytes', () => {

@@ -18,7 +18,7 @@ async function keys(): Promise<CryptoKeyPair> {
   return await crypto.subtle.generateKey({ name: 'Ed25519' }, false, ['sign', 'verify']);
 }
 
-function segmentBytes(sequence: number, size = 50_000): Uint8Array {
+function segmentBytes(sequence: number, size = 50_000): Uint8Array<ArrayBuffer> {
   const out = new Uint8Array(size);
   for (let i = 0; i < size; i++) out[i] = (i * 31 + sequence * 7) & 0xff;
   return out;
@@ -128,6 +128,25 @@ describe('SegmentStore', () => {
     expect(s.addPacket({ ...first!, count: first!.count * 2 })).toBe(false);
     expect(s.addPacket({ ...first!, segment: 10 + 100 })).toBe(false);
     expect(s.counters.refusedPackets).toBe(2);
+  });
+
+  it('keeps a whole segment from the origin only if announced, not held and matching the signed hash', async () => {
+    const { privateKey, publicKey } = await keys();
+    const s = store(publicKey);
+    await s.seed([await announce(privateKey, 20, segmentBytes(20))]);
+    const bytes = segmentBytes(20);
+    const tampered = bytes.slice();
+    tampered[5] = (tampered[5] ?? 0) ^ 1;
+    expect(await s.keepWhole(20, tampered)).toBe(false);
+    expect(s.bytes(20)).toBeNull();
+    expect(s.counters.hashMismatches).toBe(1);
+    expect(await s.keepWhole(21, segmentBytes(21))).toBe(false); // not announced
+    expect(await s.keepWhole(20, bytes)).toBe(true);
+    expect(s.bytes(20)).toEqual(bytes);
+    expect(s.counters.segmentsKeptFromOrigin).toBe(1);
+    // Held now: it is what a neighbour catching up is served, and a wait for it ends at once.
+    expect(await s.wait(20, 0)).toEqual(bytes);
+    expect(await s.keepWhole(20, bytes)).toBe(false);
   });
 
   it('wait resolves null on timeout and on abort', async () => {

@@ -62,6 +62,7 @@ function start(): void {
             startupSegmentsFromMesh: own.startupSegmentsFromMesh,
             startupSegmentsFromOrigin: own.startupSegmentsFromOrigin,
             welcomeAfterMs: own.welcomeAfterMs,
+            segmentsKeptFromOrigin: own.segmentsKeptFromOrigin,
             firstDialAfterMs: own.firstDialAfterMs,
             firstLinkAfterMs: own.firstLinkAfterMs,
             partsFromMesh: own.partsFromMesh,
