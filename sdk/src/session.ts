@@ -101,12 +101,12 @@ export const LIVE_PROTOCOL: Partial<ProtocolConfig> = {
   // resend window of 48 were 2 minutes of a ~1 Mbit/s stream here (a browser packet is ~125 ms of
   // stream, so 2 s per slice), 14 MiB of JS heap per viewer (issue 17's bench:cost: 24 MiB against
   // plain hls.js's 7). 24 per slice is 48 s at 1 Mbit/s and 10 s at 5 Mbit/s (16 KiB packets): more
-  // than a player's buffer, the hand-off lead and the audit's 6 s lag plus its margin. 16 per slice
-  // (issue 17's memory goal: 1.8 MB less JS heap per viewer) is 32 s at 1 Mbit/s and 6.7 s at
-  // 5 Mbit/s; the audit judges a packet before it leaves the ring (AUDIT_RING_MARGIN_PACKETS), so a
-  // smaller ring shortens its lag rather than blinding it.
-  resendWindowPackets: 16,
-  minRingPackets: 16,
+  // than a player's buffer, the hand-off lead and the audit's 6 s lag plus its margin. Not fewer:
+  // engine repair serves and takes only what is still in the rings, so they must span the playout
+  // lead; at 16 (tried for issue 17's memory goal) the loopback engine-repair test, 5 packets per
+  // slice a second and a 5 s lead, never recovered its window (3.2 s of ring).
+  resendWindowPackets: 24,
+  minRingPackets: 24,
 };
 
 /** Stream copies a viewer forwards by default: TL = M = 16 slices is one copy (the thesis's TL = 16). */
