@@ -705,6 +705,12 @@ export class MeshPlayer extends ElementBase {
         return Math.max(0, (ranges.end(i) - now) * 1000);
       }
     }
+    // Before the first frame the playhead is not in the buffer yet, and hls.js asks for the second
+    // segment as soon as the first is in. It starts playing at its live sync position, which at the
+    // default 3 segments behind is the start of the first segment it loaded: that segment is ahead.
+    // (Counted as nothing, the second segment's mesh wait was the 300 ms startup wait, shorter than
+    // a joining viewer's first data channel takes to open.)
+    if (!this.#startedPlaying && ranges.length > 0) return (ranges.end(0) - ranges.start(0)) * 1000;
     return 0;
   }
 

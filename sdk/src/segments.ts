@@ -303,13 +303,16 @@ export class SegmentStore {
    * Places bytes fetched from the origin (or a neighbour's repair) for packet `index` (not counted
    * as mesh bytes), if they match the packet's announced hash: every packet held is checked, so a
    * byte range can be served before the segment is complete (`range`). The segment is released
-   * only if the whole then matches the signed hash, as for mesh packets.
+   * only if the whole then matches the signed hash, as for mesh packets. `hashChecked`: the caller
+   * has just checked these bytes against this announcement's hash (`inspectPacket`), so they are not
+   * hashed again (a repair reply was hashed twice, synchronously, on the main thread).
    */
   fillPacket(
     sequence: number,
     index: number,
     bytes: Uint8Array,
     from: 'origin' | 'repair' = 'origin',
+    hashChecked = false,
   ): boolean {
     const e = this.entries.get(sequence);
     if (e === undefined || e.announcement === null || e.failed || e.bytes !== null) return false;
@@ -318,7 +321,7 @@ export class SegmentStore {
       index * PACKET_HASH_HEX,
       (index + 1) * PACKET_HASH_HEX,
     );
-    if (bytesToHex(sha256(bytes).subarray(0, PACKET_HASH_HEX / 2)) !== expected) {
+    if (!hashChecked && bytesToHex(sha256(bytes).subarray(0, PACKET_HASH_HEX / 2)) !== expected) {
       this.counters.hashMismatches++;
       return false;
     }

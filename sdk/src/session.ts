@@ -1205,8 +1205,15 @@ export class MeshSession extends EventTarget implements SegmentProvider {
         }
         if (verdict !== 'accept') return;
         const decoded = decodeMediaPacket(message.payload);
+        // Accepted means hashed against its segment's announcement just now: not hashed again.
         if (decoded.ok)
-          store.fillPacket(decoded.packet.segment, decoded.packet.index, decoded.packet.bytes, 'repair');
+          store.fillPacket(
+            decoded.packet.segment,
+            decoded.packet.index,
+            decoded.packet.bytes,
+            'repair',
+            true,
+          );
         return;
       }
       case MessageType.RepairNak:
