@@ -478,7 +478,6 @@ export class MeshNode {
     return this.options.id;
   }
 
-  /** Peers with an open data channel. */
   /** When this node's first data channel opened (its `now` scale); null before. */
   get firstLinkOpenedAtMs(): number | null {
     return this.firstLinkOpenedAt;
@@ -489,6 +488,7 @@ export class MeshNode {
     return this.firstLinkStartedAt;
   }
 
+  /** Peers with an open data channel. */
   get openPeers(): number {
     let n = 0;
     for (const link of this.links.values()) if (link.open) n++;

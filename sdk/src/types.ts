@@ -137,13 +137,13 @@ export interface MeshStats {
    * viewer's first segments can come from neighbours only after it). Null until it happened.
    */
   readonly welcomeAfterMs: number | null;
+  readonly firstDialAfterMs: number | null;
+  readonly firstLinkAfterMs: number | null;
   /**
    * Whole segments the player fetched from the origin that this viewer verified against their signed
    * hash and keeps for neighbours catching up (a joining viewer's first segments are in no tree).
    */
   readonly segmentsKeptFromOrigin: number;
-  readonly firstDialAfterMs: number | null;
-  readonly firstLinkAfterMs: number | null;
   /** LL-HLS parts (`low-latency`) the mesh delivered, and those fetched from the origin. */
   readonly partsFromMesh: number;
   readonly partsFromOrigin: number;
