@@ -157,6 +157,11 @@ const REPORT_INTERVAL_MS = 2000;
  * report limit), and no honest node has this many.
  */
 const MAX_REPORTED_CHILDREN = 256;
+/**
+ * Segments from the origin remembered until the store exists: hls.js asks for two or three at once
+ * at startup, sometimes before the tracker's welcome.
+ */
+const MAX_EARLY_ORIGIN_SEGMENTS = 4;
 /** Player deadlines remembered for segments not yet announced (engine repair's playout clock). */
 const MAX_AWAITED_DEADLINES = 16;
 /** Repair budgets remembered at most: beyond, they are forgotten at once (ids of long-gone peers). */
@@ -347,6 +352,8 @@ export class MeshSession extends EventTarget implements SegmentProvider {
   private welcomeAfterMs: number | null = null;
   private firstLinkStartedAtMs: number | null = null;
   private firstLinkOpenedAtMs: number | null = null;
+  /** Whole segments the player took from the origin before the store existed (keepOriginSegment). */
+  private readonly earlyOriginSegments: { sequence: number; bytes: Uint8Array<ArrayBuffer> }[] = [];
   private readonly timers: ReturnType<typeof setInterval>[] = [];
   /** Whether this viewer shares its upload now (`upload` option). */
   private readonly uploadPolicy: UploadPolicy;
@@ -544,6 +551,7 @@ export class MeshSession extends EventTarget implements SegmentProvider {
     });
     await store.seed(welcome.announcements);
     this.store = store;
+    for (const early of this.earlyOriginSegments.splice(0)) void store.keepWhole(early.sequence, early.bytes);
     if (this.packetRepair === 'engine')
       this.originRepair = new OriginRepair({
         announcement: (segment) => store.announcement(segment),
@@ -1293,7 +1301,14 @@ export class MeshSession extends EventTarget implements SegmentProvider {
   }
 
   keepOriginSegment(sequence: number, bytes: Uint8Array<ArrayBuffer>): void {
-    void this.store?.keepWhole(sequence, bytes);
+    if (this.store !== null) {
+      void this.store.keepWhole(sequence, bytes);
+      return;
+    }
+    // The player's first segments often come before the welcome (and the store it seeds): kept
+    // until then, a few at most.
+    if (this.closed || this.earlyOriginSegments.length >= MAX_EARLY_ORIGIN_SEGMENTS) return;
+    this.earlyOriginSegments.push({ sequence, bytes });
   }
 
   noteOriginSegment(bytes: number, part = false): void {

@@ -212,6 +212,33 @@ describe('MeshSession packetRepair', () => {
     expect(fetched).not.toHaveBeenCalled();
   });
 
+  it('keeps a whole origin segment the player took before the welcome, once the store exists', async () => {
+    const clock = new FakeClock();
+    const factory = socketFactory(clock);
+    const session = MeshSession.connect(
+      { tracker: 'ws://127.0.0.1:9/ws', stream: 'live', packetRepair: 'segment' },
+      { createSocket: factory.create, clock, trackerReconnect: false },
+    );
+    sessions.push(session);
+    const s10 = segment(10, 40_000);
+    const s11 = segment(11, 40_000);
+    session.keepOriginSegment(10, s10.bytes.slice());
+    const tampered = s11.bytes.slice();
+    tampered[0] = (tampered[0] ?? 0) ^ 1;
+    session.keepOriginSegment(11, tampered);
+    const socket = factory.sockets.at(-1);
+    if (socket === undefined) throw new Error('no socket');
+    socket.accept();
+    socket.receive(welcome(7, null, false, { announcements: [s10.a, s11.a] }));
+    await session.ready;
+    await vi.waitFor(() => {
+      expect(session.stats().segmentsKeptFromOrigin).toBe(1);
+    });
+    // Only the one matching its signed hash: what a neighbour catching up is served.
+    expect(await session.waitForSegment(10, clock.now() + 1000)).toEqual(s10.bytes);
+    expect(session.stats().segmentsKeptFromOrigin).toBe(1);
+  });
+
   it('segment: the engine gets no playout clock', async () => {
     const playout = vi.spyOn(MeshNode.prototype, 'playout');
     const s10 = segment(10, 40_000);
