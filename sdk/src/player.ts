@@ -449,7 +449,7 @@ export class MeshPlayer extends ElementBase {
       stalls: this.#stalls,
       stallMs: this.#stallMs + (this.#stallStartMs === null ? 0 : performance.now() - this.#stallStartMs),
       currentTime: video.currentTime,
-      bufferAheadMs: this.#bufferAheadMs(),
+      bufferAheadMs: this.#bufferAheadMs(false),
       playing: !video.paused && !video.ended && this.#stallStartMs === null && video.readyState > 2,
       liveDelayMs: this.#liveDelayMs(),
       meshEnabled: this.#session !== null,
@@ -550,7 +550,7 @@ export class MeshPlayer extends ElementBase {
         // at most the loader's startupWaitMs (300 ms); an LL player starts at PART-HOLD-BACK (1.5 s)
         // from the edge, where the earlier 1.5 s wait was the whole of it (startup p95 3.5 s
         // against http's 1.5 s, bench:compare ll, N = 8).
-        bufferAheadMs: () => this.#bufferAheadMs(),
+        bufferAheadMs: () => this.#bufferAheadMs(!attributes.lowLatency),
       }),
     });
     this.#hls = hls;
@@ -696,7 +696,7 @@ export class MeshPlayer extends ElementBase {
     video.load();
   }
 
-  #bufferAheadMs(): number {
+  #bufferAheadMs(startsAtFirstRange: boolean): number {
     const video = this.#video;
     const now = video.currentTime;
     const ranges = video.buffered;
@@ -706,11 +706,13 @@ export class MeshPlayer extends ElementBase {
       }
     }
     // Before the first frame the playhead is not in the buffer yet, and hls.js asks for the second
-    // segment as soon as the first is in. It starts playing at its live sync position, which at the
-    // default 3 segments behind is the start of the first segment it loaded: that segment is ahead.
-    // (Counted as nothing, the second segment's mesh wait was the 300 ms startup wait, shorter than
-    // a joining viewer's first data channel takes to open.)
-    if (!this.#startedPlaying && ranges.length > 0) return (ranges.end(0) - ranges.start(0)) * 1000;
+    // segment as soon as the first is in. It starts playing at its live sync position, which a whole
+    // number of segments behind the edge is the start of the first segment it loaded: that segment
+    // is ahead. (Counted as nothing, the second segment's mesh wait was the 300 ms startup wait,
+    // shorter than a joining viewer's first data channel takes to open.) Not in LL-HLS, whose start
+    // (PART-HOLD-BACK from the edge) falls inside a segment: there startup stays the origin's.
+    if (startsAtFirstRange && !this.#startedPlaying && ranges.length > 0)
+      return (ranges.end(0) - ranges.start(0)) * 1000;
     return 0;
   }
 
