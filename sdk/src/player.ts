@@ -546,10 +546,11 @@ export class MeshPlayer extends ElementBase {
       lowLatencyMode: attributes.lowLatency,
       ...(attributes.liveSyncSegments === null ? {} : { liveSyncDurationCount: attributes.liveSyncSegments }),
       fLoader: createMeshFragmentLoader(provider, {
-        // Before the video plays nothing counts as buffered, and a whole segment waits for the mesh
-        // at most the loader's startupWaitMs (300 ms); an LL player starts at PART-HOLD-BACK (1.5 s)
-        // from the edge, where the earlier 1.5 s wait was the whole of it (startup p95 3.5 s
-        // against http's 1.5 s, bench:compare ll, N = 8).
+        // Before the first frame only the first segment loaded counts as buffered (see
+        // #bufferAheadMs), and with nothing buffered a whole segment waits for the mesh at most the
+        // loader's startupWaitMs (300 ms). An LL player starts at PART-HOLD-BACK (1.5 s) from the
+        // edge, where a 1.5 s wait was the whole of it (startup p95 3.5 s against http's 1.5 s,
+        // bench:compare ll, N = 8): there nothing counts before the first frame.
         bufferAheadMs: () => this.#bufferAheadMs(!attributes.lowLatency),
       }),
     });
