@@ -349,22 +349,18 @@ export class SegmentStore {
     if (e === undefined || a === null || e.bytes !== null || e.verifying || bytes.length !== a.bytes)
       return false;
     e.verifying = true;
-    const digest = new Uint8Array(await crypto.subtle.digest('SHA-256', bytes));
+    const matches = await matchesSignedHash(bytes, a);
     e.verifying = false;
     // Pruned meanwhile? (Its packets cannot complete it meanwhile: their check waits for ours.)
     if (this.entries.get(sequence) !== e) return false;
-    if (bytesToHex(digest) !== a.sha256) {
+    if (!matches) {
       // Not the announced bytes (another rendition, or a bad origin): nothing kept, nothing lost.
       this.counters.hashMismatches++;
       this.tryComplete(sequence, e);
       return false;
     }
-    e.bytes = bytes;
-    e.packets = [];
-    e.failed = false;
     this.counters.segmentsKeptFromOrigin++;
-    for (const w of [...e.waiters]) w(bytes);
-    this.wakeRanges(e);
+    this.release(e, bytes);
     return true;
   }
 
@@ -548,11 +544,7 @@ export class SegmentStore {
       }
       out.set(p, start);
     }
-    let matches = false;
-    if (sizesMatch) {
-      const digest = new Uint8Array(await crypto.subtle.digest('SHA-256', out));
-      matches = bytesToHex(digest) === a.sha256;
-    }
+    const matches = sizesMatch && (await matchesSignedHash(out, a));
     entry.verifying = false;
     if (!matches) {
       entry.failed = true;
@@ -563,12 +555,24 @@ export class SegmentStore {
       this.wakeRanges(entry);
       return;
     }
-    entry.bytes = out;
-    entry.packets = [];
     this.counters.segmentsComplete++;
-    for (const w of [...entry.waiters]) w(out);
+    this.release(entry, out);
+  }
+
+  /** The segment is verified: its bytes replace its packets, and everyone waiting gets them. */
+  private release(entry: Entry, bytes: Uint8Array): void {
+    entry.bytes = bytes;
+    entry.packets = [];
+    entry.failed = false;
+    for (const w of [...entry.waiters]) w(bytes);
     this.wakeRanges(entry);
   }
+}
+
+/** Whether the whole segment's SHA-256 (WebCrypto, off the main thread) is the signed one. */
+async function matchesSignedHash(bytes: Uint8Array<ArrayBuffer>, a: SignedAnnouncement): Promise<boolean> {
+  const digest = new Uint8Array(await crypto.subtle.digest('SHA-256', bytes));
+  return bytesToHex(digest) === a.sha256;
 }
 
 /**
