@@ -111,7 +111,8 @@ describe('LL-HLS over the mesh in Chromium', () => {
     log(
       `LL: live delay p50 ${percentile(delays, 50)?.toFixed(0)} ms, p95 ${p95?.toFixed(0)} ms over ${delays.length} samples; ` +
         `mesh share ${(100 * share.share).toFixed(1)}%; parts ${parts.mesh} from the mesh, ${parts.origin} from the origin; ` +
-        `buffered ahead p10/p50 ${percentile(buffered, 10)?.toFixed(2)}/${percentile(buffered, 50)?.toFixed(2)} s`,
+        `buffered ahead p10/p50 ${percentile(buffered, 10)?.toFixed(2)}/${percentile(buffered, 50)?.toFixed(2)} s; ` +
+        `stalls ${last.map((s) => figure(s, 'stalls')).join(', ')}`,
     );
     if (p95 === null || !(p95 <= MAX_LIVE_DELAY_P95_MS))
       problems.push(`live delay p95 ${p95?.toFixed(0) ?? '—'} ms > ${MAX_LIVE_DELAY_P95_MS} ms`);

@@ -99,5 +99,7 @@ export async function failWithEvidence(
   if (stream !== undefined && stream.stderr.lines.length > 0)
     lines.push('── ffmpeg ──', stream.stderr.text());
   process.stderr.write(`${lines.join('\n')}\n`);
-  throw new Error(`${title}:\n${problems.join('\n')}`);
+  // One line: the test runner's summary (scripts/test.mjs) keeps only a failure's first line, and CI
+  // prints only the summary's tail.
+  throw new Error(`${title}: ${problems.join('; ')}`);
 }

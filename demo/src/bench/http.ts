@@ -1,7 +1,7 @@
 // Benchmark arm "http": plain hls.js from the origin, the control. `?liveSync=N` sets hls.js's
 // liveSyncDurationCount (hls.js's default 3 otherwise); `?lowLatency=1` its lowLatencyMode (LL-HLS,
 // at the playlist's PART-HOLD-BACK), which is off otherwise so that a plain position means the
-// same on every origin; nothing else differs from hls.js defaults.
+// same on every origin; nothing else differs from hls.js defaults but the LL catch-up rate below.
 import Hls from 'hls.js';
 import type { FragLoadedData } from 'hls.js';
 import {
@@ -23,6 +23,9 @@ function start(): void {
   const video = createVideo(document.body);
   const hls = new Hls({
     lowLatencyMode: lowLatencyFromQuery(params),
+    // <mesh-player low-latency>'s catch-up (LOW_LATENCY_CATCH_UP_RATE in sdk/src/player.ts), so the
+    // arms differ only in where segments come from; not imported, to keep the SDK off this page.
+    maxLiveSyncPlaybackRate: 1.1,
     ...(liveSync === null ? {} : { liveSyncDurationCount: liveSync }),
   });
   const policy = attachPlayerPolicy(hls, video);
