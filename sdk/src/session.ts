@@ -107,6 +107,11 @@ export const LIVE_PROTOCOL: Partial<ProtocolConfig> = {
   // slice a second and a 5 s lead, never recovered its window (3.2 s of ring).
   resendWindowPackets: 24,
   minRingPackets: 24,
+  // ...and their bytes for 20 s at most: at 1 Mbit/s the 24 slots span 48 s, and the 28 s past 20
+  // held ~3 MiB of JS heap that neither the player (8 s behind live by default, 2 s at `low`) nor the
+  // audit's 6 s lag nor a hand-off reaches. The default segment repair serves from the segment
+  // store, not the rings. A fast stream (5 Mbit/s: 10 s in 24 slots) is bounded by the slots first.
+  ringPayloadMaxAgeMs: 20_000,
 };
 
 /** Stream copies a viewer forwards by default: TL = M = 16 slices is one copy (the thesis's TL = 16). */

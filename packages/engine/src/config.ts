@@ -179,6 +179,13 @@ export interface ProtocolConfig {
    * browser's ~14 KB packets are 2 s of stream per slice) keeps fewer, or it holds minutes of stream.
    */
   readonly minRingPackets: number;
+  /**
+   * A ring slot lets go of its packet's bytes this long after the packet arrived (the slot still
+   * dedupes it); 0 keeps them as long as the slot (the simulator's default, whose packets are empty).
+   * Not from the thesis: a ring sized in packets spans a time that depends on the stream's rate, so a
+   * host with slow slices bounds the memory by age (issue 17).
+   */
+  readonly ringPayloadMaxAgeMs: number;
   /** A graceful leaver keeps forwarding this long (thesis §4.2, overview "briefly"): hand-off lead plus a round trip. */
   readonly quitLingerMs: number;
   /** A parent that has sent nothing on a slice for this long makes its node probe its subtree for loops (thesis §4.2, loop avoidance and detection). */
@@ -307,6 +314,7 @@ export const DEFAULT_PROTOCOL: ProtocolConfig = Object.freeze({
   floodCollectMs: 100,
   resendWindowPackets: 48,
   minRingPackets: 64,
+  ringPayloadMaxAgeMs: 0,
   quitLingerMs: 3000,
   probeAfterSilenceMs: 2500,
   receivingTimeoutMs: 3000,
@@ -496,6 +504,7 @@ export function resolveConfig(init: EngineInit): ResolvedConfig {
   checkInteger('switchAbortLoadDelta', protocol.switchAbortLoadDelta, 0, 1000);
   checkInteger('resendWindowPackets', protocol.resendWindowPackets, 1, 4096);
   checkInteger('minRingPackets', protocol.minRingPackets, 1, 4096);
+  checkInteger('ringPayloadMaxAgeMs', protocol.ringPayloadMaxAgeMs, 0, 3_600_000);
   checkNumber('offsetAdvertStepMs', protocol.offsetAdvertStepMs, 0, 10_000);
   checkInteger('maxViolationsPerPeer', protocol.maxViolationsPerPeer, 1, 1_000_000);
   checkInteger('bootstrapPeers', protocol.bootstrapPeers, 1, 64);

@@ -237,7 +237,10 @@ export class Engine {
     this.mask = bloomMaskFor(this.config.id);
     const slices = this.config.protocol.slices;
     const ringSize = Math.max(this.config.protocol.minRingPackets, this.config.protocol.resendWindowPackets);
-    this.sliceStates = Array.from({ length: slices }, () => new SliceState(ringSize));
+    this.sliceStates = Array.from(
+      { length: slices },
+      () => new SliceState(ringSize, this.config.protocol.ringPayloadMaxAgeMs),
+    );
     this.offsets = new ArrivalOffsets(this.sliceStates, this.config.protocol.offsetSmoothing);
     this.windowScratch = new Float64Array(slices);
     const links = this.config.role === 'source' ? 0 : this.config.linksPerDirection;
@@ -1309,7 +1312,7 @@ export class Engine {
         // hand-off packet can come before the ones just below it from our old parent, and those
         // are still this child's (seen: one packet lost two hops down). The round's timeout ends
         // a draining child whose last packet never comes. Our load is unchanged either way.
-        if (st.payloadOf(entry.untilSeq - 1) !== undefined) st.removeChild(child);
+        if (st.holds(entry.untilSeq - 1)) st.removeChild(child);
         continue;
       }
       out ??= {

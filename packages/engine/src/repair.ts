@@ -436,7 +436,7 @@ export class Repairer {
         // Missing once overdue on its own path, or in any case when the deadline draws near (a path
         // that drifted later than the buffer would otherwise never be caught in time).
         if (now < Math.min(play + lag + p.repairGraceMs, deadline - 2 * this.originLeadMs)) break;
-        if (st.payloadOf(seq) === undefined && deadline > now && !this.missing.has(key(s, seq))) {
+        if (!st.holds(seq) && deadline > now && !this.missing.has(key(s, seq))) {
           this.counters.packetsMissing++;
           this.missing.set(key(s, seq), {
             slice: s,

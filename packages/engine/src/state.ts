@@ -252,7 +252,14 @@ export class SliceState {
   everHadParent = false;
   advertised: AdvertisedSlice | null = null;
 
-  constructor(ringSize: number) {
+  /**
+   * @param payloadMaxAgeMs ProtocolConfig.ringPayloadMaxAgeMs: a packet's bytes are let go this long
+   *   after it arrived (0: kept as long as the slot).
+   */
+  constructor(
+    ringSize: number,
+    private readonly payloadMaxAgeMs = 0,
+  ) {
     this.ring = new Float64Array(ringSize * RING_FIELDS);
     this.clearRing();
     this.ringPayload = new Array<Uint8Array | undefined>(ringSize).fill(undefined);
@@ -445,7 +452,21 @@ export class SliceState {
     ring[o + RING_SENDER] = -1;
     ring[o + RING_FROM_PARENT] = 0;
     this.ringPayload[slot] = payload;
+    if (this.payloadMaxAgeMs > 0) this.dropOldPayloads(now - this.payloadMaxAgeMs);
     return true;
+  }
+
+  /**
+   * Lets go of the bytes of packets that arrived before `before` (ringPayloadMaxAgeMs): their slots
+   * still dedupe them, but they are no longer resent or served. A scan of the ring per packet
+   * remembered, only on hosts that set an age (a browser's ring is a few dozen slots).
+   */
+  private dropOldPayloads(before: number): void {
+    const ring = this.ring;
+    const payloads = this.ringPayload;
+    for (let slot = 0; slot < payloads.length; slot++)
+      if (payloads[slot] !== undefined && (ring[slot * RING_FIELDS + RING_ARRIVED_AT] ?? -Infinity) < before)
+        payloads[slot] = undefined;
   }
 
   /** A tree packet we hold came from `from`; `fromParent` when that is our current parent. */
@@ -490,6 +511,11 @@ export class SliceState {
     this.highestSeqFrom = -1;
     this.seqIntervalMs = Number.NaN;
     this.startAudit(this.auditParent, 0);
+  }
+
+  /** Whether the ring remembers `seq` (its bytes may have been let go: ringPayloadMaxAgeMs). */
+  holds(seq: number): boolean {
+    return this.heldAt(seq) >= 0;
   }
 
   /** When a remembered packet arrived here (−Infinity if not held). */

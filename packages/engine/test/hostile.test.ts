@@ -85,6 +85,25 @@ describe('the packet ring', () => {
     expect(ring.payloadOf(2 ** 32 - 1)).toBe(payload);
     expect(ring.remember(2 ** 32 - 1, payload, 1)).toBe(false); // now a duplicate
   });
+
+  it('lets go of bytes older than ringPayloadMaxAgeMs but still dedupes their packets', () => {
+    const aged = new SliceState(64, 20_000);
+    const kept = new SliceState(64);
+    for (const [seq, at] of [
+      [0, 0],
+      [1, 15_000],
+      [2, 25_000],
+    ] as const) {
+      aged.remember(seq, new Uint8Array([seq]), at);
+      kept.remember(seq, new Uint8Array([seq]), at);
+    }
+    expect(aged.payloadOf(0)).toBeUndefined(); // 25 s old when seq 2 came
+    expect(aged.holds(0)).toBe(true);
+    expect(aged.remember(0, new Uint8Array([0]), 25_001)).toBe(false); // still a duplicate
+    expect(aged.payloadOf(1)).toEqual(new Uint8Array([1]));
+    expect(aged.payloadOf(2)).toEqual(new Uint8Array([2]));
+    expect(kept.payloadOf(0)).toEqual(new Uint8Array([0])); // 0: kept as long as the slot
+  });
 });
 
 /** Feed P's packets `from`..`to` of slice 0, 100 ms apart, skipping those `withhold` says. */
