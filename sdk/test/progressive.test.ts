@@ -184,6 +184,9 @@ describe('packets of a segment cut while written', () => {
     const bytes = segmentBytes(9, 30_000); // 8 packets: 7 full, the tail
     const packets = await signedPackets(privateKey, 9, bytes, 0);
     expect(packets).toHaveLength(8);
+    // The trees reached us in segment 8: segment 9's parts are worth waiting for.
+    const [earlier] = await signedPackets(privateKey, 8, segmentBytes(8, PACKET_BYTES), 100);
+    expect(store.addPacket(earlier as MediaPacket)).toBe(true);
     const part = store.waitRange(9, 5000, 12_000, 5000);
     for (const p of packets.slice(0, 2)) expect(store.addPacket(p)).toBe(true);
     expect(store.range(9, 5000, 12_000)).toBeNull(); // packet 2 (8192‥12288) is not here
@@ -201,6 +204,36 @@ describe('packets of a segment cut while written', () => {
     // The tail is served up to the segment's end, not beyond.
     expect(store.range(9, 28_000, 30_000)).toEqual(bytes.subarray(28_000));
     expect(store.range(9, 28_000, 30_001)).toBeNull();
+  });
+
+  it('are not awaited before the trees bring a first packet, nor in the segment they were in then', async () => {
+    const { privateKey, publicKey } = await keys();
+    const store = new SegmentStore({ stream: STREAM, publicKey, now: () => 0 });
+    const seven = await signedPackets(privateKey, 7, segmentBytes(7, 3 * PACKET_BYTES), 0);
+    const eight = await signedPackets(privateKey, 8, segmentBytes(8, 3 * PACKET_BYTES), 3);
+    // Answered at once (null: the loader asks the origin), though 5 s were allowed.
+    const atOnce = (wait: Promise<Uint8Array | null>): Promise<Uint8Array | null | 'waited'> =>
+      Promise.race([
+        wait,
+        new Promise<'waited'>((resolve) =>
+          setTimeout(() => {
+            resolve('waited');
+          }, 100),
+        ),
+      ]);
+    expect(await atOnce(store.waitRange(7, 0, 100, 5000))).toBeNull();
+    // The trees reach us in segment 7 with its second packet: its first went by before.
+    expect(store.addPacket(seven[1] as MediaPacket)).toBe(true);
+    expect(await atOnce(store.waitRange(7, 0, 100, 5000))).toBeNull();
+    // What is here is still served.
+    expect(await atOnce(store.waitRange(7, PACKET_BYTES, PACKET_BYTES + 100, 5000))).toEqual(
+      (seven[1] as MediaPacket).bytes.subarray(0, 100),
+    );
+    // The next segment is awaited from the mesh.
+    const part = store.waitRange(8, 0, 100, 5000);
+    expect(await atOnce(part)).toBe('waited');
+    expect(store.addPacket(eight[0] as MediaPacket)).toBe(true);
+    expect(await part).toEqual((eight[0] as MediaPacket).bytes.subarray(0, 100));
   });
 
   it('do not serve the tail before the segment is known to end there', async () => {
