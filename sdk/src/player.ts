@@ -729,30 +729,60 @@ export class MeshPlayer extends ElementBase {
 
   #liveDelayMs(): number | null {
     const sn = this.#playingSn;
-    const publishedAtMs = sn === null ? undefined : this.#provider.publishedAtMs(sn);
-    if (publishedAtMs !== undefined) {
-      // The segment was finished at publishedAtMs; the media at the playhead was captured
-      // (fragment end − playhead) earlier than that, assuming a real-time packager.
-      const remainingS = Math.min(
-        Math.max(this.#playingFragEndS - this.#video.currentTime, 0),
-        this.#playingFragDurationS,
-      );
-      return Date.now() - publishedAtMs + remainingS * 1000;
-    }
-    // LL-HLS plays the segment still being written (not announced yet): its media began where the
-    // previous segment, announced when it was finished, ended.
-    const previousAtMs = sn === null ? undefined : this.#provider.publishedAtMs(sn - 1);
-    if (previousAtMs !== undefined) {
-      const playedS = Math.max(
-        this.#video.currentTime - (this.#playingFragEndS - this.#playingFragDurationS),
-        0,
-      );
-      return Date.now() - previousAtMs - Math.min(playedS, this.#playingFragDurationS) * 1000;
-    }
+    const delay =
+      sn === null
+        ? null
+        : liveDelayMs({
+            nowMs: Date.now(),
+            currentTimeS: this.#video.currentTime,
+            fragStartS: this.#playingFragEndS - this.#playingFragDurationS,
+            fragDurationS: this.#playingFragDurationS,
+            publishedAtMs: this.#provider.publishedAtMs(sn),
+            announcedDurationMs: this.#provider.segmentDurationMs?.(sn),
+            previousPublishedAtMs: this.#provider.publishedAtMs(sn - 1),
+          });
+    if (delay !== null) return delay;
     // Without announcements, EXT-X-PROGRAM-DATE-TIME (if the playlist has it) gives the same.
     const playingDate = this.#hls?.playingDate;
     return playingDate ? Date.now() - playingDate.getTime() : null;
   }
+}
+
+/** What {@link liveDelayMs} needs: the fragment at the playhead and its segment's announcements. */
+export interface LiveDelayInput {
+  readonly nowMs: number;
+  readonly currentTimeS: number;
+  /** Where hls.js's fragment at the playhead starts on the media timeline, s. */
+  readonly fragStartS: number;
+  /** Its duration as hls.js reported it when the playhead entered it (in LL mode, maybe a part of it). */
+  readonly fragDurationS: number;
+  /** When the packager finished that segment (its announcement), Unix ms. */
+  readonly publishedAtMs: number | undefined;
+  /** Its duration as announced, ms. */
+  readonly announcedDurationMs: number | undefined;
+  /** When the packager finished the segment before it. */
+  readonly previousPublishedAtMs: number | undefined;
+}
+
+/**
+ * Live delay, ms: how long ago the media at the playhead was captured, assuming a real-time
+ * packager. A finished segment's media ends when it was published, so the playhead's was captured
+ * the rest of the segment earlier. The rest is counted against the announced duration: an LL player
+ * enters a segment while it is written, and hls.js's fragment then ends where the parts listed so
+ * far end (the figure was up to a segment short, e2e and bench:compare ll). A segment still being
+ * written began where the previous one, published, ended. Null when neither is announced.
+ */
+export function liveDelayMs(input: LiveDelayInput): number | null {
+  const playedS = Math.max(input.currentTimeS - input.fragStartS, 0);
+  if (input.publishedAtMs !== undefined) {
+    const durationS =
+      input.announcedDurationMs === undefined ? input.fragDurationS : input.announcedDurationMs / 1000;
+    const remainingS = Math.min(Math.max(durationS - playedS, 0), durationS);
+    return input.nowMs - input.publishedAtMs + remainingS * 1000;
+  }
+  if (input.previousPublishedAtMs !== undefined)
+    return input.nowMs - input.previousPublishedAtMs - playedS * 1000;
+  return null;
 }
 
 /** Defines `<mesh-player>` once (the browser entry calls it on import). */

@@ -1347,6 +1347,10 @@ export class MeshSession extends EventTarget implements SegmentProvider {
     return this.store?.announcement(sequence)?.publishedAtMs;
   }
 
+  segmentDurationMs(sequence: number): number | undefined {
+    return this.store?.announcement(sequence)?.durationMs;
+  }
+
   // ─────────────────────────────── stats ───────────────────────────────
 
   /** The first connection this session started and the first it opened (any of its nodes), ms after its start. */

@@ -307,4 +307,9 @@ export interface SegmentProvider {
   noteStall(ms: number): void;
   /** The time the packager finished the segment (Unix ms), if announced. */
   publishedAtMs(sequence: number): number | undefined;
+  /**
+   * The segment's duration as announced, ms, if announced. Optional. An LL player enters a segment
+   * while it is written, and hls.js then reports only the part of it listed so far.
+   */
+  segmentDurationMs?(sequence: number): number | undefined;
 }

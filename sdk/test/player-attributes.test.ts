@@ -2,7 +2,7 @@
 // clearly (the player then plays from the origin only); `low-latency` and the live position;
 // `packet-repair`; `upload`.
 import { describe, expect, it } from 'vitest';
-import { parseAttributes, parseIceServers } from '../src/player.js';
+import { liveDelayMs, parseAttributes, parseIceServers } from '../src/player.js';
 
 describe('ice-servers', () => {
   it('takes a JSON array of servers; `urls` may be one string, as RTCPeerConnection allows', () => {
@@ -93,5 +93,35 @@ describe('upload', () => {
     const bad = parse({ ...base, upload: 'of' });
     expect(bad.mesh).toMatchObject({ upload: 'off' });
     expect(bad.errors.join(' ')).toContain('upload="of" must be auto, on or off');
+  });
+});
+
+describe('liveDelayMs', () => {
+  const base = {
+    nowMs: 10_000,
+    fragStartS: 9,
+    fragDurationS: 2,
+    publishedAtMs: 7000,
+    announcedDurationMs: 2000,
+    previousPublishedAtMs: 5000,
+  };
+
+  it('counts what of a finished segment is still ahead of the playhead', () => {
+    expect(liveDelayMs({ ...base, currentTimeS: 10 })).toBe(3000 + 1000);
+  });
+
+  it('counts it against the announced duration when hls.js listed only a part of the segment (LL)', () => {
+    // The playhead entered the segment when one 0.5 s part was listed; 1 s of the 2 s is ahead.
+    expect(liveDelayMs({ ...base, fragDurationS: 0.5, currentTimeS: 10 })).toBe(3000 + 1000);
+    // Without the announced duration, hls.js's figure is all there is.
+    expect(
+      liveDelayMs({ ...base, fragDurationS: 0.5, announcedDurationMs: undefined, currentTimeS: 9.25 }),
+    ).toBe(3000 + 250);
+  });
+
+  it('a segment still being written began when the previous one was published; null with neither', () => {
+    const open = { ...base, publishedAtMs: undefined, announcedDurationMs: undefined, fragDurationS: 0.5 };
+    expect(liveDelayMs({ ...open, currentTimeS: 10.5 })).toBe(5000 - 1500);
+    expect(liveDelayMs({ ...open, previousPublishedAtMs: undefined, currentTimeS: 10.5 })).toBeNull();
   });
 });

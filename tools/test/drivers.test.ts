@@ -98,7 +98,18 @@ describe('bench:compare figures', () => {
     });
     expect(liveDelayMs(snap, segments)).toBe(3000 + 1000);
     expect(liveDelayMs({ ...snap, firstPlayingMs: null }, segments)).toBeNull();
-    expect(liveDelayMs(playing(4000, 10, { playingSn: 6 }), segments)).toBeNull();
+    expect(liveDelayMs(playing(4000, 10, { playingSn: 7 }), segments)).toBeNull();
+  });
+
+  it('liveDelayMs: an LL fragment reported as far as its parts were listed; a segment still written', () => {
+    const segments = new Map([[5, { sequence: 5, uri: 's5.ts', duration: 2, bytes: 1, readyAt: 1000 }]]);
+    // The playhead entered segment 5 (starting at 9 s) when one 0.5 s part of it was listed.
+    const partly = { playingSn: 5, playingFragEndS: 9.5, playingFragDurationS: 0.5, currentTime: 10 };
+    // 1 s of it is still ahead: its media was captured 1 s before the segment was finished.
+    expect(liveDelayMs(playing(4000, 10, partly), segments)).toBe(3000 + 1000);
+    // Segment 6 is being written: it began when 5 was finished, and 0.25 s of it has played.
+    const open = { playingSn: 6, playingFragEndS: 11.5, playingFragDurationS: 0.5, currentTime: 11.25 };
+    expect(liveDelayMs(playing(4000, 10, open), segments)).toBe(3000 - 250);
   });
 
   it('cpuBetween counts a new process from zero and splits out renderers; memoryOf sums Pss', () => {

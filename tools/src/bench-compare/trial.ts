@@ -71,9 +71,13 @@ export function benchPageUrl(
 /**
  * Live delay of one sample, ms: the moment the packager finished the segment at the playhead (its
  * file renamed into place, as the stream watcher records it) to now, plus the part of that segment
- * still ahead of the playhead (its media was captured that much earlier). The same definition as
- * <mesh-player>'s own liveDelayMs, computed here for every arm from the fragment hls.js reports
- * playing (FRAG_CHANGED), so no arm's own clock or announcement enters it.
+ * still ahead of the playhead (its media was captured that much earlier); for a segment still being
+ * written, the previous one's finish less what of this one has played. What is ahead is counted
+ * from the fragment's start and the segment's EXTINF: in LL mode hls.js reports the fragment as
+ * far as its parts were listed when the playhead entered it, and its end was up to a segment short
+ * (live delays of 0.07 s in one run and 1.6 s in the next, with the samples every segment length).
+ * The same definition as <mesh-player>'s own liveDelayMs, computed here for every arm from the
+ * fragment hls.js reports playing (FRAG_CHANGED), so no arm's own clock or announcement enters it.
  */
 export function liveDelayMs(
   snap: ViewerSnapshot,
@@ -81,13 +85,15 @@ export function liveDelayMs(
 ): number | null {
   const st = snap.stats;
   if (!st || typeof st.playingSn !== 'number' || snap.firstPlayingMs === null) return null;
+  const fragStartS = (st.playingFragEndS ?? 0) - (st.playingFragDurationS ?? 0);
+  const playedS = Math.max((st.currentTime ?? 0) - fragStartS, 0);
   const segment = segments.get(st.playingSn);
-  if (segment === undefined) return null;
-  const remainingS = Math.min(
-    Math.max((st.playingFragEndS ?? 0) - (st.currentTime ?? 0), 0),
-    st.playingFragDurationS ?? 0,
-  );
-  return snap.now - segment.readyAt + remainingS * 1000;
+  if (segment !== undefined) {
+    const remainingS = Math.min(Math.max(segment.duration - playedS, 0), segment.duration);
+    return snap.now - segment.readyAt + remainingS * 1000;
+  }
+  const previous = segments.get(st.playingSn - 1);
+  return previous === undefined ? null : snap.now - previous.readyAt - playedS * 1000;
 }
 
 /** One point of the origin's counters during a trial, s after the window opened. */
