@@ -13,9 +13,11 @@ import {
   hlsSettings,
   liveSyncFromQuery,
   lowLatencyFromQuery,
+  markPageStart,
 } from './measure.js';
 
 function start(): void {
+  markPageStart();
   const params = new URLSearchParams(location.search);
   const liveSync = liveSyncFromQuery(params);
   const src = params.get('src') ?? '/live/live.m3u8';

@@ -43,8 +43,37 @@ export interface BenchStats extends DeliveryStats {
   readonly extra: Readonly<Record<string, number | string | boolean | null>>;
 }
 
-/** Marks of the startup timeline kept (a manifest, a few fragments asked and loaded, the first frame). */
-const STARTUP_TIMELINE_MARKS = 12;
+/**
+ * Marks of the startup timeline kept (the scripts' fetches, the page's start, a manifest, a few
+ * fragments or parts asked and loaded, the first frame).
+ */
+const STARTUP_TIMELINE_MARKS = 24;
+
+/**
+ * When the page's own script began (ms since navigation), set by `markPageStart()` at the top of an
+ * arm's `start()`: what lies between the scripts' arrival and it is their evaluation, what lies
+ * between it and the probe is the arm's own set-up (for the mesh, the player's).
+ */
+let pageStartMs: number | null = null;
+
+/** Call first thing in an arm's `start()`. */
+export function markPageStart(): void {
+  pageStartMs ??= performance.now();
+}
+
+/** The page's scripts as `file:requested-arrived` (resource timing, ms since navigation). */
+function scriptFetches(): string[] {
+  const fetches: string[] = [];
+  for (const entry of performance.getEntriesByType('resource')) {
+    if (!(entry instanceof PerformanceResourceTiming)) continue;
+    // Module scripts and the chunks the build preloads for them (`link rel=modulepreload`).
+    const path = new URL(entry.name).pathname;
+    if (!/\.(js|ts)$/.test(path)) continue;
+    const file = (path.split('/').pop() ?? path).replace(/-[\w-]{8}\.js$/, '');
+    fetches.push(`${file}:${String(Math.round(entry.startTime))}-${String(Math.round(entry.responseEnd))}`);
+  }
+  return fetches;
+}
 
 /** hls.js settings the harness records with the results, read from the running instance. */
 const RECORDED_HLS_SETTINGS = [
@@ -131,6 +160,8 @@ export class PlaybackProbe {
       if (this.#startupTimeline.length < STARTUP_TIMELINE_MARKS)
         this.#startupTimeline.push(`${what}@${String(Math.round(performance.now()))}`);
     };
+    this.#startupTimeline.push(...scriptFetches());
+    if (pageStartMs !== null) this.#startupTimeline.push(`start@${String(Math.round(pageStartMs))}`);
     mark('probe'); // the page's script ran: what comes before it is the page's own load
     hls.once(Hls.Events.MANIFEST_LOADED, () => {
       mark('manifest');
@@ -139,7 +170,10 @@ export class PlaybackProbe {
       if (typeof data.frag.sn === 'number' && data.part === undefined) mark(`ask${String(data.frag.sn)}`);
     });
     hls.on(Hls.Events.FRAG_LOADED, (_event, data) => {
-      if (typeof data.frag.sn === 'number' && data.part === null) mark(`got${String(data.frag.sn)}`);
+      if (typeof data.frag.sn !== 'number') return;
+      if (data.part === null) mark(`got${String(data.frag.sn)}`);
+      // LL-HLS parts only until the first frame: the startup is what the marks are for.
+      else if (!this.#startedPlaying) mark(`got${String(data.frag.sn)}.${String(data.part.index)}`);
     });
     video.addEventListener('playing', () => {
       if (!this.#startedPlaying) mark('playing');

@@ -12,9 +12,11 @@ import {
   hlsSettings,
   liveSyncFromQuery,
   lowLatencyFromQuery,
+  markPageStart,
 } from './measure.js';
 
 function start(): void {
+  markPageStart();
   const params = new URLSearchParams(location.search);
   const liveSync = liveSyncFromQuery(params);
   const scheme = location.protocol === 'https:' ? 'wss:' : 'ws:';
