@@ -10,11 +10,13 @@ import {
   bytesByDirection,
   hidePlayer,
   failWithEvidence,
+  hiddenTabMissing,
   isIsolated,
   launchBrowser,
   log,
   meshShareOf,
   monitor,
+  openHiddenTabViewer,
   openViewer,
   sampleAll,
   startStream,
@@ -28,6 +30,7 @@ import {
   type LiveStream,
   type Tracker,
   type Viewer,
+  type ViewerHandle,
   type ViewerSnapshot,
 } from './src/harness.js';
 
@@ -107,11 +110,16 @@ const NO_MSE = `for (const name of ['MediaSource', 'ManagedMediaSource', 'WebKit
  */
 const FIREFOX_VIEWERS_OF_SIX = new Set([1, 4]);
 const browserOfSix = (i: number): BrowserName => (FIREFOX_VIEWERS_OF_SIX.has(i) ? 'firefox' : 'chromium');
+/**
+ * Test d3's check that its tab is really hidden: ticks of a 10 ms interval in 2 s. At full rate
+ * ~200; Chromium runs a hidden page's timers about once a second (4 in 3 s here).
+ */
+const HIDDEN_TAB_MAX_TICKS_IN_2S = 50;
 /** Share of the media arriving on every data channel that test f throws away. */
 const INJECTED_LOSS = 0.05;
 
 /** Throws with every problem, after printing full per-viewer stats and the logs that explain them. */
-const fail = (title: string, problems: readonly string[], viewers: readonly Viewer[]): Promise<never> =>
+const fail = (title: string, problems: readonly string[], viewers: readonly ViewerHandle[]): Promise<never> =>
   failWithEvidence(title, problems, viewers, { tracker, stream });
 
 /** A figure of a snapshot's player stats by name, 0 when absent (counters start at 0). */
@@ -125,9 +133,9 @@ const lastOf = (series: readonly ViewerSnapshot[][]): ViewerSnapshot[] =>
   series.map((s) => s[s.length - 1] ?? { now: Date.now(), error: 'no sample' });
 
 /** The label of viewer i, for messages. */
-const labelOf = (viewers: readonly Viewer[], i: number): string => viewers[i]?.label ?? `#${i}`;
+const labelOf = (viewers: readonly ViewerHandle[], i: number): string => viewers[i]?.label ?? `#${i}`;
 
-const printRound = (viewers: readonly Viewer[]) => (snaps: ViewerSnapshot[], round: number) => {
+const printRound = (viewers: readonly ViewerHandle[]) => (snaps: ViewerSnapshot[], round: number) => {
   if (round % 5 !== 0) return;
   const share = meshShareOf(snaps).share;
   log(
@@ -409,6 +417,67 @@ describe('live mesh in Chromium and Firefox', () => {
     );
     if (problems.length > 0) await fail('d2', problems, [...others, h]);
     await h.close();
+  });
+
+  test('d3: a viewer in a really hidden tab (headful Chromium, a background tab) relays on time; nobody else stalls', async () => {
+    // d2 emulates a hidden page because Playwright's pages never are (docs/browsers.md); this one is:
+    // its own headful Chromium on a private X display, the viewer behind a blank tab, over raw CDP.
+    const missing = hiddenTabMissing();
+    if (missing !== null) throw new Error(`d3 needs an X display: ${missing} (npm run setup installs xvfb)`);
+    const others = late === null ? six : [...six, late];
+    const before = await sampleAll(others);
+    const stallsBefore = new Map(others.map((v, i) => [v, figure(before[i], 'stalls')]));
+    // Room for many children (TL 32), as in d2, so that the load phase hands it some.
+    const h = await openHiddenTabViewer(viewerUrl(tracker.url, { targetLoad: 32, maxLoad: 48 }), {
+      label: 'hidden-tab',
+    });
+    try {
+      const problems: string[] = [];
+      const visibility = await h.visibility();
+      // A 10 ms interval: ~200 ticks in 2 s at full rate, a few when Chromium throttles a hidden page.
+      const ticks = await h.timerTicks(2000);
+      if (visibility !== 'hidden' || ticks > HIDDEN_TAB_MAX_TICKS_IN_2S)
+        await fail(
+          'd3: not a hidden tab',
+          [
+            `visibilityState ${visibility}, ${ticks} ticks of a 10 ms interval in 2 s: the test would show nothing`,
+          ],
+          [h],
+        );
+      try {
+        await waitFor(
+          'the hidden tab to open a data channel',
+          async () => ((await h.stats()).stats?.peers ?? 0) > 0,
+          {
+            timeoutMs: 20_000,
+          },
+        );
+      } catch (error) {
+        await fail('d3: joining', [String(error)], [h]);
+      }
+      const series = await monitor([...others, h], { durationMs: 24_000, intervalMs: 2000 });
+      const hSeries = series[series.length - 1] ?? [];
+      const mostChildren = Math.max(0, ...hSeries.map((s) => s.stats?.load ?? 0));
+      const hEnd = lastOf([hSeries])[0];
+      const uploaded = hEnd?.stats?.uploadBytes ?? 0;
+      if (mostChildren === 0) problems.push('the hidden tab never relayed (load 0 throughout)');
+      if (uploaded === 0) problems.push('the hidden tab forwarded no media byte');
+      const ends = lastOf(series.slice(0, others.length));
+      for (const [i, s] of ends.entries()) {
+        const viewer = others[i];
+        const added = (s.stats?.stalls ?? NaN) - (viewer === undefined ? 0 : (stallsBefore.get(viewer) ?? 0));
+        if (added !== 0)
+          problems.push(`${labelOf(others, i)}: ${added} stall(s) while the hidden tab relayed`);
+      }
+      log(
+        `hidden tab: ${visibility}, ${ticks} ticks in 2 s; up to ${mostChildren} children, ${(uploaded / 1e6).toFixed(2)} MB forwarded, ` +
+          `receive-only reasons ${JSON.stringify(hEnd?.stats?.receiveOnlyReasons)}; its own player at ${hEnd?.video?.currentTime.toFixed(1) ?? '?'} s, ` +
+          `paused ${String(hEnd?.video?.paused)}, ${hEnd?.stats?.stalls ?? '?'} stall(s), mesh share ${hEnd?.stats?.meshShare?.toFixed(2) ?? '?'}`,
+      );
+      if (problems.length > 0) await fail('d3', problems, [...others, h]);
+    } finally {
+      await h.close();
+    }
   });
 
   test('e: a viewer that corrupts every packet it forwards is cut off; no forged byte reaches a player', async () => {

@@ -8,7 +8,7 @@
 import { waitFor } from '../../tools/src/lib/wait.js';
 import type { LiveStream } from '../../tools/src/stack/stream.js';
 import type { Tracker } from '../../tools/src/stack/tracker.js';
-import type { Viewer } from '../../tools/src/viewers/browser.js';
+import type { ViewerHandle } from '../../tools/src/viewers/browser.js';
 import type { ViewerSnapshot } from '../../tools/src/viewers/snapshot.js';
 import { brief, sampleAll } from '../../tools/src/viewers/watch.js';
 
@@ -31,7 +31,13 @@ export {
   type Browser,
   type BrowserName,
   type Viewer,
+  type ViewerHandle,
 } from '../../tools/src/viewers/browser.js';
+export {
+  hiddenTabMissing,
+  openHiddenTabViewer,
+  type HiddenTabViewer,
+} from '../../tools/src/viewers/hidden-tab.js';
 export { bytesByDirection } from '../../tools/src/swarm/browsers.js';
 export { launchWebKit, type WebKitPage } from '../../tools/src/viewers/webkit.js';
 export type { ViewerSnapshot } from '../../tools/src/viewers/snapshot.js';
@@ -51,7 +57,7 @@ export function hasPlayed(s: ViewerSnapshot): boolean {
 
 /** Waits until every viewer has played; returns the snapshots that showed it. */
 export async function waitForPlaying(
-  viewers: readonly Viewer[],
+  viewers: readonly ViewerHandle[],
   { timeoutMs = 30_000 }: { timeoutMs?: number } = {},
 ): Promise<ViewerSnapshot[]> {
   return waitFor(
@@ -76,7 +82,7 @@ export function log(text: string): void {
 export async function failWithEvidence(
   title: string,
   problems: readonly string[],
-  viewers: readonly Viewer[],
+  viewers: readonly ViewerHandle[],
   { tracker, stream }: { readonly tracker: Tracker; readonly stream?: LiveStream },
 ): Promise<never> {
   const snaps = await sampleAll(viewers);

@@ -52,6 +52,16 @@ export function browserVersion(name: BrowserName): string {
   return r.stdout.trim();
 }
 
+/**
+ * Viewers in background tabs must keep playing and running timers at full rate: the flags that stop
+ * Chromium throttling them (hiddenTabViewer leaves them out to get a really hidden viewer).
+ */
+export const KEEP_BACKGROUND_RUNNING_ARGS: readonly string[] = [
+  '--disable-background-timer-throttling',
+  '--disable-backgrounding-occluded-windows',
+  '--disable-renderer-backgrounding',
+];
+
 export const chromiumArgs: readonly string[] = [
   '--no-sandbox',
   '--disable-gpu',
@@ -66,11 +76,8 @@ export const chromiumArgs: readonly string[] = [
   '--allow-loopback-in-peer-connection',
   '--use-fake-ui-for-media-stream',
   '--use-fake-device-for-media-stream',
-  // Viewers in background tabs must keep playing and running timers at full rate.
   '--autoplay-policy=no-user-gesture-required',
-  '--disable-background-timer-throttling',
-  '--disable-backgrounding-occluded-windows',
-  '--disable-renderer-backgrounding',
+  ...KEEP_BACKGROUND_RUNNING_ARGS,
 ];
 
 /** The flags of chromiumArgs that give pages a (fake) media permission and loopback candidates. */
@@ -284,8 +291,8 @@ export function viewerUrl(
   return u.toString();
 }
 
-export interface Viewer {
-  readonly page: Page;
+/** A viewer page however it is driven: what sampling, monitoring and failure reports need. */
+export interface ViewerHandle {
   readonly label: string;
   readonly url: string;
   /** Wall time just before navigation. */
@@ -295,6 +302,11 @@ export interface Viewer {
   closed: boolean;
   stats(): Promise<ViewerSnapshot>;
   close(): Promise<void>;
+}
+
+/** A viewer page in a Playwright-driven browser. */
+export interface Viewer extends ViewerHandle {
+  readonly page: Page;
 }
 
 /**
@@ -358,51 +370,70 @@ interface PageGlobals {
 
 /** One snapshot of a viewer page (null fields when the player is not there yet). */
 export async function readViewer(page: Page): Promise<ViewerSnapshot> {
-  return page.evaluate((errorsKept): ViewerSnapshot => {
-    const globals = window as unknown as PageGlobals;
-    const rec = globals.__e2e ?? null;
-    const player = globals.chunkycast?.player ?? null;
-    const video = player?.video ?? document.querySelector('video');
-    let stats: PlayerStatsSnapshot | null = null;
-    try {
-      stats =
-        player?.stats === undefined || player.stats === null
-          ? null
-          : (JSON.parse(JSON.stringify(player.stats)) as PlayerStatsSnapshot);
-    } catch (error) {
-      stats = { error: String(error) };
-    }
-    const quality =
-      video !== null && typeof video.getVideoPlaybackQuality === 'function'
-        ? video.getVideoPlaybackQuality()
-        : null;
-    return {
-      now: Date.now(),
-      pageMs: performance.now(),
-      stats,
-      video:
-        video === null
-          ? null
-          : {
-              currentTime: video.currentTime,
-              paused: video.paused,
-              readyState: video.readyState,
-              buffered:
-                video.buffered.length > 0
-                  ? video.buffered.end(video.buffered.length - 1) - video.currentTime
-                  : 0,
-              error: video.error ? video.error.message || String(video.error.code) : null,
-              ...(quality === null
-                ? {}
-                : { droppedFrames: quality.droppedVideoFrames, totalFrames: quality.totalVideoFrames }),
-            },
-      jsHeapBytes:
-        (performance as Performance & { memory?: { usedJSHeapSize?: number } }).memory?.usedJSHeapSize ??
-        null,
-      firstPlayingMs: rec?.firstPlayingMs ?? null,
-      waitingAfterStart: rec?.waitingAfterStart ?? 0,
-      gum: rec?.gum ?? null,
-      errors: (rec?.errors ?? []).slice(0, errorsKept),
-    };
-  }, PAGE_ERRORS_KEPT);
+  return page.evaluate(snapshotPage, PAGE_ERRORS_KEPT);
 }
+
+/**
+ * One snapshot of a viewer page, run inside the page (serialised by Playwright, or as source text
+ * over raw CDP by hiddenTabViewer): it may use only what it declares itself.
+ */
+export function snapshotPage(errorsKept: number): ViewerSnapshot {
+  const globals = window as unknown as PageGlobals;
+  const rec = globals.__e2e ?? null;
+  const player = globals.chunkycast?.player ?? null;
+  const video = player?.video ?? document.querySelector('video');
+  let stats: PlayerStatsSnapshot | null = null;
+  try {
+    stats =
+      player?.stats === undefined || player.stats === null
+        ? null
+        : (JSON.parse(JSON.stringify(player.stats)) as PlayerStatsSnapshot);
+  } catch (error) {
+    stats = { error: String(error) };
+  }
+  const quality =
+    video !== null && typeof video.getVideoPlaybackQuality === 'function'
+      ? video.getVideoPlaybackQuality()
+      : null;
+  return {
+    now: Date.now(),
+    pageMs: performance.now(),
+    stats,
+    video:
+      video === null
+        ? null
+        : {
+            currentTime: video.currentTime,
+            paused: video.paused,
+            readyState: video.readyState,
+            buffered:
+              video.buffered.length > 0
+                ? video.buffered.end(video.buffered.length - 1) - video.currentTime
+                : 0,
+            error: video.error ? video.error.message || String(video.error.code) : null,
+            ...(quality === null
+              ? {}
+              : { droppedFrames: quality.droppedVideoFrames, totalFrames: quality.totalVideoFrames }),
+          },
+    jsHeapBytes:
+      (performance as Performance & { memory?: { usedJSHeapSize?: number } }).memory?.usedJSHeapSize ?? null,
+    firstPlayingMs: rec?.firstPlayingMs ?? null,
+    waitingAfterStart: rec?.waitingAfterStart ?? 0,
+    gum: rec?.gum ?? null,
+    errors: (rec?.errors ?? []).slice(0, errorsKept),
+  };
+}
+
+/**
+ * Source text calling `fn(arg)`, for pages driven over raw CDP (hiddenTabViewer). `__name` is
+ * defined because a bundler keeping function names (esbuild under vitest) calls it inside `fn`.
+ */
+function sourceCall(fn: (arg: never) => unknown, arg: unknown): string {
+  return `(() => { const __name = (f) => f; return (${fn.toString()})(${JSON.stringify(arg)}); })()`;
+}
+
+/** The expression a raw CDP `Runtime.evaluate` runs for one snapshot (see snapshotPage). */
+export const SNAPSHOT_EXPRESSION = sourceCall(snapshotPage, PAGE_ERRORS_KEPT);
+
+/** pageInit as a script for raw CDP's `Page.addScriptToEvaluateOnNewDocument`. */
+export const PAGE_INIT_SCRIPT = sourceCall(pageInit, { askMicrophone: true });

@@ -6,15 +6,15 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { percentile } from '../lib/stats.js';
 import { errorMessage } from '../lib/wait.js';
 import type { OriginCounters } from '../stack/tracker.js';
-import { readViewer, type Viewer } from './browser.js';
+import type { ViewerHandle } from './browser.js';
 import type { ViewerSnapshot } from './snapshot.js';
 
 /** One snapshot of every viewer, taken in parallel; a page that fails to answer gives {error}. */
-export async function sampleAll(viewers: readonly Viewer[]): Promise<ViewerSnapshot[]> {
+export async function sampleAll(viewers: readonly ViewerHandle[]): Promise<ViewerSnapshot[]> {
   return Promise.all(
     viewers.map(async (v) => {
       try {
-        return await readViewer(v.page);
+        return await v.stats();
       } catch (error) {
         return { now: Date.now(), error: errorMessage(error) };
       }
@@ -27,7 +27,7 @@ export async function sampleAll(viewers: readonly Viewer[]): Promise<ViewerSnaps
  * each round. Returns the series: series[i] = snapshots of viewer i, oldest first.
  */
 export async function monitor(
-  viewers: readonly Viewer[],
+  viewers: readonly ViewerHandle[],
   {
     durationMs,
     intervalMs = 2000,

@@ -10,6 +10,7 @@ import { existsSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { stopProcess, tieToParent } from '../lib/process.js';
+import { startXvfb } from './xvfb.js';
 
 /** Where Debian's webkit2gtk packages put MiniBrowser (4.1 is bookworm's; 4.0 and 6.0 are other ABIs). */
 const MINIBROWSER_CANDIDATES = [
@@ -88,23 +89,9 @@ export async function launchWebKit(): Promise<WebKitPage> {
       await stopProcess(child, { graceMs: 2000 }).catch(() => undefined);
   };
   try {
-    let display = process.env.DISPLAY;
-    if (display === undefined) {
-      // A display number nobody uses: X's sockets live in /tmp/.X11-unix/X<n>.
-      let n = 90;
-      while (existsSync(`/tmp/.X11-unix/X${n}`) || existsSync(`/tmp/.X${n}-lock`)) n++;
-      display = `:${n}`;
-      const xvfb = spawn('Xvfb', [display, '-screen', '0', '1024x768x24', '-nolisten', 'tcp'], {
-        stdio: 'ignore',
-      });
-      tieToParent(xvfb);
-      children.push(xvfb);
-      const deadline = Date.now() + START_TIMEOUT_MS;
-      while (!existsSync(`/tmp/.X11-unix/X${n}`)) {
-        if (Date.now() > deadline || xvfb.exitCode !== null) throw new Error(`Xvfb ${display} did not start`);
-        await sleep(50);
-      }
-    }
+    const xvfb = await startXvfb();
+    if (xvfb.process !== null) children.push(xvfb.process);
+    const display = xvfb.display;
     const port = await freePort();
     const driver = spawn('WebKitWebDriver', [`--port=${port}`, '--host=local'], {
       stdio: 'ignore',
