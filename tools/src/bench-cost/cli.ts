@@ -22,6 +22,7 @@ import { Stack, guardRun } from '../stack/cleanup.js';
 import { startStream } from '../stack/stream.js';
 import { PROFILE_WARMUP_MS } from '../viewers/profile.js';
 import { runTrial, summarizeTrial, trialBoundS, type Arm, type TrialRaw } from '../bench-compare/trial.js';
+import { threadCpuPerViewer } from '../bench-compare/browser-threads.js';
 import { costReport, type CostRow, type CostRun } from './report.js';
 
 const USAGE = `usage: npm run bench:cost -- [--viewers LIST] [--duration S] [--out DIR] [options]
@@ -108,6 +109,9 @@ function costRow(raw: TrialRaw, segments: Parameters<typeof summarizeTrial>[1]):
     return values.length === 0 ? null : values.reduce((a, b) => a + b, 0);
   };
   const sourcePct = raw.cpu.sourcePct;
+  const threads = raw.cpu.threads;
+  const renderer = threads === null ? null : threadCpuPerViewer(threads, 'renderer', n);
+  const network = threads === null ? null : threadCpuPerViewer(threads, 'utility:NetworkService', n);
   return {
     viewers: n,
     arm: raw.arm,
@@ -130,6 +134,24 @@ function costRow(raw: TrialRaw, segments: Parameters<typeof summarizeTrial>[1]):
     sourceCpuPerSlicePct: sourcePct === null ? null : round(sourcePct / 16, 2),
     machineBusyPct: s.machineBusyPct,
     windowS: s.windowS,
+    rendererThreads: renderer?.threads ?? null,
+    networkServiceThreads: network?.threads ?? null,
+    threadSampling:
+      threads === null
+        ? null
+        : {
+            windowS: round(threads.wallS, 1) ?? 0,
+            rendererUnattributedCpuPctPerViewer: renderer?.unattributedCpuPctPerViewer ?? null,
+            rendererProcessesCpuPctPerViewer: renderer?.processesCpuPctPerViewer ?? null,
+            networkServiceUnattributedCpuPctPerViewer: network?.unattributedCpuPctPerViewer ?? null,
+            networkServiceProcessesCpuPctPerViewer: network?.processesCpuPctPerViewer ?? null,
+            threadsAtStart: threads.threadsAtStart,
+            threadsAtEnd: threads.threadsAtEnd,
+            threadsAppeared: threads.threadsAppeared,
+            threadsVanished: threads.threadsVanished,
+            threadsUnreadable: threads.threadsUnreadable,
+            processesGone: threads.processesGone,
+          },
     profile: raw.profile === null ? null : compactProfile(raw.profile.summary),
   };
 }
@@ -171,6 +193,7 @@ try {
           hideVideo: opts.hideVideo,
           progress,
           separateSource: true,
+          threads: true,
           ...(opts.profileS > 0
             ? { profile: { startAfterMs: PROFILE_WARMUP_MS, durationMs: opts.profileS * 1000 } }
             : {}),
