@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import {
+  MAIN_THREAD,
   sampleThreads,
   threadCpuBetween,
   threadCpuPerViewer,
@@ -101,7 +102,14 @@ describe('thread samples', () => {
       // Renderer 11 exited after the process listing.
       read: fakeProc({
         1: { ticks: 5, threads: [[1, 'chromium', 5, 1]] },
-        10: { ticks: 30, threads: [[10, 'CrRendererMain', 30, 7]], unreadable: 2 },
+        10: {
+          ticks: 30,
+          threads: [
+            [10, 'chromium', 20, 7],
+            [12, 'WebRTC_W_and_N', 10, 7],
+          ],
+          unreadable: 2,
+        },
         20: { ticks: 4, threads: [[21, 'NetworkService', 4, 8]] },
       }),
       now: () => 5000,
@@ -111,7 +119,11 @@ describe('thread samples', () => {
       [10, 'renderer'],
       [20, 'utility:NetworkService'],
     ]);
-    expect(sample.processes[0]?.threads).toEqual([{ key: '10@7', name: 'CrRendererMain', cpuS: 0.3 }]);
+    // The main thread carries the executable's name in /proc: it is named by its tid instead.
+    expect(sample.processes[0]?.threads).toEqual([
+      { key: '10@7', name: MAIN_THREAD, cpuS: 0.2 },
+      { key: '12@7', name: 'WebRTC_W_and_N', cpuS: 0.1 },
+    ]);
     expect(sample.processesGone).toBe(1);
     expect(sample.threadsUnreadable).toBe(2);
   });

@@ -11,6 +11,13 @@ import type { BrowserSample } from './browser-stats.js';
 /** The process types whose threads are read: the viewers' renderers and the WebRTC sockets' process. */
 export const THREAD_PROCESS_TYPES: readonly string[] = ['renderer', 'utility:NetworkService'];
 
+/**
+ * What a process's main thread (tid = pid) is reported as. Chromium names its main threads
+ * (CrRendererMain, CrBrowserMain…) only for itself: on Linux it leaves the kernel's name alone,
+ * which would rename the process, so /proc shows the executable's name ("chromium").
+ */
+export const MAIN_THREAD = '(main thread)';
+
 export interface SampledThread {
   /** tid and start time: a tid the kernel gave again to a new thread is another thread. */
   readonly key: string;
@@ -70,7 +77,7 @@ export function sampleThreads(
       cpuS: found.cpuSeconds,
       threads: found.threads.map((t) => ({
         key: `${t.tid}@${t.startTicks}`,
-        name: t.name,
+        name: t.tid === p.pid ? MAIN_THREAD : t.name,
         cpuS: t.cpuSeconds,
       })),
     });
