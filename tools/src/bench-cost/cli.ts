@@ -2,9 +2,9 @@
  * `npm run bench:cost -- --viewers 1,4,8,16 --duration S --out DIR`: what a viewer pays (issue 17).
  * For each viewer count, plain hls.js and the mesh in turn on one ffmpeg live stream (the comparison
  * benchmark's trials, at hls.js's default live position): renderer CPU and memory per viewer, the
- * page's JS heap and dropped frames, CPU by Chromium process type, the tracker's and the true
- * source's CPU (the source runs as its own process here), and a profile of one viewer's main thread
- * by part. Writes DIR/result.json, DIR/report.md, DIR/*.svg and DIR/profiles/*.cpuprofile.
+ * page's JS heap and dropped frames, CPU by Chromium process type and by thread name (renderers and
+ * the network service), the tracker's and the true source's CPU (the source runs as its own process
+ * here), and a profile of one viewer's main thread by part. Writes DIR/result.json, DIR/report.md, DIR/*.svg and DIR/profiles/*.cpuprofile.
  */
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { cpus, release, totalmem } from 'node:os';
@@ -30,8 +30,8 @@ const USAGE = `usage: npm run bench:cost -- [--viewers LIST] [--duration S] [--o
 What a viewer pays: for each viewer count, plain hls.js (http) and the Chunkycast mesh in turn,
 each on a fresh swarm of headless Chromium viewers of one ffmpeg live stream, inside a
 loopback-only network namespace. Per viewer: renderer CPU and memory, JS heap, dropped frames;
-CPU by Chromium process type; the tracker's and the true source's CPU; a profile of viewer v0's
-main thread. Writes DIR/result.json, DIR/report.md, DIR/*.svg and DIR/profiles/.
+CPU by Chromium process type and by thread (renderers, network service); the tracker's and the
+true source's CPU; a profile of viewer v0's main thread. Writes DIR/result.json, DIR/report.md, DIR/*.svg and DIR/profiles/.
 
 options:
   --viewers LIST   viewer counts, comma-separated (default 1,4,8,16)

@@ -298,7 +298,14 @@ at the start and the end of the steady part, by thread name (/proc/PID/task/TID/
 cuts to 15 bytes; trailing numbers dropped), summed over the processes and divided by the viewer count.
 The busiest ${THREAD_TABLE_NAMES} names over all trials are listed. A thread that started in the window counts from zero;
 one that exited in it is lost to its name, and its time shows only as "threads that exited" (the
-process's own counter minus its remaining threads').
+process's own counter minus its remaining threads'). A process's main thread is "(main thread)": the
+renderer's runs the page's JS (Chromium's CrRendererMain, which /proc shows under the executable's name).${
+        run.profileS > 0
+          ? `
+\`v8:ProfEvntProc\` is V8's sampling profiler, busy in viewer v0's renderer while it is profiled
+(--profile): the benchmark's cost, not the player's.`
+          : ''
+      }
 
 Renderers:
 
