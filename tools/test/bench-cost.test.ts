@@ -23,6 +23,9 @@ function row(viewers: number, arm: string, over: Partial<CostRow> = {}): CostRow
     sourceCpuPerSlicePct: arm === 'mesh' ? 0.2 : null,
     machineBusyPct: 100,
     windowS: 120,
+    rendererThreads: null,
+    networkServiceThreads: null,
+    threadSampling: null,
     profile: null,
     ...over,
   };
@@ -67,5 +70,51 @@ describe('bench:cost goals', () => {
     expect(markdown).toContain('not measured');
     expect(markdown).toContain('- mesh × 8: boom');
     expect(markdown).toContain('| 8 | http | 5.0 | 8.0 | 100 |');
+    expect(markdown).toContain('Threads were not read.');
+  });
+  it('write the thread table per viewer count, http → mesh, with how the threads were read', () => {
+    const sampling = (unattributed: number, total: number): CostRow['threadSampling'] => ({
+      windowS: 40,
+      rendererUnattributedCpuPctPerViewer: unattributed,
+      rendererProcessesCpuPctPerViewer: total,
+      networkServiceUnattributedCpuPctPerViewer: 0,
+      networkServiceProcessesCpuPctPerViewer: 0.5,
+      threadsAtStart: 50,
+      threadsAtEnd: 52,
+      threadsAppeared: 3,
+      threadsVanished: 1,
+      threadsUnreadable: 0,
+      processesGone: 0,
+    });
+    const rows = [
+      row(2, 'http', {
+        rendererThreads: [{ name: 'CrRendererMain', cpuPctPerViewer: 2.5 }],
+        networkServiceThreads: [{ name: 'NetworkService', cpuPctPerViewer: 0.5 }],
+        threadSampling: sampling(0, 2.5),
+      }),
+      row(2, 'mesh', {
+        rendererThreads: [
+          { name: 'CrRendererMain', cpuPctPerViewer: 4 },
+          { name: 'WebRTC_Network', cpuPctPerViewer: 1.25 },
+        ],
+        networkServiceThreads: [{ name: 'NetworkService', cpuPctPerViewer: 0.5 }],
+        threadSampling: sampling(0.05, 5.3),
+      }),
+    ];
+    const { markdown } = costReport({
+      command: 'npm run bench:cost',
+      durationS: 40,
+      hideVideo: true,
+      profileS: 0,
+      environment: { node: 'v20', cpus: 2, cpuModel: 'x', memGiB: 8, kernel: 'Linux', startedAt: '' },
+      elapsedS: 1,
+      rows,
+      failures: [],
+    });
+    expect(markdown).toContain('## CPU by thread, % of one core per viewer');
+    expect(markdown).toContain('| `WebRTC_Network` | 0.00 → 1.25 |');
+    expect(markdown).toContain('| `NetworkService` | 0.50 → 0.50 |');
+    expect(markdown).toContain('| threads that exited in the window | 0.00 → 0.05 |');
+    expect(markdown).toContain('- mesh × 2: 50 → 52 threads over 40 s, 3 appeared, 1 vanished');
   });
 });

@@ -28,6 +28,7 @@ import {
   type BrowserSample,
   type CpuUse,
 } from './browser-stats.js';
+import { sampleThreads, threadCpuBetween, type ThreadCpu, type ThreadSample } from './browser-threads.js';
 import { startWebTorrentTracker, type WebTorrentTracker } from './wt-tracker.js';
 
 export const ARMS = ['http', 'p2pml', 'mesh'] as const;
@@ -135,6 +136,11 @@ export interface TrialRaw extends TrialPlan {
     readonly sourcePct: number | null;
     readonly machineBusyPct: number | null;
     readonly memory: readonly { allMiB: number; renderersMiB: number }[];
+    /**
+     * CPU by thread of the renderers and the network service over the steady part (the samples
+     * `steady` is read from), when asked for (`threads`), else null.
+     */
+    readonly threads: ThreadCpu | null;
   };
   readonly settings: unknown;
   readonly consoleTails: readonly string[][];
@@ -156,6 +162,11 @@ export interface TrialOptions extends TrialPlan {
    * tracker's, so that its CPU is read apart (bench:cost).
    */
   readonly separateSource?: boolean;
+  /**
+   * Also read every renderer's and the network service's threads at the start and the end of the
+   * steady part (bench:cost): CPU by thread name.
+   */
+  readonly threads?: boolean;
 }
 
 /**
@@ -187,6 +198,7 @@ export async function runTrial({
   progress,
   profile: profileWindow,
   separateSource = false,
+  threads = false,
 }: TrialOptions): Promise<TrialRaw> {
   const stack = new Stack();
   try {
@@ -256,6 +268,10 @@ export async function runTrial({
           });
     const monitorStart = Date.now();
     const chromiumSamples: BrowserSample[] = [sampleBrowsers({ withMemory: true })];
+    // Read right after the process samples that bound the steady part, so that both cover one window;
+    // only at its two ends, because reading every thread of every renderer is not free.
+    const threadSamples: ThreadSample[] =
+      threads && chromiumSamples[0] !== undefined ? [sampleThreads(chromiumSamples[0])] : [];
     // The tracker's process (with the true source in it in the mesh arm), over the same steady part.
     const cpuSecondsOf = (pid: number | undefined): number | null =>
       pid === undefined ? null : (processStat(pid)?.cpuSeconds ?? null);
@@ -272,7 +288,7 @@ export async function runTrial({
     const series = await monitor(pages, {
       durationMs: durationS * 1000,
       intervalMs: SAMPLE_INTERVAL_MS,
-      onSample: (snaps, round) => {
+      onSample: (snaps, round, last) => {
         const atMs = Date.now();
         originPending.push(
           tracker.origin().then(
@@ -285,8 +301,10 @@ export async function runTrial({
           ),
         );
         if (round > 0) {
-          chromiumSamples.push(sampleBrowsers({ withMemory: round % MEMORY_EVERY_ROUNDS === 0 }));
+          const sample = sampleBrowsers({ withMemory: round % MEMORY_EVERY_ROUNDS === 0 });
+          chromiumSamples.push(sample);
           machineSamples.push(machineCpu());
+          if (last && threadSamples.length > 0) threadSamples.push(sampleThreads(sample));
         }
         if (round % PROGRESS_EVERY_ROUNDS === 0) {
           const playing = snaps.filter((s) => s.stats?.playing === true).length;
@@ -353,6 +371,10 @@ export async function runTrial({
         trackerPct: pctOfCore(trackerCpuAtMonitor, trackerCpuAtEnd),
         sourcePct: pctOfCore(sourceCpuAtMonitor, sourceCpuAtEnd),
         memory: chromiumSamples.filter((s) => s.processes.some((p) => 'pssKb' in p)).map(memoryOf),
+        threads:
+          threadSamples[0] === undefined || threadSamples[1] === undefined
+            ? null
+            : threadCpuBetween(threadSamples[0], threadSamples[1]),
       },
       settings,
       consoleTails,

@@ -2,9 +2,9 @@
  * `npm run bench:cost -- --viewers 1,4,8,16 --duration S --out DIR`: what a viewer pays (issue 17).
  * For each viewer count, plain hls.js and the mesh in turn on one ffmpeg live stream (the comparison
  * benchmark's trials, at hls.js's default live position): renderer CPU and memory per viewer, the
- * page's JS heap and dropped frames, CPU by Chromium process type, the tracker's and the true
- * source's CPU (the source runs as its own process here), and a profile of one viewer's main thread
- * by part. Writes DIR/result.json, DIR/report.md, DIR/*.svg and DIR/profiles/*.cpuprofile.
+ * page's JS heap and dropped frames, CPU by Chromium process type and by thread name (renderers and
+ * the network service), the tracker's and the true source's CPU (the source runs as its own process
+ * here), and a profile of one viewer's main thread by part. Writes DIR/result.json, DIR/report.md, DIR/*.svg and DIR/profiles/*.cpuprofile.
  */
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { cpus, release, totalmem } from 'node:os';
@@ -22,6 +22,7 @@ import { Stack, guardRun } from '../stack/cleanup.js';
 import { startStream } from '../stack/stream.js';
 import { PROFILE_WARMUP_MS } from '../viewers/profile.js';
 import { runTrial, summarizeTrial, trialBoundS, type Arm, type TrialRaw } from '../bench-compare/trial.js';
+import { threadCpuPerViewer } from '../bench-compare/browser-threads.js';
 import { costReport, type CostRow, type CostRun } from './report.js';
 
 const USAGE = `usage: npm run bench:cost -- [--viewers LIST] [--duration S] [--out DIR] [options]
@@ -29,8 +30,8 @@ const USAGE = `usage: npm run bench:cost -- [--viewers LIST] [--duration S] [--o
 What a viewer pays: for each viewer count, plain hls.js (http) and the Chunkycast mesh in turn,
 each on a fresh swarm of headless Chromium viewers of one ffmpeg live stream, inside a
 loopback-only network namespace. Per viewer: renderer CPU and memory, JS heap, dropped frames;
-CPU by Chromium process type; the tracker's and the true source's CPU; a profile of viewer v0's
-main thread. Writes DIR/result.json, DIR/report.md, DIR/*.svg and DIR/profiles/.
+CPU by Chromium process type and by thread (renderers, network service); the tracker's and the
+true source's CPU; a profile of viewer v0's main thread. Writes DIR/result.json, DIR/report.md, DIR/*.svg and DIR/profiles/.
 
 options:
   --viewers LIST   viewer counts, comma-separated (default 1,4,8,16)
@@ -108,6 +109,9 @@ function costRow(raw: TrialRaw, segments: Parameters<typeof summarizeTrial>[1]):
     return values.length === 0 ? null : values.reduce((a, b) => a + b, 0);
   };
   const sourcePct = raw.cpu.sourcePct;
+  const threads = raw.cpu.threads;
+  const renderer = threads === null ? null : threadCpuPerViewer(threads, 'renderer', n);
+  const network = threads === null ? null : threadCpuPerViewer(threads, 'utility:NetworkService', n);
   return {
     viewers: n,
     arm: raw.arm,
@@ -130,6 +134,24 @@ function costRow(raw: TrialRaw, segments: Parameters<typeof summarizeTrial>[1]):
     sourceCpuPerSlicePct: sourcePct === null ? null : round(sourcePct / 16, 2),
     machineBusyPct: s.machineBusyPct,
     windowS: s.windowS,
+    rendererThreads: renderer?.threads ?? null,
+    networkServiceThreads: network?.threads ?? null,
+    threadSampling:
+      threads === null
+        ? null
+        : {
+            windowS: round(threads.wallS, 1) ?? 0,
+            rendererUnattributedCpuPctPerViewer: renderer?.unattributedCpuPctPerViewer ?? null,
+            rendererProcessesCpuPctPerViewer: renderer?.processesCpuPctPerViewer ?? null,
+            networkServiceUnattributedCpuPctPerViewer: network?.unattributedCpuPctPerViewer ?? null,
+            networkServiceProcessesCpuPctPerViewer: network?.processesCpuPctPerViewer ?? null,
+            threadsAtStart: threads.threadsAtStart,
+            threadsAtEnd: threads.threadsAtEnd,
+            threadsAppeared: threads.threadsAppeared,
+            threadsVanished: threads.threadsVanished,
+            threadsUnreadable: threads.threadsUnreadable,
+            processesGone: threads.processesGone,
+          },
     profile: raw.profile === null ? null : compactProfile(raw.profile.summary),
   };
 }
@@ -171,6 +193,7 @@ try {
           hideVideo: opts.hideVideo,
           progress,
           separateSource: true,
+          threads: true,
           ...(opts.profileS > 0
             ? { profile: { startAfterMs: PROFILE_WARMUP_MS, durationMs: opts.profileS * 1000 } }
             : {}),

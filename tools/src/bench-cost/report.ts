@@ -1,4 +1,5 @@
 /** bench:cost's figures, goals (issue 17) and Markdown report. */
+import type { ThreadCpuRow } from '../bench-compare/browser-threads.js';
 import type { CompareRun } from '../bench-compare/report.js';
 
 export interface CostRow {
@@ -28,12 +29,45 @@ export interface CostRow {
   readonly sourceCpuPerSlicePct: number | null;
   readonly machineBusyPct: number | null;
   readonly windowS: number | null;
+  /**
+   * CPU by thread name of all renderers, % of one core ÷ viewers, busiest first (every name; the
+   * report keeps the busiest). Over the steady part, like rendererCpuPerViewerPct. Null: not read.
+   */
+  readonly rendererThreads: readonly ThreadCpuRow[] | null;
+  /** The same for the network service process (shared by the viewers, so ÷ viewers too). */
+  readonly networkServiceThreads: readonly ThreadCpuRow[] | null;
+  /** How the thread figures were read, and what they could not attribute. */
+  readonly threadSampling: ThreadSampling | null;
   readonly profile: {
     readonly profiledMs: number;
     readonly busyMs: number;
     readonly parts: Readonly<Record<string, number>>;
     readonly functions: readonly { readonly name: string; readonly selfMs: number }[];
   } | null;
+}
+
+export interface ThreadSampling {
+  /** Between the two thread readings, s. */
+  readonly windowS: number;
+  /**
+   * % of one core ÷ viewers the processes used that no thread at the end accounts for: threads
+   * that exited during the window (or could not be read at its end).
+   */
+  readonly rendererUnattributedCpuPctPerViewer: number | null;
+  /** The renderer processes' own total over the same readings: the threads and the above add up to it. */
+  readonly rendererProcessesCpuPctPerViewer: number | null;
+  readonly networkServiceUnattributedCpuPctPerViewer: number | null;
+  readonly networkServiceProcessesCpuPctPerViewer: number | null;
+  readonly threadsAtStart: number;
+  readonly threadsAtEnd: number;
+  /** Started during the window: counted from zero. */
+  readonly threadsAppeared: number;
+  /** Gone by its end: their time is in the unattributed figure, not under their name. */
+  readonly threadsVanished: number;
+  /** Listed but gone before their stat was read (skipped). */
+  readonly threadsUnreadable: number;
+  /** Gone before their threads were read (skipped). */
+  readonly processesGone: number;
 }
 
 export interface CostRun {
@@ -119,6 +153,59 @@ const num = (x: number | null | undefined, digits = 1): string =>
   x === null || x === undefined || !Number.isFinite(x) ? '—' : x.toFixed(digits);
 const pct = (x: number | null): string => (x === null ? '—' : `${(100 * x).toFixed(1)}%`);
 
+/** Thread names a thread table lists by name; the rest make one "other" row, so the table stays short. */
+export const THREAD_TABLE_NAMES = 10;
+
+/**
+ * A Markdown table of CPU by thread name, % of one core per viewer: a row per name (the busiest
+ * over all trials, by their largest figure in any), one column per viewer count comparing the
+ * arms (http → mesh), then the rest, the time of threads that exited, and the processes' total.
+ * Null if no trial has thread figures.
+ */
+export function threadTable(
+  rows: readonly CostRow[],
+  threadsOf: (r: CostRow) => readonly ThreadCpuRow[] | null,
+  unattributedOf: (s: ThreadSampling) => number | null,
+  totalOf: (s: ThreadSampling) => number | null,
+): string | null {
+  const measured = rows.filter((r) => threadsOf(r) !== null);
+  if (measured.length === 0) return null;
+  const largest = new Map<string, number>();
+  for (const r of measured)
+    for (const t of threadsOf(r) ?? [])
+      largest.set(t.name, Math.max(largest.get(t.name) ?? 0, t.cpuPctPerViewer));
+  const ranked = [...largest].sort((a, b) => b[1] - a[1] || a[0].localeCompare(b[0])).map(([name]) => name);
+  const named = ranked.slice(0, THREAD_TABLE_NAMES);
+  const rest = ranked.length - named.length;
+  const counts = [...new Set(measured.map((r) => r.viewers))].sort((a, b) => a - b);
+  const columns = counts.map((n) => ({ n, trials: measured.filter((r) => r.viewers === n) }));
+  const line = (label: string, value: (r: CostRow) => number | null): string =>
+    `| ${label} | ${columns.map((c) => c.trials.map((r) => num(value(r), 2)).join(' → ')).join(' | ')} |`;
+  const figureOf = (r: CostRow, name: string): number =>
+    threadsOf(r)?.find((t) => t.name === name)?.cpuPctPerViewer ?? 0;
+  const lines = [
+    `| thread | ${columns.map((c) => `${c.n} viewers, ${c.trials.map((r) => r.arm).join(' → ')}`).join(' | ')} |`,
+    `|---|${columns.map(() => '---|').join('')}`,
+    ...named.map((name) => line(`\`${name.replaceAll('|', '\\|')}\``, (r) => figureOf(r, name))),
+    ...(rest > 0
+      ? [
+          line(`other (${rest} names)`, (r) =>
+            (threadsOf(r) ?? [])
+              .filter((t) => !named.includes(t.name))
+              .reduce((a, t) => a + t.cpuPctPerViewer, 0),
+          ),
+        ]
+      : []),
+    line('threads that exited in the window', (r) =>
+      r.threadSampling === null ? null : unattributedOf(r.threadSampling),
+    ),
+    line('all (the processes’ own total)', (r) =>
+      r.threadSampling === null ? null : totalOf(r.threadSampling),
+    ),
+  ];
+  return lines.join('\n');
+}
+
 export function costReport(run: CostRun): { markdown: string; goals: CostGoal[] } {
   const goals = costGoals(run.rows);
   const rows = run.rows.map(
@@ -151,6 +238,26 @@ export function costReport(run: CostRun): { markdown: string; goals: CostGoal[] 
   ];
   const largestMesh = [...profiled].reverse().find((r) => r.arm === 'mesh');
   const failures = run.failures.map((f) => `- ${f.arm} × ${f.viewers}: ${f.error}`);
+  const rendererThreads = threadTable(
+    run.rows,
+    (r) => r.rendererThreads,
+    (s) => s.rendererUnattributedCpuPctPerViewer,
+    (s) => s.rendererProcessesCpuPctPerViewer,
+  );
+  const networkThreads = threadTable(
+    run.rows,
+    (r) => r.networkServiceThreads,
+    (s) => s.networkServiceUnattributedCpuPctPerViewer,
+    (s) => s.networkServiceProcessesCpuPctPerViewer,
+  );
+  const samplingLines = run.rows.flatMap((r) => {
+    const s = r.threadSampling;
+    return s === null
+      ? []
+      : [
+          `- ${r.arm} × ${r.viewers}: ${s.threadsAtStart} → ${s.threadsAtEnd} threads over ${num(s.windowS, 0)} s, ${s.threadsAppeared} appeared, ${s.threadsVanished} vanished, ${s.threadsUnreadable} unreadable and ${s.processesGone} processes gone (skipped)`,
+        ];
+  });
   const markdown = `# What a viewer pays: plain hls.js against the mesh
 
 Command: \`${run.command}\`
@@ -181,6 +288,38 @@ not in the renderers.
 |---|---|${types.map(() => '---|').join('')}
 ${typeRows.join('\n')}
 
+## CPU by thread, % of one core per viewer
+
+${
+  rendererThreads === null
+    ? 'Threads were not read.'
+    : `Every renderer's and the network service's threads, from /proc/PID/task/TID/stat (utime + stime)
+at the start and the end of the steady part, by thread name (/proc/PID/task/TID/comm, which the kernel
+cuts to 15 bytes; trailing numbers dropped), summed over the processes and divided by the viewer count.
+The busiest ${THREAD_TABLE_NAMES} names over all trials are listed. A thread that started in the window counts from zero;
+one that exited in it is lost to its name, and its time shows only as "threads that exited" (the
+process's own counter minus its remaining threads'). A process's main thread is "(main thread)": the
+renderer's runs the page's JS (Chromium's CrRendererMain, which /proc shows under the executable's name).${
+        run.profileS > 0
+          ? `
+\`v8:ProfEvntProc\` is V8's sampling profiler, busy in viewer v0's renderer while it is profiled
+(--profile): the benchmark's cost, not the player's.`
+          : ''
+      }
+
+Renderers:
+
+${rendererThreads}
+
+Network service (one process, shared by the viewers):
+
+${networkThreads ?? 'Not read.'}
+
+Threads read:
+
+${samplingLines.join('\n')}
+`
+}
 ## Where viewer v0's main thread went
 
 ${

@@ -29,16 +29,86 @@ export interface ProcessStat {
   readonly cpuSeconds: number;
 }
 
+/** The fields of a /proc/PID/stat or /proc/PID/task/TID/stat line the tools use. */
+export interface StatFields {
+  /** The command (a thread's name for a task), as the kernel keeps it: at most 15 bytes. */
+  readonly comm: string;
+  readonly parentPid: number;
+  /** utime + stime, in clock ticks. */
+  readonly cpuTicks: number;
+  /** When the process or thread started, in clock ticks after boot: with the id, it names one. */
+  readonly startTicks: number;
+}
+
+/** One stat line's fields, or null if it is not one (a truncated read). */
+export function parseStatLine(stat: string): StatFields | null {
+  const open = stat.indexOf('(');
+  const close = stat.lastIndexOf(')');
+  if (open < 0 || close < open) return null;
+  // The command name may hold spaces and parentheses; the fields after its closing one do not.
+  const fields = stat.slice(close + 2).split(' ');
+  const parentPid = Number(fields[1]);
+  const cpuTicks = Number(fields[11]) + Number(fields[12]);
+  const startTicks = Number(fields[19]);
+  if (![parentPid, cpuTicks, startTicks].every((v) => Number.isFinite(v) && v >= 0)) return null;
+  return { comm: stat.slice(open + 1, close), parentPid, cpuTicks, startTicks };
+}
+
 /** /proc/PID/stat of one process, or null once it is gone. */
 export function processStat(pid: number): ProcessStat | null {
   const stat = read(`/proc/${pid}/stat`);
-  if (stat === null) return null;
-  // The command name may hold spaces and parentheses; the fields after its closing one do not.
-  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-  const parentPid = Number(fields[1]);
-  const ticks = Number(fields[11]) + Number(fields[12]);
-  if (!Number.isFinite(parentPid) || !Number.isFinite(ticks)) return null;
-  return { pid, parentPid, cpuSeconds: ticks / CLOCK_TICKS_PER_S };
+  const fields = stat === null ? null : parseStatLine(stat);
+  if (fields === null) return null;
+  return { pid, parentPid: fields.parentPid, cpuSeconds: fields.cpuTicks / CLOCK_TICKS_PER_S };
+}
+
+export interface ThreadStat {
+  readonly tid: number;
+  /** /proc/PID/task/TID/comm: the name the thread gave itself, truncated to 15 bytes. */
+  readonly name: string;
+  /** User + system CPU time of this thread so far, in seconds. */
+  readonly cpuSeconds: number;
+  readonly startTicks: number;
+}
+
+export interface ProcessThreads {
+  /** The whole process's CPU time so far, s, read just before its threads: it includes threads that have exited. */
+  readonly cpuSeconds: number;
+  readonly threads: readonly ThreadStat[];
+  /** Threads listed in /proc/PID/task but gone (or unreadable) by the time their stat was read. */
+  readonly unreadable: number;
+}
+
+/** Every thread of one process with its CPU time, or null once the process is gone. */
+export function processThreads(pid: number): ProcessThreads | null {
+  const own = processStat(pid);
+  if (own === null) return null;
+  let tids: string[];
+  try {
+    tids = readdirSync(`/proc/${pid}/task`);
+  } catch {
+    return null;
+  }
+  const threads: ThreadStat[] = [];
+  let unreadable = 0;
+  for (const tid of tids) {
+    const text = read(`/proc/${pid}/task/${tid}/stat`);
+    const fields = text === null ? null : parseStatLine(text);
+    if (!/^\d+$/.test(tid) || fields === null) {
+      unreadable++;
+      continue;
+    }
+    // The comm file is the name the thread set; stat's copy is the same and serves if the thread
+    // exited between the two reads.
+    const name = read(`/proc/${pid}/task/${tid}/comm`)?.replace(/\n$/, '') ?? fields.comm;
+    threads.push({
+      tid: Number(tid),
+      name,
+      cpuSeconds: fields.cpuTicks / CLOCK_TICKS_PER_S,
+      startTicks: fields.startTicks,
+    });
+  }
+  return { cpuSeconds: own.cpuSeconds, threads, unreadable };
 }
 
 /** Every process this one can see, by pid. */

@@ -35,7 +35,8 @@ export async function monitor(
   }: {
     durationMs: number;
     intervalMs?: number;
-    onSample?: (snaps: ViewerSnapshot[], round: number) => void;
+    /** `last`: the final round, after which monitor returns (to take end-of-window readings). */
+    onSample?: (snaps: ViewerSnapshot[], round: number, last: boolean) => void;
   },
 ): Promise<ViewerSnapshot[][]> {
   const series: ViewerSnapshot[][] = viewers.map(() => []);
@@ -44,7 +45,7 @@ export async function monitor(
   for (let round = 0; round <= rounds; round++) {
     const snaps = await sampleAll(viewers);
     snaps.forEach((s, i) => series[i]?.push(s));
-    onSample?.(snaps, round);
+    onSample?.(snaps, round, round === rounds);
     if (round === rounds) break;
     const next = start + (round + 1) * intervalMs;
     await sleep(Math.max(0, next - Date.now()));
