@@ -32,7 +32,9 @@ import {
   type Browser,
   type BrowserName,
   type Viewer,
+  type ViewerHandle,
 } from '../viewers/browser.js';
+import { openHiddenTabViewer, type HiddenTabViewer } from '../viewers/hidden-tab.js';
 // A profile starts PROFILE_WARMUP_MS into the window, or a quarter of the way if that is shorter.
 import { PROFILE_WARMUP_MS, profilePage } from '../viewers/profile.js';
 import type { ViewerSnapshot } from '../viewers/snapshot.js';
@@ -77,6 +79,13 @@ options:
                     it freezes): its JavaScript stops, its links stay open, and result.json's
                     frozen says how many children it had and how its neighbours fared. v0 is not
                     sampled (a frozen page answers nothing); needs v0 in Chromium
+  --hidden-tab      open viewer v0 in a really hidden tab: its own headful Chromium on a private
+                    X display (Xvfb), the viewer in a background tab behind a blank one, driven
+                    over CDP (Playwright's pages are never hidden). result.json's hiddenTab: its
+                    visibility and timer rate at the start and the end, its load and upload over
+                    the run, and the other viewers' stalls. Run longer than 300 s to reach
+                    Chromium's intensive throttling of pages hidden for 5 minutes. Needs v0 in
+                    Chromium; not with --profile-viewer or --freeze-after
   --help            print this help`;
 
 /** Every viewer page is read this often. */
@@ -103,6 +112,7 @@ const opts = parseCommandLine(
     'drop-received': { type: 'string' },
     'profile-viewer': { type: 'string' },
     'freeze-after': { type: 'string' },
+    'hidden-tab': { type: 'boolean' },
   },
   (parsed) => {
     noPositionals(parsed);
@@ -136,6 +146,13 @@ const opts = parseCommandLine(
     const freeze = stringValue(parsed, 'freeze-after');
     if (freeze !== undefined && mix[0]?.browser !== 'chromium')
       throw new UsageError('--freeze-after freezes v0 through Chromium: list chromium first in --browsers');
+    const hiddenTab = parsed.values['hidden-tab'] === true;
+    if (hiddenTab && mix[0]?.browser !== 'chromium')
+      throw new UsageError('--hidden-tab opens v0 in Chromium: list chromium first in --browsers');
+    if (hiddenTab && (freeze !== undefined || profile !== undefined))
+      throw new UsageError(
+        '--hidden-tab drives v0 over raw CDP: not with --freeze-after or --profile-viewer',
+      );
     return {
       viewers,
       mix,
@@ -152,6 +169,7 @@ const opts = parseCommandLine(
           : numberOption('drop-received', dropReceived, 0, { min: 0, max: 1 }),
       profileS: profile === undefined ? undefined : numberOption('profile-viewer', profile, 0, { min: 1 }),
       freezeAfterS: freeze === undefined ? undefined : numberOption('freeze-after', freeze, 0, { min: 1 }),
+      hiddenTab,
     };
   },
 );
@@ -194,7 +212,10 @@ try {
   await tracker.resetOrigin();
   const windowStart = Date.now();
   const processesAtStart = sampleBrowsers();
-  const viewers: Viewer[] = [];
+  const viewers: ViewerHandle[] = [];
+  /** v0 with --hidden-tab (also in `viewers`). */
+  let hidden: HiddenTabViewer | null = null;
+  let hiddenAtStart: { visibility: string; timerTicksIn2s: number } | null = null;
   const rootsAsOpened: RootSpread[] = [];
   for (let i = 0; i < opts.viewers; i++) {
     const name = browserOfViewer[i] ?? 'chromium';
@@ -206,9 +227,22 @@ try {
       packetRepair: packetRepairOf(i),
       fault: opts.dropReceived === undefined ? undefined : `drop-received:${opts.dropReceived}`,
     });
-    const viewer = await openViewer(browser, url, { label: opts.mix.length > 1 ? `v${i}-${name}` : `v${i}` });
-    viewers.push(viewer);
-    if (opts.hideVideo) await hidePlayer(viewer);
+    const label = opts.mix.length > 1 ? `v${i}-${name}` : `v${i}`;
+    if (i === 0 && opts.hiddenTab) {
+      const h = await openHiddenTabViewer(url, { label: `${label}-hidden` });
+      stack.add('hidden tab', () => h.close());
+      hidden = h;
+      viewers.push(h);
+      // A hidden tab paints nothing: --hide-video has nothing to add.
+      hiddenAtStart = { visibility: await h.visibility(), timerTicksIn2s: await h.timerTicks(2000) };
+      progress(
+        `${h.label}: ${hiddenAtStart.visibility}, ${hiddenAtStart.timerTicksIn2s} ticks of a 10 ms interval in 2 s`,
+      );
+    } else {
+      const viewer = await openViewer(browser, url, { label });
+      viewers.push(viewer);
+      if (opts.hideVideo) await hidePlayer(viewer);
+    }
     if (opts.staggerMs > 0) await sleep(opts.staggerMs);
     // Where the slice trees are rooted as the swarm grows (the true source spreads them, issue 16).
     const snaps = await Promise.all(viewers.map((v) => v.stats()));
@@ -216,11 +250,12 @@ try {
   }
   progress(`${viewers.length} viewer(s) open after ${((Date.now() - windowStart) / 1000).toFixed(1)} s`);
 
+  const first = viewers[0];
   const profiling =
-    opts.profileS === undefined || viewers[0] === undefined
+    opts.profileS === undefined || first === undefined || !('page' in first)
       ? null
       : profilePage(
-          viewers[0].page,
+          (first as Viewer).page,
           {
             startAfterMs: Math.min(PROFILE_WARMUP_MS, (opts.durationS * 1000) / 4),
             durationMs: Math.min(opts.profileS * 1000, opts.durationS * 1000 - PROFILE_WARMUP_MS),
@@ -231,9 +266,9 @@ try {
         );
   if (profiling !== null) progress(`profiling v0 for up to ${opts.profileS ?? 0} s`);
   const frozen =
-    opts.freezeAfterS === undefined || viewers[0] === undefined
+    opts.freezeAfterS === undefined || first === undefined || !('page' in first)
       ? null
-      : freezeLater(viewers[0], opts.freezeAfterS);
+      : freezeLater(first as Viewer, opts.freezeAfterS);
   // A frozen page answers nothing: with --freeze-after, v0 is left out of the samples.
   const watched = frozen === null ? viewers : viewers.slice(1);
   const watchedSeries = await monitor(watched, {
@@ -248,6 +283,10 @@ try {
   const series: ViewerSnapshot[][] = frozen === null ? watchedSeries : [[], ...watchedSeries];
   const windowEnd = Date.now();
   const processesAtEnd = sampleBrowsers({ withMemory: true });
+  const hiddenAtEnd =
+    hidden === null
+      ? null
+      : { visibility: await hidden.visibility(), timerTicksIn2s: await hidden.timerTicks(2000) };
   const profile = profiling === null ? null : await profiling;
   const origin = await tracker.origin();
   const produced = stream.bytesProduced(windowStart, windowEnd);
@@ -412,6 +451,27 @@ try {
         : {
             ...(await frozen),
             /** Stalls of every other viewer over the whole window (the freeze included). */
+            othersStalls: perViewer.slice(1).reduce((a, v) => a + (v.stalls ?? 0), 0),
+            othersStallMs: perViewer.slice(1).reduce((a, v) => a + (v.stallMs ?? 0), 0),
+          },
+    hiddenTab:
+      hidden === null
+        ? null
+        : {
+            viewer: hidden.label,
+            atStart: hiddenAtStart,
+            atEnd: hiddenAtEnd,
+            /** Its load (slice children), bytes forwarded and receive-only reasons, sample by sample. */
+            samples: (series[0] ?? []).map((x) => ({
+              tS: Math.round((x.now - windowStart) / 100) / 10,
+              load: x.stats?.load ?? null,
+              uploadBytes: x.stats?.uploadBytes ?? null,
+              receiveOnlyReasons: x.stats?.receiveOnlyReasons ?? null,
+              currentTime: x.video?.currentTime ?? null,
+            })),
+            mostLoad: Math.max(0, ...(series[0] ?? []).map((x) => x.stats?.load ?? 0)),
+            uploadBytes: perViewer[0]?.uploadBytes ?? null,
+            /** Stalls of every other viewer over the whole window. */
             othersStalls: perViewer.slice(1).reduce((a, v) => a + (v.stalls ?? 0), 0),
             othersStallMs: perViewer.slice(1).reduce((a, v) => a + (v.stallMs ?? 0), 0),
           },
@@ -611,6 +671,46 @@ interface SwarmResult {
   readonly [figure: string]: unknown;
 }
 
+/** What --hidden-tab reports (result.json's hiddenTab). */
+interface HiddenTabFigures {
+  readonly viewer: string;
+  readonly atStart: { readonly visibility: string; readonly timerTicksIn2s: number } | null;
+  readonly atEnd: { readonly visibility: string; readonly timerTicksIn2s: number } | null;
+  readonly samples: readonly {
+    readonly tS: number;
+    readonly load: number | null;
+    readonly uploadBytes: number | null;
+    readonly receiveOnlyReasons: unknown;
+  }[];
+  readonly mostLoad: number;
+  readonly uploadBytes: number | null;
+  readonly othersStalls: number;
+  readonly othersStallMs: number;
+}
+
+/** report.md's paragraph on the hidden tab, with its load once a minute; empty without --hidden-tab. */
+function hiddenTabSection(figures: unknown): string {
+  if (typeof figures !== 'object' || figures === null) return '';
+  const h = figures as HiddenTabFigures;
+  const state = (x: HiddenTabFigures['atStart']): string =>
+    x === null ? '?' : `${x.visibility}, ${x.timerTicksIn2s} ticks of a 10 ms interval in 2 s`;
+  const byMinute = h.samples.filter(
+    (x, i) => i === 0 || Math.floor(x.tS / 60) !== Math.floor((h.samples[i - 1]?.tS ?? 0) / 60),
+  );
+  const rows = byMinute.map(
+    (x) =>
+      `| ${x.tS.toFixed(0)} s | ${x.load ?? '—'} | ${x.uploadBytes === null ? '—' : (x.uploadBytes / 1048576).toFixed(2)} | ${JSON.stringify(x.receiveOnlyReasons)} |`,
+  );
+  return `Viewer ${h.viewer} in a hidden tab: at the start ${state(h.atStart)}; at the end ${state(h.atEnd)}. Most load
+${h.mostLoad}, ${h.uploadBytes === null ? '?' : (h.uploadBytes / 1048576).toFixed(2)} MiB forwarded; the other viewers stalled ${h.othersStalls} time(s) (${(h.othersStallMs / 1000).toFixed(2)} s).
+
+| time | load | forwarded MiB | receive-only reasons |
+|---|---|---|---|
+${rows.join('\n')}
+
+`;
+}
+
 function report(r: SwarmResult): string {
   const pct = (x: number | null): string => (x === null ? '—' : `${(100 * x).toFixed(1)}%`);
   const ms = (x: number | null): string => (x === null ? '—' : `${(x / 1000).toFixed(2)} s`);
@@ -681,7 +781,7 @@ ${directionRows.join('\n')}
 |---|---|---|---|---|---|---|---|---|
 ${viewerRows.join('\n')}
 
-Repair by path (issue 14; \`--packet-repair split\` measures both in one run):
+${hiddenTabSection(r.hiddenTab)}Repair by path (issue 14; \`--packet-repair split\` measures both in one run):
 
 | repair | viewers | stalls | whole segments from origin | from origin | packets repaired from peers | packets repaired from origin | origin bytes for repair |
 |---|---|---|---|---|---|---|---|
