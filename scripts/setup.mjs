@@ -50,6 +50,7 @@ if (process.env.CHUNKYCAST_SKIP_SYSTEM_PACKAGES !== '1') {
     ['firefox-esr', has('firefox-esr') || has('firefox') || existsSync(process.env.FIREFOX_PATH ?? '')],
     // WebKitGTK (Safari's engine) for the WebKit e2e test: its WebDriver and MiniBrowser, on Xvfb.
     ['webkit2gtk-driver', has('WebKitWebDriver')],
+    // Xvfb also for the e2e test of a viewer in a really hidden tab (a headful Chromium).
     ['xvfb', has('Xvfb')],
     // WebKitGTK decodes through GStreamer: H.264 and AAC need libav and the plugin sets (recommended
     // by libwebkit2gtk, which --no-install-recommends would skip).
