@@ -611,9 +611,12 @@ function waitFor(
   });
 }
 
+/** Two lowercase hex digits per byte value: every packet's hash is compared as hex. */
+const HEX_OF_BYTE: readonly string[] = Array.from({ length: 256 }, (_, b) => b.toString(16).padStart(2, '0'));
+
 export function bytesToHex(bytes: Uint8Array): string {
   let s = '';
-  for (const b of bytes) s += b.toString(16).padStart(2, '0');
+  for (const b of bytes) s += HEX_OF_BYTE[b] ?? '';
   return s;
 }
 

@@ -178,6 +178,35 @@ describe('packets of a segment cut while written', () => {
     expect(sync.counters).toEqual({ native: 0, synchronous: 1 });
   });
 
+  it('keep a verdict to its own claim: another signature or number on the same digest is verified afresh', async () => {
+    const { privateKey, publicKey } = await keys();
+    let settled = 0;
+    const signatures = new PacketSignatures({ stream: STREAM, publicKey, settled: () => settled++ });
+    const packets = await signedPackets(privateKey, 7, segmentBytes(7, 30_000), 40);
+    const packet = packets[0] as MediaPacket;
+    const signed = packet.signed;
+    if (signed === undefined) throw new Error('test packets are signed');
+    // One digest object, as the hasher keeps per payload (the claim's key is cached by it).
+    const digest = new Uint8Array(createHash('sha256').update(packet.bytes).digest());
+    const until = async (check: () => string): Promise<string> =>
+      settle(() => (check() === 'pending' ? 'hold' : check()));
+    expect(signatures.check(packet, signed, digest)).toBe('pending');
+    expect(await until(() => signatures.check(packet, signed, digest))).toBe('valid');
+    // Another signature with the same digest: not the cached claim, so a verification of its own.
+    const badSignature = Uint8Array.from(signed.signature);
+    badSignature[0] = (badSignature[0] ?? 0) ^ 0xff;
+    expect(signatures.check(packet, { ...signed, signature: badSignature }, digest)).toBe('pending');
+    expect(await until(() => signatures.check(packet, { ...signed, signature: badSignature }, digest))).toBe(
+      'forged',
+    );
+    // Another packet number under the genuine signature: forged as well, and the genuine claim stays valid.
+    const renumbered = { ...signed, packetNumber: signed.packetNumber + 1 };
+    expect(await until(() => signatures.check(packet, renumbered, digest))).toBe('forged');
+    expect(signatures.check(packet, signed, digest)).toBe('valid');
+    expect(signatures.counters).toMatchObject({ verified: 1, forged: 2 });
+    expect(settled).toBe(3);
+  });
+
   it('are assembled, served as byte ranges before the end, and completed by the announcement', async () => {
     const { privateKey, publicKey } = await keys();
     const store = new SegmentStore({ stream: STREAM, publicKey, now: () => 0 });
