@@ -1,5 +1,5 @@
 /** bench:cost's figures, goals (issue 17) and Markdown report. */
-import type { ThreadCpuRow } from '../bench-compare/browser-threads.js';
+import type { ThreadCpu, ThreadCpuRow } from '../bench-compare/browser-threads.js';
 import type { CompareRun } from '../bench-compare/report.js';
 
 export interface CostRow {
@@ -46,7 +46,19 @@ export interface CostRow {
   } | null;
 }
 
-export interface ThreadSampling {
+/**
+ * How the thread figures were read: the thread counts are ThreadCpu's (threads at the start and the
+ * end, those that appeared and vanished in the window, and what could not be read).
+ */
+export interface ThreadSampling extends Pick<
+  ThreadCpu,
+  | 'threadsAtStart'
+  | 'threadsAtEnd'
+  | 'threadsAppeared'
+  | 'threadsVanished'
+  | 'threadsUnreadable'
+  | 'processesGone'
+> {
   /** Between the two thread readings, s. */
   readonly windowS: number;
   /**
@@ -58,16 +70,6 @@ export interface ThreadSampling {
   readonly rendererProcessesCpuPctPerViewer: number | null;
   readonly networkServiceUnattributedCpuPctPerViewer: number | null;
   readonly networkServiceProcessesCpuPctPerViewer: number | null;
-  readonly threadsAtStart: number;
-  readonly threadsAtEnd: number;
-  /** Started during the window: counted from zero. */
-  readonly threadsAppeared: number;
-  /** Gone by its end: their time is in the unattributed figure, not under their name. */
-  readonly threadsVanished: number;
-  /** Listed but gone before their stat was read (skipped). */
-  readonly threadsUnreadable: number;
-  /** Gone before their threads were read (skipped). */
-  readonly processesGone: number;
 }
 
 export interface CostRun {
