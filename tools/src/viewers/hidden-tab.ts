@@ -193,7 +193,7 @@ export async function openHiddenTabViewer(
       env: { ...process.env, DISPLAY: xvfb.display },
     });
     tieToParent(chromium);
-    children.unshift(chromium); // stopped before Xvfb
+    children.push(chromium); // stopAll stops the children last in first out: Chromium before Xvfb
     const portFile = join(userDataDir, 'DevToolsActivePort');
     const deadline = Date.now() + START_TIMEOUT_MS;
     while (!existsSync(portFile) || readFileSync(portFile, 'utf8').split('\n').length < 2) {
