@@ -53,16 +53,6 @@ export interface PacketSignatureCounters {
 export class PacketSignatures {
   readonly counters: PacketSignatureCounters = { verified: 0, forged: 0, deferred: 0 };
   private readonly verdicts = new Map<string, SignatureVerdict>();
-  /**
-   * Claim keys by digest: a held packet is looked at again after every verification or digest that
-   * settles (MeshNode.recheckHeld), and its key (192 hex digits, hashed again for the map) was
-   * rebuilt each time. The hasher keeps one digest object per payload, so a held packet finds its
-   * key again by digest; the claim's other fields are compared too (a few numbers and 64 bytes), so
-   * a key is never reused for another claim, whatever the caller passes. A digest computed afresh
-   * (no hasher) simply misses. (A small saving: in a profile of a viewer of 8, `check` was mostly
-   * the native Ed25519 `verify`, and recheckHeld mostly the forwarding of released packets.)
-   */
-  private readonly keysByDigest = new WeakMap<Uint8Array, CachedClaim>();
   private pending = 0;
 
   constructor(private readonly options: PacketSignaturesOptions) {}
@@ -71,19 +61,7 @@ export class PacketSignatures {
   check(packet: MediaPacket, signed: SignedPacketFields, payloadSha256: Uint8Array): SignatureVerdict {
     if (this.options.publicKey === null) return 'valid';
     if (signed.signature.length !== PACKET_SIGNATURE_BYTES) return 'forged';
-    let cached = this.keysByDigest.get(payloadSha256);
-    if (cached === undefined || !sameClaim(cached, packet, signed)) {
-      cached = {
-        key: claimKey(packet, signed, payloadSha256),
-        segment: packet.segment,
-        index: packet.index,
-        packetBytes: signed.packetBytes,
-        packetNumber: signed.packetNumber,
-        signature: signed.signature,
-      };
-      this.keysByDigest.set(payloadSha256, cached);
-    }
-    const key = cached.key;
+    const key = claimKey(packet, signed, payloadSha256);
     const known = this.verdicts.get(key);
     if (known !== undefined) return known;
     if (this.pending >= MAX_PENDING_VERIFICATIONS) {
@@ -121,29 +99,6 @@ export class PacketSignatures {
       this.verdicts.delete(oldest.value);
     }
   }
-}
-
-/** A claim's key and the fields it was built from (besides the digest, which finds it). */
-interface CachedClaim {
-  readonly key: string;
-  readonly segment: number;
-  readonly index: number;
-  readonly packetBytes: number;
-  readonly packetNumber: number;
-  readonly signature: Uint8Array;
-}
-
-function sameClaim(c: CachedClaim, packet: MediaPacket, signed: SignedPacketFields): boolean {
-  if (
-    c.segment !== packet.segment ||
-    c.index !== packet.index ||
-    c.packetBytes !== signed.packetBytes ||
-    c.packetNumber !== signed.packetNumber ||
-    c.signature.length !== signed.signature.length
-  )
-    return false;
-  for (let i = 0; i < c.signature.length; i++) if (c.signature[i] !== signed.signature[i]) return false;
-  return true;
 }
 
 function claimKey(packet: MediaPacket, signed: SignedPacketFields, payloadSha256: Uint8Array): string {

@@ -186,7 +186,7 @@ describe('packets of a segment cut while written', () => {
     const packet = packets[0] as MediaPacket;
     const signed = packet.signed;
     if (signed === undefined) throw new Error('test packets are signed');
-    // One digest object, as the hasher keeps per payload (the claim's key is cached by it).
+    // One digest object, as the hasher keeps per payload.
     const digest = new Uint8Array(createHash('sha256').update(packet.bytes).digest());
     const until = async (check: () => string): Promise<string> =>
       settle(() => (check() === 'pending' ? 'hold' : check()));

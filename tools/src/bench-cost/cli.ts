@@ -22,8 +22,8 @@ import { Stack, guardRun } from '../stack/cleanup.js';
 import { startStream } from '../stack/stream.js';
 import { PROFILE_WARMUP_MS } from '../viewers/profile.js';
 import { runTrial, summarizeTrial, trialBoundS, type Arm, type TrialRaw } from '../bench-compare/trial.js';
-import { threadCpuPerViewer } from '../bench-compare/browser-threads.js';
-import { costReport, type CostRow, type CostRun } from './report.js';
+import { threadCpuPerViewer, type ThreadCpu } from '../bench-compare/browser-threads.js';
+import { costReport, type CostRow, type CostRun, type ThreadCounts } from './report.js';
 
 const USAGE = `usage: npm run bench:cost -- [--viewers LIST] [--duration S] [--out DIR] [options]
 
@@ -99,6 +99,18 @@ const ceilingMs =
 const guard = guardRun(stack, { ceilingMs, progress });
 
 /** One trial's row: per-viewer figures from the comparison benchmark's summary and raw samples. */
+/** ThreadSampling's counts, taken from the thread reading they describe. */
+function threadCounts({
+  threadsAtStart,
+  threadsAtEnd,
+  threadsAppeared,
+  threadsVanished,
+  threadsUnreadable,
+  processesGone,
+}: ThreadCpu): ThreadCounts {
+  return { threadsAtStart, threadsAtEnd, threadsAppeared, threadsVanished, threadsUnreadable, processesGone };
+}
+
 function costRow(raw: TrialRaw, segments: Parameters<typeof summarizeTrial>[1]): CostRow {
   const s = summarizeTrial(raw, segments);
   const n = s.viewers;
@@ -145,12 +157,7 @@ function costRow(raw: TrialRaw, segments: Parameters<typeof summarizeTrial>[1]):
             rendererProcessesCpuPctPerViewer: renderer?.processesCpuPctPerViewer ?? null,
             networkServiceUnattributedCpuPctPerViewer: network?.unattributedCpuPctPerViewer ?? null,
             networkServiceProcessesCpuPctPerViewer: network?.processesCpuPctPerViewer ?? null,
-            threadsAtStart: threads.threadsAtStart,
-            threadsAtEnd: threads.threadsAtEnd,
-            threadsAppeared: threads.threadsAppeared,
-            threadsVanished: threads.threadsVanished,
-            threadsUnreadable: threads.threadsUnreadable,
-            processesGone: threads.processesGone,
+            ...threadCounts(threads),
           },
     profile: raw.profile === null ? null : compactProfile(raw.profile.summary),
   };

@@ -47,10 +47,10 @@ export interface CostRow {
 }
 
 /**
- * How the thread figures were read: the thread counts are ThreadCpu's (threads at the start and the
- * end, those that appeared and vanished in the window, and what could not be read).
+ * ThreadCpu's counts: threads at the start and the end, those that appeared and vanished in the
+ * window, and what could not be read.
  */
-export interface ThreadSampling extends Pick<
+export type ThreadCounts = Pick<
   ThreadCpu,
   | 'threadsAtStart'
   | 'threadsAtEnd'
@@ -58,7 +58,10 @@ export interface ThreadSampling extends Pick<
   | 'threadsVanished'
   | 'threadsUnreadable'
   | 'processesGone'
-> {
+>;
+
+/** How the thread figures were read. */
+export interface ThreadSampling extends ThreadCounts {
   /** Between the two thread readings, s. */
   readonly windowS: number;
   /**
@@ -296,7 +299,7 @@ ${
   rendererThreads === null
     ? 'Threads were not read.'
     : `Every renderer's and the network service's threads, from /proc/PID/task/TID/stat (utime + stime)
-at the start and the end of the steady part, by thread name (/proc/PID/task/TID/comm, which the kernel
+at the start and the end of the steady part, by thread name (the stat line's command field, which the kernel
 cuts to 15 bytes; trailing numbers dropped), summed over the processes and divided by the viewer count.
 The busiest ${THREAD_TABLE_NAMES} names over all trials are listed. A thread that started in the window counts from zero;
 one that exited in it is lost to its name, and its time shows only as "threads that exited" (the

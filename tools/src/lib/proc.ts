@@ -64,7 +64,7 @@ export function processStat(pid: number): ProcessStat | null {
 
 export interface ThreadStat {
   readonly tid: number;
-  /** /proc/PID/task/TID/comm: the name the thread gave itself, truncated to 15 bytes. */
+  /** The name the thread gave itself (stat's command field), truncated to 15 bytes. */
   readonly name: string;
   /** User + system CPU time of this thread so far, in seconds. */
   readonly cpuSeconds: number;
@@ -98,12 +98,10 @@ export function processThreads(pid: number): ProcessThreads | null {
       unreadable++;
       continue;
     }
-    // The comm file is the name the thread set; stat's copy is the same and serves if the thread
-    // exited between the two reads.
-    const name = read(`/proc/${pid}/task/${tid}/comm`)?.replace(/\n$/, '') ?? fields.comm;
     threads.push({
       tid: Number(tid),
-      name,
+      // stat's command field is the thread's name, the same 15 bytes as /proc/…/comm.
+      name: fields.comm,
       cpuSeconds: fields.cpuTicks / CLOCK_TICKS_PER_S,
       startTicks: fields.startTicks,
     });

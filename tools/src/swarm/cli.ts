@@ -215,7 +215,7 @@ try {
   const viewers: ViewerHandle[] = [];
   /** v0 with --hidden-tab (also in `viewers`). */
   let hidden: HiddenTabViewer | null = null;
-  let hiddenAtStart: { visibility: string; timerTicksIn2s: number } | null = null;
+  let hiddenAtStart: HiddenTabState | null = null;
   const rootsAsOpened: RootSpread[] = [];
   for (let i = 0; i < opts.viewers; i++) {
     const name = browserOfViewer[i] ?? 'chromium';
@@ -234,7 +234,7 @@ try {
       hidden = h;
       viewers.push(h);
       // A hidden tab paints nothing: --hide-video has nothing to add.
-      hiddenAtStart = { visibility: await h.visibility(), timerTicksIn2s: await h.timerTicks(2000) };
+      hiddenAtStart = await hiddenTabState(h);
       progress(
         `${h.label}: ${hiddenAtStart.visibility}, ${hiddenAtStart.timerTicksIn2s} ticks of a 10 ms interval in 2 s`,
       );
@@ -283,16 +283,18 @@ try {
   const series: ViewerSnapshot[][] = frozen === null ? watchedSeries : [[], ...watchedSeries];
   const windowEnd = Date.now();
   const processesAtEnd = sampleBrowsers({ withMemory: true });
-  const hiddenAtEnd =
-    hidden === null
-      ? null
-      : { visibility: await hidden.visibility(), timerTicksIn2s: await hidden.timerTicks(2000) };
+  const hiddenAtEnd = hidden === null ? null : await hiddenTabState(hidden);
   const profile = profiling === null ? null : await profiling;
   const origin = await tracker.origin();
   const produced = stream.bytesProduced(windowStart, windowEnd);
   // monitor() takes at least one round, so every series has a last sample.
   const last: ViewerSnapshot[] = series.map((s) => s[s.length - 1] ?? { now: windowEnd, error: 'no sample' });
   const sum = swarmSummary(last, origin, produced);
+  /** Stalls of every viewer but v0 over the whole window (with --freeze-after or --hidden-tab). */
+  const othersStalls = (): { othersStalls: number; othersStallMs: number } => ({
+    othersStalls: perViewer.slice(1).reduce((a, v) => a + (v.stalls ?? 0), 0),
+    othersStallMs: perViewer.slice(1).reduce((a, v) => a + (v.stallMs ?? 0), 0),
+  });
 
   const perViewer = viewers.map((v, i) => {
     const s = last[i] ?? { now: windowEnd };
@@ -450,9 +452,7 @@ try {
         ? null
         : {
             ...(await frozen),
-            /** Stalls of every other viewer over the whole window (the freeze included). */
-            othersStalls: perViewer.slice(1).reduce((a, v) => a + (v.stalls ?? 0), 0),
-            othersStallMs: perViewer.slice(1).reduce((a, v) => a + (v.stallMs ?? 0), 0),
+            ...othersStalls(),
           },
     hiddenTab:
       hidden === null
@@ -471,9 +471,7 @@ try {
             })),
             mostLoad: Math.max(0, ...(series[0] ?? []).map((x) => x.stats?.load ?? 0)),
             uploadBytes: perViewer[0]?.uploadBytes ?? null,
-            /** Stalls of every other viewer over the whole window. */
-            othersStalls: perViewer.slice(1).reduce((a, v) => a + (v.stalls ?? 0), 0),
-            othersStallMs: perViewer.slice(1).reduce((a, v) => a + (v.stallMs ?? 0), 0),
+            ...othersStalls(),
           },
     byPacketRepair: byPacketRepair(perViewer),
     /** Viewers rooting slices (their parent is the true source): after each opened, and at the end. */
@@ -671,11 +669,21 @@ interface SwarmResult {
   readonly [figure: string]: unknown;
 }
 
+/** Whether the hidden tab is still hidden, and how often its timers run. */
+interface HiddenTabState {
+  readonly visibility: string;
+  readonly timerTicksIn2s: number;
+}
+
+async function hiddenTabState(h: HiddenTabViewer): Promise<HiddenTabState> {
+  return { visibility: await h.visibility(), timerTicksIn2s: await h.timerTicks(2000) };
+}
+
 /** What --hidden-tab reports (result.json's hiddenTab). */
 interface HiddenTabFigures {
   readonly viewer: string;
-  readonly atStart: { readonly visibility: string; readonly timerTicksIn2s: number } | null;
-  readonly atEnd: { readonly visibility: string; readonly timerTicksIn2s: number } | null;
+  readonly atStart: HiddenTabState | null;
+  readonly atEnd: HiddenTabState | null;
   readonly samples: readonly {
     readonly tS: number;
     readonly load: number | null;

@@ -27,7 +27,7 @@ import {
   type ViewerHandle,
 } from './browser.js';
 import type { ViewerSnapshot } from './snapshot.js';
-import { startXvfb } from './xvfb.js';
+import { displayMissing, startXvfb } from './xvfb.js';
 
 /** How long Chromium may take to open its DevTools endpoint, and one CDP command to answer. */
 const START_TIMEOUT_MS = 20_000;
@@ -150,9 +150,8 @@ export interface HiddenTabViewer extends ViewerHandle {
 
 /** Whether a headful Chromium can run here (an X display, or Xvfb to start one). */
 export function hiddenTabMissing(): string | null {
-  if (process.env.DISPLAY !== undefined && process.env.DISPLAY !== '') return null;
-  for (const dir of (process.env.PATH ?? '').split(':')) if (existsSync(join(dir, 'Xvfb'))) return null;
-  return 'missing Xvfb (xvfb)';
+  const display = displayMissing();
+  return display === null ? null : `missing ${display}`;
 }
 
 /**

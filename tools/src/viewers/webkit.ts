@@ -10,7 +10,7 @@ import { existsSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { stopProcess, tieToParent } from '../lib/process.js';
-import { startXvfb } from './xvfb.js';
+import { displayMissing, startXvfb } from './xvfb.js';
 
 /** Where Debian's webkit2gtk packages put MiniBrowser (4.1 is bookworm's; 4.0 and 6.0 are other ABIs). */
 const MINIBROWSER_CANDIDATES = [
@@ -29,8 +29,8 @@ export function webkitMissing(): string | null {
   if (spawnSync('which', ['WebKitWebDriver']).status !== 0)
     missing.push('WebKitWebDriver (webkit2gtk-driver)');
   if (minibrowserPath() === null) missing.push('MiniBrowser (webkit2gtk-driver)');
-  if (process.env.DISPLAY === undefined && spawnSync('which', ['Xvfb']).status !== 0)
-    missing.push('Xvfb (xvfb)');
+  const display = displayMissing();
+  if (display !== null) missing.push(display);
   return missing.length === 0 ? null : `missing ${missing.join(', ')}`;
 }
 

@@ -2,7 +2,7 @@
  * A private X display for browsers that need one (WebKitGTK's MiniBrowser; a headful Chromium whose
  * background tab is really hidden): Xvfb on a display number nobody uses, or the DISPLAY already set.
  */
-import { spawn, type ChildProcess } from 'node:child_process';
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { tieToParent } from '../lib/process.js';
@@ -17,6 +17,12 @@ export interface Display {
   readonly display: string;
   /** The Xvfb started for it, or null when DISPLAY was already set (the caller stops it). */
   readonly process: ChildProcess | null;
+}
+
+/** What is missing for a private display (null when DISPLAY is set or Xvfb is installed). */
+export function displayMissing(): string | null {
+  if (process.env.DISPLAY !== undefined && process.env.DISPLAY !== '') return null;
+  return spawnSync('which', ['Xvfb']).status === 0 ? null : 'Xvfb (xvfb)';
 }
 
 /** DISPLAY when set; otherwise starts Xvfb on a free display (no TCP listener) and waits for its socket. */
