@@ -5,6 +5,7 @@ import Hls from 'hls.js';
 import type { ErrorData, FragChangedData } from 'hls.js';
 import { validateIceServers, type TrackerErrorCode } from '@chunkycast/wire';
 import { faultsOf, withFaults } from './faults.js';
+import { liveCatchUpRate } from './live-catch-up.js';
 import { createMeshFragmentLoader } from './loader.js';
 import { MAX_UPLOAD_LIMIT_KBPS, MeshSession } from './session.js';
 import type { MeshErrorCode, MeshSessionOptions, MeshStats, SegmentProvider } from './types.js';
@@ -58,6 +59,7 @@ const OBSERVED = [
   'ice-transport-policy',
   'packet-repair',
   'live-sync',
+  'catch-up-rate',
   'low-latency',
   'autoplay',
   'muted',
@@ -70,13 +72,17 @@ const VIDEO_FLAGS = new Set(['autoplay', 'muted', 'controls']);
 const DEFAULT_LIVE_SYNC_SEGMENTS = 3;
 
 /**
- * hls.js maxLiveSyncPlaybackRate for `low-latency`: after a stall or a late start an LL player plays
- * up to 10% faster (pitch kept) until it is back at PART-HOLD-BACK from the edge; hls.js only does so
- * with more than 1 s buffered. hls.js's default, 1, never catches up, so one stall added its length
- * to the live delay for good (e2e low-latency: p95 3.1 s in a loaded full run against 1.4–2.1 s
- * alone). hls.js applies it in lowLatencyMode only. The bench's plain hls.js page uses the same rate.
+ * The playback rate a player behind its live position catches up at (`catch-up-rate`; 1 turns it
+ * off). In `low-latency` mode it is hls.js's maxLiveSyncPlaybackRate: after a stall or a late start
+ * an LL player plays up to 10% faster (pitch kept) until it is back at PART-HOLD-BACK from the edge;
+ * hls.js only does so with more than 1 s buffered. hls.js's default, 1, never catches up, so one
+ * stall added its length to the live delay for good (e2e low-latency: p95 3.1 s in a loaded full
+ * run against 1.4–2.1 s alone). hls.js applies it in lowLatencyMode only, so outside it the player
+ * does the same itself (live-catch-up.ts). The bench's plain hls.js page uses the same rate in LL mode.
  */
 export const LOW_LATENCY_CATCH_UP_RATE = 1.1;
+/** hls.js caps its catch-up rate at 2. */
+const MAX_CATCH_UP_RATE = 2;
 const STATS_INTERVAL_MS = 1000;
 const STREAM_ID = /^[A-Za-z0-9._-]{1,64}$/;
 /** The protocol's ticket syntax (wire's MAX_TICKET_LENGTH): checked here so a typo says so at once. */
@@ -122,6 +128,8 @@ interface ParsedAttributes {
   readonly liveSyncSegments: number | null;
   /** `low-latency`: LL-HLS (hls.js lowLatencyMode), parts from the mesh with the origin per part. */
   readonly lowLatency: boolean;
+  /** `catch-up-rate`: the playback rate while behind the live position, in [1, 2]; 1 is off. */
+  readonly catchUpRate: number;
   readonly errors: readonly string[];
 }
 
@@ -153,9 +161,19 @@ export function parseAttributes(get: (name: string) => string | null): ParsedAtt
         `live-sync="${liveSyncRaw}" is not a positive number of segments; using ${lowLatency ? "the playlist's PART-HOLD-BACK" : '3'}`,
       );
   }
+  let catchUpRate = LOW_LATENCY_CATCH_UP_RATE;
+  const catchUpRaw = get('catch-up-rate');
+  if (catchUpRaw !== null && catchUpRaw.trim() !== '') {
+    const value = Number(catchUpRaw);
+    if (Number.isFinite(value) && value >= 1 && value <= MAX_CATCH_UP_RATE) catchUpRate = value;
+    else
+      errors.push(
+        `catch-up-rate="${catchUpRaw}" is not a playback rate from 1 (off) to ${MAX_CATCH_UP_RATE}; using ${LOW_LATENCY_CATCH_UP_RATE}`,
+      );
+  }
   const tracker = get('tracker');
   if (tracker === null || tracker.trim() === '')
-    return { src, mesh: null, liveSyncSegments, lowLatency, errors };
+    return { src, mesh: null, liveSyncSegments, lowLatency, catchUpRate, errors };
 
   let meshUsable = true;
   if (!/^wss?:\/\//i.test(tracker)) {
@@ -194,7 +212,7 @@ export function parseAttributes(get: (name: string) => string | null): ParsedAtt
     errors.push(`ice-transport-policy="${policy}" must be all or relay; playing from the origin only`);
     meshUsable = false;
   }
-  if (!meshUsable) return { src, mesh: null, liveSyncSegments, lowLatency, errors };
+  if (!meshUsable) return { src, mesh: null, liveSyncSegments, lowLatency, catchUpRate, errors };
   const mesh: MeshSessionOptions = {
     tracker,
     stream,
@@ -209,7 +227,7 @@ export function parseAttributes(get: (name: string) => string | null): ParsedAtt
     ...(iceServers === null || iceServers === undefined ? {} : { iceServers }),
     ...(policy === 'all' || policy === 'relay' ? { iceTransportPolicy: policy } : {}),
   };
-  return { src, mesh, liveSyncSegments, lowLatency, errors };
+  return { src, mesh, liveSyncSegments, lowLatency, catchUpRate, errors };
 }
 
 /**
@@ -553,7 +571,7 @@ export class MeshPlayer extends ElementBase {
     const hls = new Hls({
       // hls.js turns LL-HLS on by default; here it is the author's choice (`low-latency`).
       lowLatencyMode: attributes.lowLatency,
-      maxLiveSyncPlaybackRate: LOW_LATENCY_CATCH_UP_RATE,
+      maxLiveSyncPlaybackRate: attributes.catchUpRate,
       ...(attributes.liveSyncSegments === null ? {} : { liveSyncDurationCount: attributes.liveSyncSegments }),
       fLoader: createMeshFragmentLoader(provider, {
         // Before the first frame only the first segment loaded counts as buffered (see
@@ -577,8 +595,30 @@ export class MeshPlayer extends ElementBase {
     hls.on(Hls.Events.ERROR, (_event, data: ErrorData) => {
       this.#onHlsError(hls, data);
     });
+    if (!attributes.lowLatency && attributes.catchUpRate > 1) this.#catchUp(hls, attributes.catchUpRate);
     hls.loadSource(src);
     hls.attachMedia(this.#video);
+  }
+
+  /** Outside LL mode, play faster while behind the live position (live-catch-up.ts; hls.js does it in LL mode). */
+  #catchUp(hls: Hls, maxRate: number): void {
+    const video = this.#video;
+    const onTimeUpdate = (): void => {
+      if (this.#hls !== hls || video.paused || this.#stallStartMs !== null) return;
+      const rate = liveCatchUpRate({
+        latencyS: hls.latency,
+        targetLatencyS: hls.targetLatency,
+        bufferAheadS: this.#bufferAheadMs(false) / 1000,
+        maxRate,
+        currentRate: video.playbackRate,
+      });
+      if (rate !== null) video.playbackRate = rate;
+    };
+    video.addEventListener('timeupdate', onTimeUpdate);
+    this.#teardown.push(() => {
+      video.removeEventListener('timeupdate', onTimeUpdate);
+      if (video.playbackRate === maxRate) video.playbackRate = 1;
+    });
   }
 
   #connectSession(options: MeshSessionOptions): void {

@@ -60,6 +60,19 @@ describe('low-latency', () => {
     expect(bad.liveSyncSegments).toBeNull();
     expect(bad.errors[0]).toContain('PART-HOLD-BACK');
   });
+
+  it('catch-up-rate: 1.1 by default, 1 turns it off, anything outside [1, 2] is said and ignored', () => {
+    expect(parse({ src: 'a.m3u8' })).toMatchObject({ catchUpRate: 1.1, errors: [] });
+    expect(parse({ src: 'a.m3u8', 'catch-up-rate': '1' })).toMatchObject({ catchUpRate: 1, errors: [] });
+    expect(parse({ src: 'a.m3u8', 'catch-up-rate': '1.25' })).toMatchObject({ catchUpRate: 1.25 });
+    for (const raw of ['0.9', '2.5', 'fast', 'NaN']) {
+      const bad = parse({ src: 'a.m3u8', 'catch-up-rate': raw });
+      expect(bad.catchUpRate, raw).toBe(1.1);
+      expect(bad.errors, raw).toEqual([
+        `catch-up-rate="${raw}" is not a playback rate from 1 (off) to 2; using 1.1`,
+      ]);
+    }
+  });
 });
 
 describe('packet-repair', () => {

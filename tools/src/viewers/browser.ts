@@ -408,6 +408,7 @@ export function snapshotPage(errorsKept: number): ViewerSnapshot {
         : {
             currentTime: video.currentTime,
             paused: video.paused,
+            playbackRate: video.playbackRate,
             readyState: video.readyState,
             buffered:
               video.buffered.length > 0

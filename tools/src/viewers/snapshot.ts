@@ -76,6 +76,8 @@ export interface PlayerStatsSnapshot {
 export interface VideoSnapshot {
   readonly currentTime: number;
   readonly paused: boolean;
+  /** Above 1 while `<mesh-player>` (or hls.js in LL mode) catches up to its live position. */
+  readonly playbackRate?: number;
   readonly readyState: number;
   /** Seconds buffered ahead of the playhead. */
   readonly buffered: number;

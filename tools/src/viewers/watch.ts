@@ -108,6 +108,7 @@ export function brief(label: string, s: ViewerSnapshot): Record<string, unknown>
     viewer: label,
     t: s.video?.currentTime === undefined ? null : Number(s.video.currentTime.toFixed(2)),
     buf: s.video?.buffered === undefined ? null : Number(s.video.buffered.toFixed(2)),
+    rate: s.video?.playbackRate ?? null,
     peers: st.peers,
     load: st.load,
     mesh: st.bytesFromMesh,
