@@ -19,14 +19,14 @@ import { MeshError } from './types.js';
 export type PacketRepairMode = 'engine' | 'segment';
 
 /**
- * Still `segment` (issue 14, docs/low-latency.md). With real players at steady pace the engine's path
- * took 54% fewer bytes from the origin (0.25 against 0.53 stream copies to the viewers; 8 viewers,
- * 120 s, 2% of received media dropped, one run per path, no stall in either), but where the true source's pace is irregular (the Node live tests: a
- * segment every 1–2.3 s for an EXTINF of 0.5 s, origin round trips of ~1.5 s) its time-based loss
- * detection calls late packets lost, and 27–43% of the bytes came from the origin where segment
- * repair takes under 25%. The switch is this constant.
+ * `engine` (issue 14, docs/low-latency.md). With real players at steady pace the engine's path took
+ * 54% fewer bytes from the origin than segment repair (0.25 against 0.53 stream copies to the
+ * viewers; 8 viewers, 120 s, 2% of received media dropped, one run per path, no stall in either).
+ * It was held back by the Node live test of a late joiner, where the engine also chased the packets
+ * of a segment from before joining and took them from the origin; such a segment is now left to
+ * neighbours' stores. `segment` stays an option.
  */
-export const DEFAULT_PACKET_REPAIR: PacketRepairMode = 'segment';
+export const DEFAULT_PACKET_REPAIR: PacketRepairMode = 'engine';
 
 /** Resolves and checks `packetRepair` (hosts may pass unchecked JSON). */
 export function resolvePacketRepair(raw: unknown): PacketRepairMode {

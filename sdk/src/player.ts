@@ -361,6 +361,7 @@ function emptyStats(stream: string): MeshStats {
     injectedLosses: 0,
     peersCutOff: 0,
     bytesFromRepair: 0,
+    bytesFromPacketRepair: 0,
     repairRequests: 0,
     repairsReasked: 0,
     repairPacketsServed: 0,

@@ -63,9 +63,9 @@ export interface MeshSessionOptions {
    */
   readonly iceTransportPolicy?: 'all' | 'relay';
   /**
-   * Which repair recovers packets the trees lost (issue 14). `segment` (default): the session asks
+   * Which repair recovers packets the trees lost (issue 14). `segment`: the session asks
    * neighbours for a segment's missing packets and then the origin for their byte ranges, within the
-   * loader's wait. `engine`: the engine's deadline-aware packet repair, on a playout clock and
+   * loader's wait. `engine` (default): the engine's deadline-aware packet repair, on a playout clock and
    * per-segment deadlines taken from the player's (earliest deadline first, helpers chosen by Bloom
    * filter, the origin's byte ranges as its last resort); a segment from before joining is asked of
    * neighbours' stores. Either way the loader's whole-segment origin fetch stays the player's safety
@@ -202,6 +202,11 @@ export interface MeshStats {
   readonly peersCutOff: number;
   /** Media bytes neighbours sent on request (repair), outside the trees; part of bytesFromMesh. */
   readonly bytesFromRepair: number;
+  /**
+   * Of bytesFromRepair, what the engine's per-packet repair brought (`packetRepair` engine); the rest
+   * came by whole-segment requests (a segment from before joining, or every repair in segment mode).
+   */
+  readonly bytesFromPacketRepair: number;
   /** Segments for which neighbours were asked for missing packets. */
   readonly repairRequests: number;
   /** Shares of those requests a neighbour refused (busy, or not holding the segment) and another was asked for. */

@@ -65,8 +65,8 @@ function playTime(clock: PlayoutClock, slice: number, seq: number): number {
 }
 
 describe('packetRepair option', () => {
-  it('defaults to segment, takes engine, refuses anything else', () => {
-    expect(resolvePacketRepair(undefined)).toBe('segment');
+  it('defaults to engine, takes segment, refuses anything else', () => {
+    expect(resolvePacketRepair(undefined)).toBe('engine');
     expect(resolvePacketRepair('segment')).toBe('segment');
     expect(resolvePacketRepair('engine')).toBe('engine');
     expect(() => resolvePacketRepair('packets')).toThrow(MeshError);

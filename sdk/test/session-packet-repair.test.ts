@@ -89,23 +89,32 @@ describe('MeshSession packetRepair', () => {
     const s10 = segment(10, 40_000);
     const t = await connected('engine', [s10.a]);
     expect(t.session.packetRepair).toBe('engine');
+    // A segment from before we joined is neighbours' stores' (catch-up), not the engine's: no clock,
+    // or the engine would chase its packets too and take them from the origin at its deadline.
     const waiting = t.session.waitForSegment(10, 12_000, undefined, `${URL_BASE}seg10.ts`);
-    expect(playout).toHaveBeenCalledTimes(1);
-    // The engine's last resort must land before the loader gives up: 800 ms (ORIGIN_FILL_LEAD_MS) early.
-    expect(playout.mock.calls[0]?.[0]).toEqual(playoutFor(s10.a, 11_200, D, 10_000));
-    // hls.js takes the segment whole: every packet of it is due by then.
-    expect(deadline.mock.calls).toEqual([
-      [{ firstPacket: s10.a.firstPacket, packets: s10.a.packets, atMs: 11_200 }],
-    ]);
+    expect(playout).not.toHaveBeenCalled();
+    expect(deadline).not.toHaveBeenCalled();
     // A segment not announced yet (still being written) gets its clock when its announcement comes.
     const s11 = segment(11, 40_000);
     void t.session.waitForSegment(11, 14_000, undefined, `${URL_BASE}seg11.ts`);
-    expect(playout).toHaveBeenCalledTimes(1);
+    expect(playout).not.toHaveBeenCalled();
     t.socket.receive({ type: 'announce', announcement: s11.a });
     await settle();
+    expect(playout).toHaveBeenCalledTimes(1);
+    // The engine's last resort must land before the loader gives up: 800 ms (ORIGIN_FILL_LEAD_MS) early.
+    expect(playout.mock.calls[0]?.[0]).toEqual(playoutFor(s11.a, 13_200, D, 10_000));
+    // hls.js takes the segment whole: every packet of it is due by then.
+    expect(deadline.mock.calls).toEqual([[segmentDeadline(s11.a, 13_200)]]);
+    // One announced already gets its clock at once.
+    const s12 = segment(12, 40_000);
+    t.socket.receive({ type: 'announce', announcement: s12.a });
+    await settle();
+    void t.session.waitForSegment(12, 16_000, undefined, `${URL_BASE}seg12.ts`);
     expect(playout).toHaveBeenCalledTimes(2);
-    expect(playout.mock.calls[1]?.[0]).toEqual(playoutFor(s11.a, 13_200, D, 10_000));
-    expect(deadline.mock.calls[1]?.[0]).toEqual(segmentDeadline(s11.a, 13_200));
+    expect(playout.mock.calls[1]?.[0]).toEqual(playoutFor(s12.a, 15_200, D, 10_000));
+    expect(deadline.mock.calls[1]).toEqual([
+      { firstPacket: s12.a.firstPacket, packets: s12.a.packets, atMs: 15_200 },
+    ]);
     t.session.close();
     t.clock.advance(CATCH_UP_STEP_MS); // a wait for a helper ends on its next look
     expect(await waiting).toBeNull();

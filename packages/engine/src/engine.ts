@@ -1042,6 +1042,8 @@ export class Engine {
     // The true source is the stream: its packets are the live edge, which a root's other slices
     // (reaching it down other trees) may lag by seconds.
     const windowEnd = from === this.config.sourceId ? Infinity : this.seqWindowEnd();
+    if (from === this.config.sourceId && st.isSliceSource && msg.seq < st.rootFromSeq)
+      st.rootFromSeq = msg.seq;
     if (st.highestSeq > windowEnd) this.forgetPoisonedSlice(s, st);
     if (msg.seq > windowEnd) {
       this.counters.forgedSequences++;

@@ -467,9 +467,12 @@ export class Repairer {
     const batches = new Map<PeerId, Map<number, Missing[]>>();
     for (const m of toAsk) {
       let chosen: PeerId | null = this.parentToAsk(now, m.slice, m);
-      let helpers = helpersBySlice.get(m.slice);
+      // Helpers by slice, and apart for a packet dealt before we rooted the slice (see helpersFor).
+      const beforeRoot = this.dealtBeforeWeRooted(m);
+      const helpersKey = beforeRoot ? -1 - m.slice : m.slice;
+      let helpers = helpersBySlice.get(helpersKey);
       if (chosen === null && helpers === undefined)
-        helpersBySlice.set(m.slice, (helpers = this.helpersFor(now, m.slice)));
+        helpersBySlice.set(helpersKey, (helpers = this.helpersFor(now, m.slice, beforeRoot)));
       if (chosen === null && (helpers === undefined || helpers.length === 0)) continue;
       if (chosen === null && helpers !== undefined) {
         // This packet's best `repairHelpers` among those it has not tried yet, in turn: a round
@@ -531,11 +534,13 @@ export class Repairer {
    * mask (not downstream of us) nor, when our parent has gone quiet, the parent's (not below the
    * failure); never the true source, whose uplink is the stream's. The current parent is asked too
    * while it still sends: a lost packet on a working link is most likely still in its ring.
+   * `beforeRoot`: a packet dealt before we rooted the slice went down the tree before us, so the
+   * members now below us may hold it (a new root has nobody else to ask).
    */
-  private helpersFor(now: number, s: number): PeerId[] {
+  private helpersFor(now: number, s: number, beforeRoot = false): PeerId[] {
     const h = this.host;
     const st = h.slice(s);
-    const myMask = h.maskOf(h.id);
+    const myMask = beforeRoot ? null : h.maskOf(h.id);
     // Below our parent (its other children's subtrees) is where a loss above our parent also hit;
     // the parent itself is asked first on its own (parentToAsk).
     const parentMask = st.parent !== null ? h.maskOf(st.parent) : null;
@@ -545,7 +550,7 @@ export class Repairer {
       if ((this.busyUntil.get(peer) ?? -Infinity) > now) return;
       const ps = h.peer(peer);
       if (ps === undefined || !ps.hasAdvert || !ps.receiving(s)) return;
-      if (ps.filterContains(s, myMask)) return;
+      if (myMask !== null && ps.filterContains(s, myMask)) return;
       if (parentMask !== null && (peer === st.parent || ps.filterContains(s, parentMask))) return;
       const offset = ps.sliceOffsets[s] ?? Number.NaN;
       const rtt = Number.isNaN(ps.rttMs) ? 0 : ps.rttMs;
@@ -676,14 +681,22 @@ export class Repairer {
     m.helper = null;
   }
 
-  /** A slice root takes its missing packet from the origin `rootOriginWaitMs` after finding it missing. */
+  /**
+   * A slice root takes its missing packet from the origin `rootOriginWaitMs` after finding it
+   * missing: nobody else can have a packet lost on the tree's first hop. Not one dealt before it
+   * rooted the slice (a joiner made root, a replacement root): that one went down the tree before
+   * it, and the tree's members may hold it.
+   */
   private rootAsksOrigin(now: number, m: Missing): boolean {
-    return this.isTreeRoot(m.slice) && now - m.detectedAt >= this.host.protocol.rootOriginWaitMs;
+    const st = this.host.slice(m.slice);
+    const root = st.isSliceSource ? m.seq >= st.rootFromSeq : st.parent === this.host.sourceId;
+    return root && now - m.detectedAt >= this.host.protocol.rootOriginWaitMs;
   }
 
-  private isTreeRoot(s: number): boolean {
-    const st = this.host.slice(s);
-    return st.isSliceSource || st.parent === this.host.sourceId;
+  /** We root the packet's slice, and the true source dealt the packet before it made us root. */
+  private dealtBeforeWeRooted(m: Missing): boolean {
+    const st = this.host.slice(m.slice);
+    return st.isSliceSource && m.seq < st.rootFromSeq;
   }
 
   /** How close to its deadline a missing packet goes to the origin (see Input 'playout'). */

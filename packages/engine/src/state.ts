@@ -232,6 +232,11 @@ export class SliceState {
   pending: PendingSwitch | null = null;
   isSliceSource = false;
   /**
+   * While we root the slice: the first sequence the true source sent us as its root (Infinity until
+   * it comes). Older packets went down the tree before we rooted it, so its members may hold them.
+   */
+  rootFromSeq = Infinity;
+  /**
    * The root we took a moved slice over from (SliceSourceAssign's peer): it may ask to be our child
    * though not a neighbour, and above our ML (its subtree has no other way in). Null once it did.
    */
@@ -352,6 +357,7 @@ export class SliceState {
   becomeRoot(trueSource: PeerId, epoch: number, now: number): void {
     this.pending = null;
     this.isSliceSource = true;
+    this.rootFromSeq = Infinity;
     this.predecessor = null;
     this.parent = trueSource;
     this.parentFromSeq = 0;
@@ -368,6 +374,7 @@ export class SliceState {
   /** We no longer root this slice (handed back or unassigned) and have no parent for it yet. */
   stopRooting(): void {
     this.isSliceSource = false;
+    this.rootFromSeq = Infinity;
     this.predecessor = null;
     this.parent = null;
   }

@@ -571,6 +571,30 @@ describe('repair: requester', () => {
       expect(rig.solo.engine.repair.counters.originNeverAsked).toBe(1);
     });
 
+    it('a slice source asks neighbours for a packet dealt before it rooted the slice, those below it too; the origin at once only after', () => {
+      const rig = new Rig({ neighbours: [B, D] });
+      // B is below us now (its path holds our mask), but took the old packets from the old tree.
+      const belowUs = { receiving: true, filter: bloomMaskFor(ME) };
+      rig.advertise(B, { 0: belowUs, 1: belowUs });
+      rig.advertise(D);
+      for (const s of [0, 1])
+        rig.solo.feed(SOURCE, { type: MessageType.SliceSourceAssign, slice: s, epoch: 1, assigned: true });
+      rig.treeFrom = SOURCE;
+      // Slice 0's first packet from the true source is seq 6 (seqs 0…5 went down the tree before
+      // us), and seq 8, dealt to us as root, is lost.
+      for (let seq = 0; seq <= 5; seq++) rig.drop(0, seq);
+      rig.drop(0, 8);
+      rig.runTo(T0);
+      rig.playout();
+      rig.runTo(T0 + 3000);
+      expect(rig.fetches().map((f) => [f.time, f.action.slice, f.action.seqs])).toEqual([
+        [T0 + 8 * INTERVAL_MS + GRACE_MS, 0, [8]],
+      ]);
+      expect(new Set(rig.requestsFor(0, 5).map((r) => r.to))).toEqual(new Set([B]));
+      expect(rig.requestsFor(0, 8)).toEqual([]);
+      expect(rig.solo.engine.repair.counters.originNeverAsked).toBe(1);
+    });
+
     it('with rootOriginWaitMs, a slice source waits that long after finding the packet missing', () => {
       const rig = sliceSourceMissingFive({ rootOriginWaitMs: 500 });
       rig.runTo(DETECTED_AT + 500 - STEP_MS);
