@@ -110,7 +110,8 @@ export const LIVE_PROTOCOL: Partial<ProtocolConfig> = {
   // ...and their bytes for 20 s at most: at 1 Mbit/s the 24 slots span 48 s, and the 28 s past 20
   // held ~3 MiB of JS heap that neither the player (8 s behind live by default, 2 s at `low`) nor the
   // audit's 6 s lag nor a hand-off reaches. Segment repair serves from the segment store, not
-  // the rings; engine repair serves what plays within the player's buffer, well inside 20 s. A fast stream (5 Mbit/s: 10 s in 24 slots) is bounded by the slots first.
+  // the rings; engine repair serves what plays within the player's buffer, well inside 20 s. A
+  // fast stream (5 Mbit/s: 10 s in 24 slots) is bounded by the slots first.
   ringPayloadMaxAgeMs: 20_000,
 };
 
@@ -985,15 +986,15 @@ export class MeshSession extends EventTarget implements SegmentProvider {
     const store = this.store;
     if (store === null) return null;
     if (url !== undefined) this.originRepair?.setUrl(sequence, url);
-    // The engine's deadline comes before the loader's, as segment repair's origin fill does: its
-    // last resort is a range request that must land, be checked and reach the store in time on a
-    // loaded machine (the engine leaves it ~1.5 origin round trips, a few ms on loopback).
     const beforeJoin = store.announcement(sequence) !== null && !store.expects(sequence);
-    // Not for a segment from before we joined: the engine would chase its packets too, and take
-    // them from the origin at its deadline while neighbours' stores are still sending them (the
-    // Node live test's late joiner: one segment from the origin in two runs of three).
-    if (!beforeJoin) this.tellPlayout(sequence, deadlineMs - ORIGIN_FILL_LEAD_MS);
     if (!beforeJoin) {
+      // The engine's deadline comes before the loader's, as segment repair's origin fill does: its
+      // last resort is a range request that must land, be checked and reach the store in time on a
+      // loaded machine (the engine leaves it ~1.5 origin round trips, a few ms on loopback). Not for
+      // a segment from before we joined: the engine would chase its packets too, and take them from
+      // the origin at its deadline while neighbours' stores are still sending them (the Node live
+      // test's late joiner: one segment from the origin in two runs of three).
+      this.tellPlayout(sequence, deadlineMs - ORIGIN_FILL_LEAD_MS);
       const fillAtMs = url === undefined ? deadlineMs : deadlineMs - ORIGIN_FILL_LEAD_MS / 2;
       const bytes = await store.wait(sequence, fillAtMs - this.clock.now(), signal);
       if (bytes !== null || url === undefined || signal?.aborted === true) return bytes;
