@@ -63,12 +63,12 @@ export interface MeshSessionOptions {
    */
   readonly iceTransportPolicy?: 'all' | 'relay';
   /**
-   * Which repair recovers packets the trees lost (issue 14). `segment`: the session asks
-   * neighbours for a segment's missing packets and then the origin for their byte ranges, within the
-   * loader's wait. `engine` (default): the engine's deadline-aware packet repair, on a playout clock and
-   * per-segment deadlines taken from the player's (earliest deadline first, helpers chosen by Bloom
-   * filter, the origin's byte ranges as its last resort); a segment from before joining is asked of
-   * neighbours' stores. Either way the loader's whole-segment origin fetch stays the player's safety
+   * Which repair recovers packets the trees lost (issue 14). `engine` (default): the engine's
+   * deadline-aware packet repair, on a playout clock and per-segment deadlines taken from the
+   * player's (earliest deadline first, helpers chosen by Bloom filter, the origin's byte ranges as
+   * its last resort); a segment from before joining is asked of neighbours' stores. `segment`: the
+   * session asks neighbours for a segment's missing packets and then the origin for their byte
+   * ranges, within the loader's wait. Either way the loader's whole-segment origin fetch stays the player's safety
    * net.
    */
   readonly packetRepair?: 'engine' | 'segment';
