@@ -463,16 +463,17 @@ export class Repairer {
     const p = this.host.protocol;
     toAsk.sort((a, b) => a.deadline - b.deadline || a.slice - b.slice);
     const helpersBySlice = new Map<number, PeerId[]>();
+    // A packet dealt before we rooted its slice has helpers of its own (see helpersFor).
+    const helpersBeforeRootBySlice = new Map<number, PeerId[]>();
     const cursor = new Map<number, number>();
     const batches = new Map<PeerId, Map<number, Missing[]>>();
     for (const m of toAsk) {
       let chosen: PeerId | null = this.parentToAsk(now, m.slice, m);
-      // Helpers by slice, and apart for a packet dealt before we rooted the slice (see helpersFor).
       const beforeRoot = this.dealtBeforeWeRooted(m);
-      const helpersKey = beforeRoot ? -1 - m.slice : m.slice;
-      let helpers = helpersBySlice.get(helpersKey);
+      const helpersOf = beforeRoot ? helpersBeforeRootBySlice : helpersBySlice;
+      let helpers = helpersOf.get(m.slice);
       if (chosen === null && helpers === undefined)
-        helpersBySlice.set(helpersKey, (helpers = this.helpersFor(now, m.slice, beforeRoot)));
+        helpersOf.set(m.slice, (helpers = this.helpersFor(now, m.slice, beforeRoot)));
       if (chosen === null && (helpers === undefined || helpers.length === 0)) continue;
       if (chosen === null && helpers !== undefined) {
         // This packet's best `repairHelpers` among those it has not tried yet, in turn: a round
@@ -689,7 +690,7 @@ export class Repairer {
    */
   private rootAsksOrigin(now: number, m: Missing): boolean {
     const st = this.host.slice(m.slice);
-    const root = st.isSliceSource ? m.seq >= st.rootFromSeq : st.parent === this.host.sourceId;
+    const root = st.isSliceSource ? !this.dealtBeforeWeRooted(m) : st.parent === this.host.sourceId;
     return root && now - m.detectedAt >= this.host.protocol.rootOriginWaitMs;
   }
 

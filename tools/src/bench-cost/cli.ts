@@ -98,7 +98,6 @@ const ceilingMs =
   1000;
 const guard = guardRun(stack, { ceilingMs, progress });
 
-/** One trial's row: per-viewer figures from the comparison benchmark's summary and raw samples. */
 /** ThreadSampling's counts, taken from the thread reading they describe. */
 function threadCounts({
   threadsAtStart,
@@ -111,6 +110,7 @@ function threadCounts({
   return { threadsAtStart, threadsAtEnd, threadsAppeared, threadsVanished, threadsUnreadable, processesGone };
 }
 
+/** One trial's row: per-viewer figures from the comparison benchmark's summary and raw samples. */
 function costRow(raw: TrialRaw, segments: Parameters<typeof summarizeTrial>[1]): CostRow {
   const s = summarizeTrial(raw, segments);
   const n = s.viewers;

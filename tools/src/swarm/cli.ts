@@ -290,11 +290,6 @@ try {
   // monitor() takes at least one round, so every series has a last sample.
   const last: ViewerSnapshot[] = series.map((s) => s[s.length - 1] ?? { now: windowEnd, error: 'no sample' });
   const sum = swarmSummary(last, origin, produced);
-  /** Stalls of every viewer but v0 over the whole window (with --freeze-after or --hidden-tab). */
-  const othersStalls = (): { othersStalls: number; othersStallMs: number } => ({
-    othersStalls: perViewer.slice(1).reduce((a, v) => a + (v.stalls ?? 0), 0),
-    othersStallMs: perViewer.slice(1).reduce((a, v) => a + (v.stallMs ?? 0), 0),
-  });
 
   const perViewer = viewers.map((v, i) => {
     const s = last[i] ?? { now: windowEnd };
@@ -347,6 +342,11 @@ try {
       error: s.error ?? null,
     };
   });
+  /** Stalls of every viewer but v0 over the whole window (with --freeze-after or --hidden-tab). */
+  const othersStalls = {
+    othersStalls: perViewer.slice(1).reduce((a, v) => a + (v.stalls ?? 0), 0),
+    othersStallMs: perViewer.slice(1).reduce((a, v) => a + (v.stallMs ?? 0), 0),
+  };
   const allDelays = series.flatMap((ser) => numbers(ser.map((x) => x.stats?.liveDelayMs)));
   const startups = perViewer.map((v) => v.startupMs);
   const versions = Object.fromEntries(opts.mix.map((c) => [c.browser, browserVersion(c.browser)]));
@@ -452,7 +452,7 @@ try {
         ? null
         : {
             ...(await frozen),
-            ...othersStalls(),
+            ...othersStalls,
           },
     hiddenTab:
       hidden === null
@@ -471,7 +471,7 @@ try {
             })),
             mostLoad: Math.max(0, ...(series[0] ?? []).map((x) => x.stats?.load ?? 0)),
             uploadBytes: perViewer[0]?.uploadBytes ?? null,
-            ...othersStalls(),
+            ...othersStalls,
           },
     byPacketRepair: byPacketRepair(perViewer),
     /** Viewers rooting slices (their parent is the true source): after each opened, and at the end. */
