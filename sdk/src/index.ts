@@ -2,6 +2,7 @@
 // defined on import so that a plain <script> tag is all a page needs.
 export * from './core.js';
 export * from './loader.js';
+export * from './playlist-loader.js';
 // The element and its types; its attribute parsers are the element's own (tests reach them in src).
 export {
   MeshPlayer,

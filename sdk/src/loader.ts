@@ -104,7 +104,8 @@ export function partWaitBudgetMs(
   return Math.max(0, Math.min(bufferAheadMs - margin, maxWaitMs, ofPart));
 }
 
-function emptyStats(): LoaderStats {
+/** Zeroed loader stats (hls.js fills its own on every load; a loader hands out its own object). */
+export function emptyStats(): LoaderStats {
   return {
     aborted: false,
     loaded: 0,

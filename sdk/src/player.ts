@@ -2,11 +2,12 @@
 // and from the origin otherwise. Playback never depends on the mesh: without a tracker, with a bad
 // attribute, or when the session fails, the element is a plain hls.js player.
 import Hls from 'hls.js';
-import type { ErrorData, FragChangedData } from 'hls.js';
+import type { ErrorData, FragChangedData, LevelLoadedData } from 'hls.js';
 import { validateIceServers, type TrackerErrorCode } from '@chunkycast/wire';
 import { faultsOf, withFaults } from './faults.js';
 import { liveCatchUpRate } from './live-catch-up.js';
 import { createMeshFragmentLoader } from './loader.js';
+import { createMeshPlaylistLoader, reloadInStepMs } from './playlist-loader.js';
 import { MAX_UPLOAD_LIMIT_KBPS, MeshSession } from './session.js';
 import type { MeshErrorCode, MeshSessionOptions, MeshStats, SegmentProvider } from './types.js';
 import { MeshError, STARTUP_SEGMENTS } from './types.js';
@@ -33,6 +34,19 @@ export interface MeshPlayerStats extends MeshStats {
   readonly meshOffReason: 'no-webrtc' | 'no-mse' | 'config' | null;
   /** Who plays the stream: `hls.js` (MSE or ManagedMediaSource), `native` (the video's own HLS), or `none`. */
   readonly playback: 'hls.js' | 'native' | 'none';
+  /**
+   * Live playlist reloads held until the mesh held the next segment (playlist-loader.ts), and the
+   * ms they were held in all; `playlistReloadsHeldFound` of them ended with the segment held.
+   */
+  readonly playlistReloadsHeld: number;
+  readonly playlistReloadsHeldFound: number;
+  readonly playlistHeldMs: number;
+  /**
+   * Reloads hls.js was told to make earlier, in step with the mesh (`reloadInStepMs`), and by how
+   * many ms in all.
+   */
+  readonly playlistReloadsStepped: number;
+  readonly playlistSteppedMs: number;
 }
 
 export type MeshPlayerErrorCode = MeshErrorCode | 'playback' | 'unsupported';
@@ -415,6 +429,7 @@ export class MeshPlayer extends ElementBase {
   #stallStartMs: number | null = null;
   #stalls = 0;
   #stallMs = 0;
+  #playlistTiming = { held: 0, heldFound: 0, heldMs: 0, stepped: 0, steppedMs: 0 };
   #lastError: MeshPlayerErrorDetail | null = null;
   #meshOffReason: MeshPlayerStats['meshOffReason'] = null;
   #playback: MeshPlayerStats['playback'] = 'none';
@@ -483,6 +498,11 @@ export class MeshPlayer extends ElementBase {
       meshEnabled: this.#session !== null,
       meshOffReason: this.#meshOffReason,
       playback: this.#playback,
+      playlistReloadsHeld: this.#playlistTiming.held,
+      playlistReloadsHeldFound: this.#playlistTiming.heldFound,
+      playlistHeldMs: Math.round(this.#playlistTiming.heldMs),
+      playlistReloadsStepped: this.#playlistTiming.stepped,
+      playlistSteppedMs: Math.round(this.#playlistTiming.steppedMs),
     };
   }
 
@@ -582,6 +602,16 @@ export class MeshPlayer extends ElementBase {
         // bench:compare ll, N = 8): there nothing counts before the first frame.
         bufferAheadMs: () => this.#bufferAheadMs(!attributes.lowLatency),
       }),
+      // Live playlist reloads in step with the mesh (playlist-loader.ts): outside LL-HLS, hls.js
+      // would learn of a segment the mesh already holds up to a target duration late.
+      pLoader: createMeshPlaylistLoader(provider, {
+        bufferAheadMs: () => this.#bufferAheadMs(false),
+        onHold: (heldMs, found) => {
+          this.#playlistTiming.held++;
+          if (found) this.#playlistTiming.heldFound++;
+          this.#playlistTiming.heldMs += heldMs;
+        },
+      }),
     });
     this.#hls = hls;
     hls.on(Hls.Events.FRAG_CHANGED, (_event, data: FragChangedData) => {
@@ -589,6 +619,26 @@ export class MeshPlayer extends ElementBase {
       this.#playingSn = typeof frag.sn === 'number' ? frag.sn : null;
       this.#playingFragEndS = frag.end;
       this.#playingFragDurationS = frag.duration;
+    });
+    // hls.js carries `requestScheduled` over to the next reload's schedule (playlist-loader.ts).
+    hls.on(Hls.Events.LEVEL_LOADED, (_event, data: LevelLoadedData) => {
+      const details = data.details;
+      if (!details.live || details.canBlockReload || !details.updated) return;
+      const lastDurationS = details.fragments.at(-1)?.duration ?? 0;
+      const steppedMs = reloadInStepMs({
+        scheduledMs: details.requestScheduled,
+        heldAtMs: provider.segmentHeldAtMs?.(details.endSN),
+        // hls.js's own interval near the live edge (computeReloadInterval).
+        intervalMs:
+          1000 *
+          (lastDurationS > 0 && lastDurationS < details.targetduration
+            ? lastDurationS
+            : details.targetduration),
+      });
+      if (steppedMs === null) return;
+      this.#playlistTiming.stepped++;
+      this.#playlistTiming.steppedMs += details.requestScheduled - steppedMs;
+      details.requestScheduled = steppedMs;
     });
     hls.on(Hls.Events.MANIFEST_PARSED, () => {
       this.#autoplay();

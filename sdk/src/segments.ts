@@ -62,6 +62,8 @@ interface Entry {
   packets: (Uint8Array | undefined)[];
   received: number;
   bytes: Uint8Array | null;
+  /** Local time the segment was verified whole (ms, host clock); NaN until then. */
+  heldAtMs: number;
   failed: boolean;
   verifying: boolean;
   waiters: Set<(bytes: Uint8Array | null) => void>;
@@ -387,6 +389,12 @@ export class SegmentStore {
     return this.entries.get(sequence)?.announcement ?? null;
   }
 
+  /** When the segment was verified whole (host clock, ms), or null while it is not. */
+  heldAtMs(sequence: number): number | null {
+    const e = this.entries.get(sequence);
+    return e === undefined || e.bytes === null ? null : e.heldAtMs;
+  }
+
   /** Verified bytes now, or null. */
   bytes(sequence: number): Uint8Array | null {
     return this.entries.get(sequence)?.bytes ?? null;
@@ -506,6 +514,7 @@ export class SegmentStore {
       packets: new Array<Uint8Array | undefined>(count),
       received: 0,
       bytes: null,
+      heldAtMs: Number.NaN,
       failed: false,
       verifying: false,
       waiters: new Set(),
@@ -573,6 +582,7 @@ export class SegmentStore {
   /** The segment is verified: its bytes replace its packets, and everyone waiting gets them. */
   private release(entry: Entry, bytes: Uint8Array): void {
     entry.bytes = bytes;
+    entry.heldAtMs = this.options.now();
     entry.packets = [];
     entry.failed = false;
     for (const w of [...entry.waiters]) w(bytes);

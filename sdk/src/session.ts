@@ -1294,6 +1294,16 @@ export class MeshSession extends EventTarget implements SegmentProvider {
     return bytes;
   }
 
+  async waitUntilHeld(sequence: number, deadlineMs: number, signal?: AbortSignal): Promise<boolean> {
+    const store = this.store;
+    if (store === null || this.closed) return false;
+    return (await store.wait(sequence, deadlineMs - this.clock.now(), signal)) !== null;
+  }
+
+  segmentHeldAtMs(sequence: number): number | undefined {
+    return this.store?.heldAtMs(sequence) ?? undefined;
+  }
+
   expectsSegment(sequence: number): boolean {
     if (this.closed || this.store === null) return false;
     if (this.store.expects(sequence)) return true;

@@ -317,4 +317,13 @@ export interface SegmentProvider {
    * while it is written, and hls.js then reports only the part of it listed so far.
    */
   segmentDurationMs?(sequence: number): number | undefined;
+  /**
+   * Resolves true once the mesh holds this segment whole and verified, false when `deadlineMs` (the
+   * provider's clock) passes first, the signal aborts, or the mesh cannot bring it. Unlike
+   * `waitForSegment` it starts no repair and takes nothing from the origin: the playlist loader
+   * only learns when the mesh has the next segment, to reload the playlist then. Optional.
+   */
+  waitUntilHeld?(sequence: number, deadlineMs: number, signal?: AbortSignal): Promise<boolean>;
+  /** When the mesh came to hold this segment whole and verified (the provider's clock), if it does. Optional. */
+  segmentHeldAtMs?(sequence: number): number | undefined;
 }

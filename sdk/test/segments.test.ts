@@ -81,6 +81,24 @@ describe('SegmentStore', () => {
     }
   });
 
+  it('tells when a segment came to be held whole (the playlist loader times reloads by it)', async () => {
+    const { privateKey, publicKey } = await keys();
+    const clock = { now: 100 };
+    const s = store(publicKey, clock);
+    const bytes = segmentBytes(8);
+    expect(await s.announce(await announce(privateKey, 8, bytes))).toBe(true);
+    const list = packets(8, bytes);
+    const last = list.pop();
+    for (const p of list) s.addPacket(p);
+    expect(s.heldAtMs(8)).toBeNull();
+    clock.now = 250;
+    const waiting = s.wait(8, 5000);
+    if (last !== undefined) s.addPacket(last);
+    expect(await waiting).toEqual(bytes);
+    expect(s.heldAtMs(8)).toBe(250);
+    expect(s.heldAtMs(9)).toBeNull();
+  });
+
   it('drops a segment whose bytes do not match the signed hash, and never releases it', async () => {
     const { privateKey, publicKey } = await keys();
     const s = store(publicKey);

@@ -76,6 +76,11 @@ function start(): void {
             repairOriginBytes: own.repairOriginBytes,
             load: own.load,
             trackerConnected: own.trackerConnected,
+            playlistReloadsHeld: own.playlistReloadsHeld,
+            playlistReloadsHeldFound: own.playlistReloadsHeldFound,
+            playlistHeldMs: own.playlistHeldMs,
+            playlistReloadsStepped: own.playlistReloadsStepped,
+            playlistSteppedMs: own.playlistSteppedMs,
           },
         );
       },
