@@ -72,6 +72,9 @@ export interface PlaylistEdge {
   readonly originBlocks: boolean;
 }
 
+/** Media playlists whose edge is remembered at once: one per rendition hls.js switches between. */
+const MAX_PLAYLISTS_REMEMBERED = 16;
+
 /** A live playlist is a few KB; anything much larger is not parsed here (and not held). */
 const MAX_PLAYLIST_CHARS = 1 << 20;
 
@@ -161,11 +164,21 @@ export function createMeshPlaylistLoader(
     return holdMs > 0 ? { sequence: edge.lastSequence + 1, holdMs } : null;
   };
 
-  /** Remembers the playlist just loaded (its edge is what the next reload waits past). */
-  const noteLoaded = (url: string, data: unknown): void => {
+  /**
+   * Remembers the playlist just loaded (its edge is what the next reload waits past). Only loads a
+   * later one could hold: an LL-HLS reload's URL changes with every part (`_HLS_msn`), and
+   * remembering those would grow the map for as long as the stream plays. A few renditions at most
+   * are remembered, the oldest forgotten first.
+   */
+  const noteLoaded = (context: PlaylistLoaderContext, data: unknown): void => {
+    const url = context.url;
+    edges.delete(url);
+    if (!MAIN_PLAYLISTS.has(context.type) || hasDeliveryDirectives(context)) return;
     const edge = typeof data === 'string' ? playlistEdge(data) : null;
-    if (edge === null) edges.delete(url);
-    else edges.set(url, edge);
+    if (edge === null) return;
+    edges.set(url, edge);
+    const oldest = edges.keys().next();
+    if (edges.size > MAX_PLAYLISTS_REMEMBERED && oldest.done !== true) edges.delete(oldest.value);
   };
 
   return class MeshPlaylistLoader implements Loader<PlaylistLoaderContext> {
@@ -252,7 +265,7 @@ export function createMeshPlaylistLoader(
       origin.load(context, config, {
         ...callbacks,
         onSuccess: (response, stats, ctx, networkDetails) => {
-          noteLoaded(ctx.url, response.data);
+          noteLoaded(ctx, response.data);
           // hls.js asked at askedAtMs: a held reload's wait is part of its load.
           stats.loading.start = Math.min(stats.loading.start, this.askedAtMs);
           callbacks.onSuccess(response, stats, ctx, networkDetails);

@@ -331,6 +331,27 @@ describe('createMeshPlaylistLoader', () => {
     expect(h.mesh.waits).toHaveLength(0);
   });
 
+  it('remembers a bounded number of playlists, and none with delivery directives', () => {
+    const h = loaded();
+    // LL-HLS reloads: a new URL each, none remembered (the first playlist stays, and is held).
+    for (let msn = 13; msn < 60; msn++) {
+      h.load(context('level', `${URL_}?_HLS_msn=${String(msn)}`));
+      h.loads.at(-1)?.succeed(playlist(msn), 1000 + msn);
+    }
+    h.load();
+    expect(h.mesh.waits.map((w) => w.sequence)).toEqual([13]);
+    // Many renditions: the oldest is forgotten (its reload is not held any more).
+    for (let rendition = 0; rendition < 40; rendition++) {
+      h.load(context('level', `${URL_}.v${String(rendition)}`));
+      h.loads.at(-1)?.succeed(playlist(12), 2000);
+    }
+    const before = h.mesh.waits.length;
+    h.load(context('manifest'));
+    expect(h.mesh.waits).toHaveLength(before);
+    h.load(context('level', `${URL_}.v39`));
+    expect(h.mesh.waits).toHaveLength(before + 1);
+  });
+
   it('does not hold audio or subtitle playlists: the mesh carries the main rendition', () => {
     const h = harness();
     h.load(context('audioTrack'));
