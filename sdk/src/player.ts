@@ -7,7 +7,7 @@ import { validateIceServers, type TrackerErrorCode } from '@chunkycast/wire';
 import { faultsOf, withFaults } from './faults.js';
 import { liveCatchUpRate } from './live-catch-up.js';
 import { createMeshFragmentLoader } from './loader.js';
-import { createMeshPlaylistLoader, reloadInStepMs } from './playlist-loader.js';
+import { createMeshPlaylistLoader, stepReloadSchedule } from './playlist-loader.js';
 import { MAX_UPLOAD_LIMIT_KBPS, MeshSession } from './session.js';
 import type { MeshErrorCode, MeshSessionOptions, MeshStats, SegmentProvider } from './types.js';
 import { MeshError, STARTUP_SEGMENTS } from './types.js';
@@ -42,7 +42,7 @@ export interface MeshPlayerStats extends MeshStats {
   readonly playlistReloadsHeldFound: number;
   readonly playlistHeldMs: number;
   /**
-   * Reloads hls.js was told to make earlier, in step with the mesh (`reloadInStepMs`), and by how
+   * Reloads hls.js was told to make earlier, in step with the mesh (`stepReloadSchedule`), and by how
    * many ms in all.
    */
   readonly playlistReloadsStepped: number;
@@ -622,23 +622,10 @@ export class MeshPlayer extends ElementBase {
     });
     // hls.js carries `requestScheduled` over to the next reload's schedule (playlist-loader.ts).
     hls.on(Hls.Events.LEVEL_LOADED, (_event, data: LevelLoadedData) => {
-      const details = data.details;
-      if (!details.live || details.canBlockReload || !details.updated) return;
-      const lastDurationS = details.fragments.at(-1)?.duration ?? 0;
-      const steppedMs = reloadInStepMs({
-        scheduledMs: details.requestScheduled,
-        heldAtMs: provider.segmentHeldAtMs?.(details.endSN),
-        // hls.js's own interval near the live edge (computeReloadInterval).
-        intervalMs:
-          1000 *
-          (lastDurationS > 0 && lastDurationS < details.targetduration
-            ? lastDurationS
-            : details.targetduration),
-      });
-      if (steppedMs === null) return;
+      const earlierByMs = stepReloadSchedule(data.details, provider);
+      if (earlierByMs === 0) return;
       this.#playlistTiming.stepped++;
-      this.#playlistTiming.steppedMs += details.requestScheduled - steppedMs;
-      details.requestScheduled = steppedMs;
+      this.#playlistTiming.steppedMs += earlierByMs;
     });
     hls.on(Hls.Events.MANIFEST_PARSED, () => {
       this.#autoplay();

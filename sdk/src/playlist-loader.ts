@@ -14,9 +14,9 @@
 // viewer) before hls.js asked for the playlist that listed it. A plain origin cannot be asked to
 // block the reload (LL-HLS's `_HLS_msn` needs its support), but the mesh knows when a segment is
 // out. So:
-// - `reloadInStepMs` moves hls.js's next reload to when the mesh should hold the next segment,
-//   judged from when it came to hold the newest one (the player sets `requestScheduled` on each
-//   LEVEL_LOADED; hls.js carries it over to the next reload's schedule);
+// - `stepReloadSchedule` moves hls.js's next reload to when the mesh should hold the next segment,
+//   judged from when it came to hold the newest one (`reloadInStepMs`; the player calls it on each
+//   LEVEL_LOADED, and hls.js carries `requestScheduled` over to the next reload's schedule);
 // - the playlist loader holds a reload that would find nothing new (the mesh does not hold the
 //   segment after the last one listed) until the mesh holds it, and then asks the origin, which
 //   lists it by then (the true source announces a segment only once the playlist lists it). The
@@ -117,9 +117,16 @@ export function playlistEdge(text: string): PlaylistEdge | null {
  */
 const MAIN_PLAYLISTS: ReadonlySet<string> = new Set(['manifest', 'level']);
 
-/** Whether hls.js already asks the origin to block this reload (LL-HLS delivery directives). */
-function hasDeliveryDirectives(context: PlaylistLoaderContext): boolean {
-  return context.deliveryDirectives !== null || /[?&]_HLS_(msn|part)=/.test(context.url);
+/**
+ * Whether a load of this playlist could be held: the main rendition's, without LL-HLS delivery
+ * directives (with them hls.js already asks the origin to block the reload).
+ */
+function mayHold(context: PlaylistLoaderContext): boolean {
+  return (
+    MAIN_PLAYLISTS.has(context.type) &&
+    context.deliveryDirectives === null &&
+    !/[?&]_HLS_(msn|part)=/.test(context.url)
+  );
 }
 
 /**
@@ -150,8 +157,7 @@ export function createMeshPlaylistLoader(
       edge === undefined ||
       edge.ended ||
       edge.originBlocks ||
-      !MAIN_PLAYLISTS.has(context.type) ||
-      hasDeliveryDirectives(context) ||
+      !mayHold(context) ||
       provider.segmentHeldAtMs?.(edge.lastSequence + 1) !== undefined
     )
       return null;
@@ -173,7 +179,7 @@ export function createMeshPlaylistLoader(
   const noteLoaded = (context: PlaylistLoaderContext, data: unknown): void => {
     const url = context.url;
     edges.delete(url);
-    if (!MAIN_PLAYLISTS.has(context.type) || hasDeliveryDirectives(context)) return;
+    if (!mayHold(context)) return;
     const edge = typeof data === 'string' ? playlistEdge(data) : null;
     if (edge === null) return;
     edges.set(url, edge);
@@ -308,4 +314,42 @@ export function reloadInStepMs(input: ReloadInStepInput): number | null {
     input.scheduledMs - input.intervalMs,
   );
   return steppedMs < input.scheduledMs ? steppedMs : null;
+}
+
+/** The fields of hls.js's `LevelDetails` that its reload schedule reads and sets. */
+export interface ReloadSchedule {
+  readonly live: boolean;
+  readonly canBlockReload: boolean;
+  /** The load that gave these details found a new segment. */
+  readonly updated: boolean;
+  readonly endSN: number;
+  readonly targetduration: number;
+  readonly fragments: readonly { readonly duration: number }[];
+  requestScheduled: number;
+}
+
+/**
+ * On hls.js's `LEVEL_LOADED`: moves the details' next reload (`requestScheduled`, which hls.js
+ * carries over to its next schedule) into step with the mesh by {@link reloadInStepMs}. Only a live
+ * playlist without blocking reloads that just found a new segment. Returns how many ms earlier the
+ * reload now comes (0: left alone).
+ */
+export function stepReloadSchedule(
+  details: ReloadSchedule,
+  provider: Pick<SegmentProvider, 'segmentHeldAtMs'>,
+): number {
+  if (!details.live || details.canBlockReload || !details.updated) return 0;
+  const lastDurationS = details.fragments.at(-1)?.duration ?? 0;
+  const steppedMs = reloadInStepMs({
+    scheduledMs: details.requestScheduled,
+    heldAtMs: provider.segmentHeldAtMs?.(details.endSN),
+    // hls.js's own interval near the live edge (computeReloadInterval).
+    intervalMs:
+      1000 *
+      (lastDurationS > 0 && lastDurationS < details.targetduration ? lastDurationS : details.targetduration),
+  });
+  if (steppedMs === null) return 0;
+  const earlierByMs = details.requestScheduled - steppedMs;
+  details.requestScheduled = steppedMs;
+  return earlierByMs;
 }

@@ -15,6 +15,7 @@ import {
   playlistEdge,
   RELOAD_LEAD_MS,
   reloadInStepMs,
+  stepReloadSchedule,
 } from '../src/playlist-loader.js';
 import type { SegmentProvider } from '../src/types.js';
 
@@ -438,5 +439,39 @@ describe('reloadInStepMs', () => {
   it('never moves a reload by more than one interval', () => {
     // The mesh held the newest segment long before: at most one interval earlier than hls.js's schedule.
     expect(reloadInStepMs({ scheduledMs: 9000, heldAtMs: 1000, intervalMs: 2000 })).toBe(7000);
+  });
+});
+
+describe('stepReloadSchedule', () => {
+  const details = (over: Partial<Parameters<typeof stepReloadSchedule>[0]> = {}) => ({
+    live: true,
+    canBlockReload: false,
+    updated: true,
+    endSN: 12,
+    targetduration: 2,
+    fragments: [{ duration: 2 }, { duration: 1.5 }],
+    requestScheduled: 4500,
+    ...over,
+  });
+  const mesh = { segmentHeldAtMs: (sequence: number) => (sequence === 12 ? 1000 : undefined) };
+
+  it("moves hls.js's next reload by its own interval near the live edge (the last segment's duration)", () => {
+    // Held at 1000; the next is due 1.5 s later (the last segment's duration), hls.js would reload at 3000.
+    const d = details({ requestScheduled: 3000 });
+    expect(stepReloadSchedule(d, mesh)).toBe(3000 - (2500 - RELOAD_LEAD_MS));
+    expect(d.requestScheduled).toBe(2500 - RELOAD_LEAD_MS);
+  });
+
+  it('leaves LL-HLS, finished, unchanged and unknown playlists alone', () => {
+    for (const d of [
+      details({ live: false }),
+      details({ canBlockReload: true }),
+      details({ updated: false }),
+      details({ endSN: 13 }),
+    ]) {
+      expect(stepReloadSchedule(d, mesh)).toBe(0);
+      expect(d.requestScheduled).toBe(4500);
+    }
+    expect(stepReloadSchedule(details(), {})).toBe(0);
   });
 });
