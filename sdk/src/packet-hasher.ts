@@ -18,6 +18,25 @@ export interface PacketHasherOptions {
   readonly ready: () => void;
 }
 
+/**
+ * SHA-256 of `bytes` by WebCrypto, off the main thread, for bytes that can wait for it (an origin
+ * byte range, a repair reply); the JavaScript digest where WebCrypto refuses. `bytes` may be a view
+ * into a larger body: only the view is hashed.
+ */
+export async function sha256OffThread(bytes: Uint8Array): Promise<Uint8Array> {
+  try {
+    // Fetched and received bytes live in ordinary ArrayBuffers, never shared memory.
+    return new Uint8Array(await crypto.subtle.digest('SHA-256', bytes as Uint8Array<ArrayBuffer>));
+  } catch {
+    return sha256(bytes);
+  }
+}
+
+/** What inspectPacket needs of a hasher: a packet's digest, or null while it is being computed. */
+export interface PacketDigests {
+  digest(payload: Uint8Array, bytes: Uint8Array): Uint8Array | null;
+}
+
 export interface PacketHasherCounters {
   /** Digests computed natively, and synchronously (no WebCrypto, or too many in flight). */
   native: number;
@@ -32,7 +51,7 @@ export interface PacketHasherCounters {
  * packets. With `native`, the first look starts a WebCrypto digest and answers null (the caller
  * holds the packet) and a later look finds it.
  */
-export class PacketHasher {
+export class PacketHasher implements PacketDigests {
   readonly counters: PacketHasherCounters = { native: 0, synchronous: 0 };
   private readonly digests = new WeakMap<Uint8Array, Uint8Array>();
   private readonly started = new WeakSet<Uint8Array>();

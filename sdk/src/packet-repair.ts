@@ -5,8 +5,8 @@ import {
   planOf,
   type SignedAnnouncement,
 } from '@chunkycast/wire';
-import { sha256 } from '@noble/hashes/sha2.js';
 import { bytesToHex } from './segments.js';
+import { sha256OffThread } from './packet-hasher.js';
 import { MeshError } from './types.js';
 
 /**
@@ -189,6 +189,8 @@ export interface OriginRepairOptions {
   readonly now: () => number;
   /** Requests in flight at once (default ORIGIN_CONCURRENCY). */
   readonly maxConcurrent?: number;
+  /** SHA-256 of a packet's bytes (default sha256OffThread: WebCrypto; tests give a synchronous one). */
+  readonly digest?: (bytes: Uint8Array) => Promise<Uint8Array>;
 }
 
 export interface OriginRepairCounters {
@@ -455,17 +457,28 @@ export class OriginRepair {
         return;
       }
     }
-    if (this.closed) return;
     const plan = planOf(a);
-    for (const [k, index] of run.indexes.entries()) {
-      const place = run.places[k];
-      if (place === undefined) continue;
+    const packets = run.indexes.map((index) => {
       const [start, end] = packetRange(plan, a.bytes, index);
-      const bytes = part === null ? new Uint8Array(0) : part.subarray(start - run.start, end - run.start);
+      return {
+        index,
+        bytes: part === null ? new Uint8Array(0) : part.subarray(start - run.start, end - run.start),
+      };
+    });
+    // Off the main thread, all at once: the engine asks the origin when a deadline is near, and a
+    // main thread busy hashing delays the player as much as the packet it waits for.
+    const digest = this.options.digest ?? sha256OffThread;
+    const digests = await Promise.all(packets.map(({ bytes }) => digest(bytes)));
+    // Closed while fetching or hashing: nothing more goes to the engine.
+    if (this.closed) return;
+    for (const [k, { index, bytes }] of packets.entries()) {
+      const place = run.places[k];
+      const bytesDigest = digests[k];
+      if (place === undefined || bytesDigest === undefined) continue;
       const expected = a.packetHashes.slice(index * PACKET_HASH_HEX, (index + 1) * PACKET_HASH_HEX);
       // Checked here, before the engine forwards it down the tree: the origin may be a CDN edge
       // serving a stale or damaged object, and our children would blame us for it.
-      if (bytesToHex(sha256(bytes).subarray(0, PACKET_HASH_HEX / 2)) !== expected) {
+      if (bytesToHex(bytesDigest.subarray(0, PACKET_HASH_HEX / 2)) !== expected) {
         this.counters.packetsRefused++;
         continue;
       }

@@ -311,16 +311,17 @@ export class SegmentStore {
    * Places bytes fetched from the origin (or a neighbour's repair) for packet `index` (not counted
    * as mesh bytes), if they match the packet's announced hash: every packet held is checked, so a
    * byte range can be served before the segment is complete (`range`). The segment is released
-   * only if the whole then matches the signed hash, as for mesh packets. `hashChecked`: the caller
-   * has just checked these bytes against this announcement's hash (`inspectPacket`), so they are not
-   * hashed again (a repair reply was hashed twice, synchronously, on the main thread).
+   * only if the whole then matches the signed hash, as for mesh packets. `digest`: the bytes'
+   * SHA-256 if the caller has it (computed off the main thread, sha256OffThread), or 'checked' if the
+   * caller has just checked them against this announcement's hash (`inspectPacket`); otherwise they
+   * are hashed here, synchronously.
    */
   fillPacket(
     sequence: number,
     index: number,
     bytes: Uint8Array,
     from: 'origin' | 'repair' = 'origin',
-    hashChecked = false,
+    digest: Uint8Array | 'checked' | null = null,
   ): boolean {
     const e = this.entries.get(sequence);
     if (e === undefined || e.announcement === null || e.failed || e.bytes !== null) return false;
@@ -329,7 +330,10 @@ export class SegmentStore {
       index * PACKET_HASH_HEX,
       (index + 1) * PACKET_HASH_HEX,
     );
-    if (!hashChecked && bytesToHex(sha256(bytes).subarray(0, PACKET_HASH_HEX / 2)) !== expected) {
+    if (
+      digest !== 'checked' &&
+      bytesToHex((digest ?? sha256(bytes)).subarray(0, PACKET_HASH_HEX / 2)) !== expected
+    ) {
       this.counters.hashMismatches++;
       return false;
     }

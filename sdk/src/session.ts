@@ -42,7 +42,7 @@ import {
   streamKbps,
   type UploadCapacityMode,
 } from './capacity.js';
-import { PacketHasher } from './packet-hasher.js';
+import { PacketHasher, sha256OffThread, type PacketDigests } from './packet-hasher.js';
 import { PacketSignatures } from './packet-signatures.js';
 import {
   OriginRepair,
@@ -193,7 +193,7 @@ export function inspectPacket(
   payload: Uint8Array,
   place?: { readonly slice: number; readonly seq: number; readonly dataSlices: number },
   signatures?: PacketSignatures,
-  hasher?: PacketHasher,
+  hasher?: PacketDigests,
 ): DataVerdict {
   const decoded = decodeMediaPacket(payload);
   if (!decoded.ok) return 'reject';
@@ -238,7 +238,7 @@ export function inspectPacket(
 function digestOf(
   payload: Uint8Array,
   bytes: Uint8Array,
-  hasher: PacketHasher | undefined,
+  hasher: PacketDigests | undefined,
 ): Uint8Array | null {
   return hasher === undefined ? sha256(bytes) : hasher.digest(payload, bytes);
 }
@@ -711,8 +711,10 @@ export class MeshSession extends EventTarget implements SegmentProvider {
           }
           const packet = decoded.packet;
           // The origin's copies count as origin bytes (OriginRepair counted them), not the mesh's.
+          // OriginRepair hands the engine only bytes it checked against the segment's announced
+          // hash (packet-repair.ts, fetchRun), and an announcement never changes once known.
           if (via === 'origin' && store.announcement(packet.segment) !== null)
-            store.fillPacket(packet.segment, packet.index, packet.bytes, 'origin');
+            store.fillPacket(packet.segment, packet.index, packet.bytes, 'origin', 'checked');
           else if (store.addPacket(packet) && via === 'repair') {
             this.enginePacketsRepaired++;
             this.engineBytesRepaired += packet.bytes.length;
@@ -1214,31 +1216,43 @@ export class MeshSession extends EventTarget implements SegmentProvider {
         this.repairPacketsServed += served;
         return;
       }
-      case MessageType.RepairData: {
-        const verdict = inspectPacket(store, message.payload);
-        if (verdict === 'reject') {
-          node.reportForged(from);
-          return;
-        }
-        if (verdict !== 'accept') return;
-        const decoded = decodeMediaPacket(message.payload);
-        // Accepted means hashed against its segment's announcement just now: not hashed again.
-        if (decoded.ok)
-          store.fillPacket(
-            decoded.packet.segment,
-            decoded.packet.index,
-            decoded.packet.bytes,
-            'repair',
-            true,
-          );
+      case MessageType.RepairData:
+        void this.onRepairData(store, node, from, message.payload);
         return;
-      }
       case MessageType.RepairNak:
         this.onRepairNak(from, message.requestId);
         return;
       default:
         unreachable(message, 'repair message');
     }
+  }
+
+  /**
+   * A neighbour's segment-repair reply: hashed off the main thread (it can wait a task: the loader
+   * waits for the segment anyway), then checked against its segment's announcement like a tree packet.
+   */
+  private async onRepairData(
+    store: SegmentStore,
+    node: MeshNode,
+    from: PeerId,
+    payload: Uint8Array,
+  ): Promise<void> {
+    const decoded = decodeMediaPacket(payload);
+    if (!decoded.ok) {
+      node.reportForged(from);
+      return;
+    }
+    const packet = decoded.packet;
+    const digest = await sha256OffThread(packet.bytes);
+    if (this.store !== store || this.node !== node) return;
+    const verdict = inspectPacket(store, payload, undefined, undefined, { digest: () => digest });
+    if (verdict === 'reject') {
+      node.reportForged(from);
+      return;
+    }
+    // Accepted means checked against its segment's announcement just now: not hashed again.
+    if (verdict === 'accept')
+      store.fillPacket(packet.segment, packet.index, packet.bytes, 'repair', 'checked');
   }
 
   /**
@@ -1277,11 +1291,17 @@ export class MeshSession extends EventTarget implements SegmentProvider {
                 ? body.subarray(run.start, run.end)
                 : null;
           if (part === null) throw new Error(`origin answered ${response.status} with ${body.length} bytes`);
-          for (const index of run.indexes) {
+          // Hashed off the main thread, all at once: a whole segment hashed synchronously held the
+          // main thread ~100 ms on a loaded machine, while the player's buffer ran out.
+          const packets = run.indexes.map((index) => {
             const [start, end] = packetRange(plan, announcement.bytes, index);
+            return { index, bytes: part.subarray(start - run.start, end - run.start) };
+          });
+          const digests = await Promise.all(packets.map(({ bytes }) => sha256OffThread(bytes)));
+          for (const [k, { index, bytes }] of packets.entries()) {
             // Refused only for its hash (a copy that came meanwhile is no refusal).
             const mismatches = store.counters.hashMismatches;
-            store.fillPacket(sequence, index, part.subarray(start - run.start, end - run.start));
+            store.fillPacket(sequence, index, bytes, 'origin', digests[k] ?? null);
             this.segmentRepairOriginRefused += store.counters.hashMismatches - mismatches;
           }
         }),

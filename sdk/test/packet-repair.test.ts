@@ -219,6 +219,8 @@ function harness(
     },
     now: () => nowMs,
     held: (segment, index) => held.has(`${segment}/${index}`),
+    // Resolved in a microtask, so settle() needs no real time (the default hashes with WebCrypto).
+    digest: (bytes) => Promise.resolve(new Uint8Array(createHash('sha256').update(bytes).digest())),
     ...(maxConcurrent === undefined ? {} : { maxConcurrent }),
   });
   return {

@@ -1,6 +1,7 @@
 import { createHash } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
 import { MAX_SEGMENTS_KEPT, SegmentStore, bytesToBase64, inspectPacket } from '@chunkycast/sdk/core';
+import { sha256OffThread } from '../src/packet-hasher.js';
 import {
   announcementSigningBytes,
   encodeMediaPacket,
@@ -241,6 +242,28 @@ describe('completing a partial segment from the origin', () => {
     expect(s.verdict(31)).toBe('waiting');
     expect(s.fillPacket(31, 0, list[0]!.bytes)).toBe(true);
     expect(await s.wait(31, 1000)).toEqual(bytes);
+  });
+
+  it('checks a digest computed off the main thread instead of hashing the bytes again', async () => {
+    const { privateKey, publicKey } = await keys();
+    const s = store(publicKey);
+    const bytes = segmentBytes(32);
+    await s.announce(await announce(privateKey, 32, bytes));
+    const list = packets(32, bytes);
+    for (const p of list.slice(2)) s.addPacket(p);
+    // The bytes are right but the digest given is another packet's: refused on the digest.
+    const other = await sha256OffThread(list[1]!.bytes);
+    expect(s.fillPacket(32, 0, list[0]!.bytes, 'origin', other)).toBe(false);
+    expect(s.counters.hashMismatches).toBe(1);
+    // WebCrypto's digest of a view into a larger body is the view's.
+    const body = new Uint8Array(bytes.length + 8);
+    body.set(bytes, 4);
+    const view = body.subarray(4, 4 + list[0]!.bytes.length);
+    const digest = await sha256OffThread(view);
+    expect(digest).toEqual(new Uint8Array(createHash('sha256').update(list[0]!.bytes).digest()));
+    expect(s.fillPacket(32, 0, view, 'origin', digest)).toBe(true);
+    expect(s.fillPacket(32, 1, list[1]!.bytes, 'origin', other)).toBe(true);
+    expect(await s.wait(32, 1000)).toEqual(bytes);
   });
 });
 
