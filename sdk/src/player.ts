@@ -5,7 +5,13 @@ import Hls from 'hls.js';
 import type { ErrorData, FragChangedData, LevelLoadedData } from 'hls.js';
 import { validateIceServers, type TrackerErrorCode } from '@chunkycast/wire';
 import { faultsOf, withFaults } from './faults.js';
-import { liveCatchUpRate } from './live-catch-up.js';
+import {
+  DEFAULT_LIVE_MARGIN_MS,
+  MARGIN_BUILD_RATE,
+  MAX_LIVE_MARGIN_MS,
+  liveCatchUpRate,
+  liveSyncWithMarginS,
+} from './live-catch-up.js';
 import { createMeshFragmentLoader } from './loader.js';
 import { createMeshPlaylistLoader, stepReloadSchedule } from './playlist-loader.js';
 import { MAX_UPLOAD_LIMIT_KBPS, MeshSession } from './session.js';
@@ -73,6 +79,7 @@ const OBSERVED = [
   'ice-transport-policy',
   'packet-repair',
   'live-sync',
+  'live-margin-ms',
   'catch-up-rate',
   'low-latency',
   'autoplay',
@@ -140,6 +147,8 @@ interface ParsedAttributes {
   readonly mesh: MeshSessionOptions | null;
   /** hls.js liveSyncDurationCount; null: hls.js's own choice (PART-HOLD-BACK in low-latency mode). */
   readonly liveSyncSegments: number | null;
+  /** `live-margin-ms`: outside LL mode, at least one target duration plus this from the edge. */
+  readonly liveMarginMs: number;
   /** `low-latency`: LL-HLS (hls.js lowLatencyMode), parts from the mesh with the origin per part. */
   readonly lowLatency: boolean;
   /** `catch-up-rate`: the playback rate while behind the live position, in [1, 2]; 1 is off. */
@@ -175,6 +184,16 @@ export function parseAttributes(get: (name: string) => string | null): ParsedAtt
         `live-sync="${liveSyncRaw}" is not a positive number of segments; using ${lowLatency ? "the playlist's PART-HOLD-BACK" : '3'}`,
       );
   }
+  let liveMarginMs = DEFAULT_LIVE_MARGIN_MS;
+  const liveMarginRaw = get('live-margin-ms');
+  if (liveMarginRaw !== null && liveMarginRaw.trim() !== '') {
+    const value = Number(liveMarginRaw);
+    if (Number.isFinite(value) && value >= 0 && value <= MAX_LIVE_MARGIN_MS) liveMarginMs = value;
+    else
+      errors.push(
+        `live-margin-ms="${liveMarginRaw}" is not a number of ms from 0 (off) to ${MAX_LIVE_MARGIN_MS}; using ${DEFAULT_LIVE_MARGIN_MS}`,
+      );
+  }
   let catchUpRate = LOW_LATENCY_CATCH_UP_RATE;
   const catchUpRaw = get('catch-up-rate');
   if (catchUpRaw !== null && catchUpRaw.trim() !== '') {
@@ -187,7 +206,7 @@ export function parseAttributes(get: (name: string) => string | null): ParsedAtt
   }
   const tracker = get('tracker');
   if (tracker === null || tracker.trim() === '')
-    return { src, mesh: null, liveSyncSegments, lowLatency, catchUpRate, errors };
+    return { src, mesh: null, liveSyncSegments, liveMarginMs, lowLatency, catchUpRate, errors };
 
   let meshUsable = true;
   if (!/^wss?:\/\//i.test(tracker)) {
@@ -226,7 +245,8 @@ export function parseAttributes(get: (name: string) => string | null): ParsedAtt
     errors.push(`ice-transport-policy="${policy}" must be all or relay; playing from the origin only`);
     meshUsable = false;
   }
-  if (!meshUsable) return { src, mesh: null, liveSyncSegments, lowLatency, catchUpRate, errors };
+  if (!meshUsable)
+    return { src, mesh: null, liveSyncSegments, liveMarginMs, lowLatency, catchUpRate, errors };
   const mesh: MeshSessionOptions = {
     tracker,
     stream,
@@ -241,7 +261,7 @@ export function parseAttributes(get: (name: string) => string | null): ParsedAtt
     ...(iceServers === null || iceServers === undefined ? {} : { iceServers }),
     ...(policy === 'all' || policy === 'relay' ? { iceTransportPolicy: policy } : {}),
   };
-  return { src, mesh, liveSyncSegments, lowLatency, catchUpRate, errors };
+  return { src, mesh, liveSyncSegments, liveMarginMs, lowLatency, catchUpRate, errors };
 }
 
 /**
@@ -611,6 +631,10 @@ export class MeshPlayer extends ElementBase {
           if (found) this.#playlistTiming.heldFound++;
           this.#playlistTiming.heldMs += heldMs;
         },
+        onMediaPlaylist: (edge) => {
+          // After the first frame only: the player starts at hls.js's own position (see below).
+          if (this.#startedPlaying) this.#applyLiveMargin(edge.targetDurationMs / 1000, attributes);
+        },
       }),
     });
     this.#hls = hls;
@@ -633,13 +657,38 @@ export class MeshPlayer extends ElementBase {
     hls.on(Hls.Events.ERROR, (_event, data: ErrorData) => {
       this.#onHlsError(hls, data);
     });
-    if (!attributes.lowLatency && attributes.catchUpRate > 1) this.#catchUp(hls, attributes.catchUpRate);
+    const marginBuildRate = attributes.liveMarginMs > 0 ? MARGIN_BUILD_RATE : 1;
+    if (!attributes.lowLatency && (attributes.catchUpRate > 1 || marginBuildRate < 1))
+      this.#catchUp(hls, attributes.catchUpRate, marginBuildRate);
     hls.loadSource(src);
     hls.attachMedia(this.#video);
   }
 
-  /** Outside LL mode, play faster while behind the live position (live-catch-up.ts; hls.js does it in LL mode). */
-  #catchUp(hls: Hls, maxRate: number): void {
+  /**
+   * Outside LL mode, at least a target duration plus `live-margin-ms` from the edge
+   * (liveSyncWithMarginS), set as hls.js's target latency once playback has started: hls.js picks
+   * the start position from it on its first playlist, and a margin there would start in the segment
+   * before the newest, one more start-up segment from the origin. The rate controller (#catchUp)
+   * builds the margin by playing at MARGIN_BUILD_RATE. Set on each playlist before hls.js reads it, so
+   * a rendition with another target duration moves the target with it.
+   */
+  #applyLiveMargin(targetDurationS: number, attributes: ParsedAttributes): void {
+    const hls = this.#hls;
+    if (hls === null || attributes.lowLatency || attributes.liveSyncSegments === null) return;
+    // hls.config.liveSyncDuration (s) outranks liveSyncDurationCount while set (undefined: the
+    // count rules). Set directly, not through hls.targetLatency, whose setter also forgets hls.js's
+    // count of stalls.
+    const targetS =
+      liveSyncWithMarginS(attributes.liveSyncSegments, targetDurationS, attributes.liveMarginMs) ?? undefined;
+    if (hls.config.liveSyncDuration !== targetS) hls.config.liveSyncDuration = targetS;
+  }
+
+  /**
+   * Outside LL mode, play faster while behind the live position (live-catch-up.ts; hls.js does it in
+   * LL mode), and slower while ahead of a live margin hls.js's target latency includes
+   * (#applyLiveMargin).
+   */
+  #catchUp(hls: Hls, maxRate: number, marginBuildRate: number): void {
     const video = this.#video;
     const onTimeUpdate = (): void => {
       if (this.#hls !== hls || video.paused || this.#stallStartMs !== null) return;
@@ -648,6 +697,9 @@ export class MeshPlayer extends ElementBase {
         targetLatencyS: hls.targetLatency,
         bufferAheadS: this.#bufferAheadMs(false) / 1000,
         maxRate,
+        minRate: marginBuildRate,
+        // Only while hls.js's target includes the margin (#applyLiveMargin).
+        buildMargin: hls.config.liveSyncDuration !== undefined,
         currentRate: video.playbackRate,
       });
       if (rate !== null) video.playbackRate = rate;
@@ -655,7 +707,7 @@ export class MeshPlayer extends ElementBase {
     video.addEventListener('timeupdate', onTimeUpdate);
     this.#teardown.push(() => {
       video.removeEventListener('timeupdate', onTimeUpdate);
-      if (video.playbackRate === maxRate) video.playbackRate = 1;
+      if (video.playbackRate === maxRate || video.playbackRate === marginBuildRate) video.playbackRate = 1;
     });
   }
 

@@ -22,7 +22,8 @@
 //   lists it by then (the true source announces a segment only once the playlist lists it). The
 //   hold lasts at most half a target duration (what hls.js would wait after a reload that found
 //   nothing, so the answer is never later than without the mesh), and ends 500 ms before the
-//   buffer would run dry, so that a segment the origin lists can still come from the origin. A
+//   buffer would run dry, so that a segment the origin lists can still come from the origin (but
+//   not before the origin lists it: until then the origin's answer would be the same playlist). A
 //   first version held without the buffer bound, and a viewer whose buffer ran out while the mesh
 //   was a few hundred ms behind the origin stalled; one that asked the origin first and held only
 //   an unchanged answer took two requests per segment (8 viewers, `low`, 180 s: 2276 playlist
@@ -59,6 +60,13 @@ export interface MeshPlaylistLoaderOptions {
   readonly holdBufferMarginMs?: number;
   /** A held reload went to the origin after `heldMs`; `found`: the mesh held the next segment by then. */
   readonly onHold?: (heldMs: number, found: boolean) => void;
+  /**
+   * A copy of the main rendition's media playlist came from the origin (no LL-HLS delivery
+   * directives): called before hls.js parses it, so what it sets in hls.js applies to that load
+   * (`<mesh-player>` sets its position from the target duration here: hls.js picks the start
+   * position on the first LEVEL_LOADED, before a listener of the page could run).
+   */
+  readonly onMediaPlaylist?: (edge: PlaylistEdge) => void;
 }
 
 /** What a reload needs to know of the last copy of a media playlist. */
@@ -135,6 +143,9 @@ function mayHold(context: PlaylistLoaderContext): boolean {
  */
 export const DEFAULT_HOLD_BUFFER_MARGIN_MS = 500;
 
+/** A hold past its buffer bound, waiting for the origin to list the segment, looks this often. */
+const ANNOUNCEMENT_POLL_MS = 50;
+
 /**
  * Returns a playlist-loader class for hls.js's `pLoader` config. A reload of a live media playlist
  * whose next segment the mesh does not hold yet waits for it, within
@@ -146,11 +157,21 @@ export function createMeshPlaylistLoader(
   options: MeshPlaylistLoaderOptions = {},
 ): PlaylistLoaderConstructor {
   const nowMs = options.nowMs ?? ((): number => performance.now());
+  /** Whether the origin lists this segment (the provider has its announcement); true if it cannot tell. */
+  const originLists = (sequence: number): boolean => provider.segmentAnnounced?.(sequence) ?? true;
   /** The last copy of each media playlist loaded, by URL: hls.js makes a loader per request. */
   const edges = new Map<string, PlaylistEdge>();
 
-  /** Where to wait and for how long, or null: load at once. */
-  const holdFor = (context: PlaylistLoaderContext): { sequence: number; holdMs: number } | null => {
+  /**
+   * Where to wait and until when, or null: load at once. The hold ends at `capMs` (half a target
+   * duration) in any case, and at `boundMs` (the buffer less its margin) once the origin lists the
+   * segment: before that, the origin would answer with the playlist unchanged, and hls.js would then
+   * wait half a target duration before asking again (a stall with a thin buffer: a viewer's first
+   * reload, one segment behind, came 27 ms before the listing with 272 ms buffered and stalled).
+   */
+  const holdFor = (
+    context: PlaylistLoaderContext,
+  ): { sequence: number; capMs: number; boundMs: number } | null => {
     const edge = edges.get(context.url);
     if (
       provider.waitUntilHeld === undefined ||
@@ -161,13 +182,12 @@ export function createMeshPlaylistLoader(
       provider.segmentHeldAtMs?.(edge.lastSequence + 1) !== undefined
     )
       return null;
+    const sequence = edge.lastSequence + 1;
     const bufferAheadMs = options.bufferAheadMs?.() ?? Infinity;
-    const holdMs = Math.min(
-      options.maxHoldMs ?? Infinity,
-      edge.targetDurationMs / 2,
-      bufferAheadMs - (options.holdBufferMarginMs ?? DEFAULT_HOLD_BUFFER_MARGIN_MS),
-    );
-    return holdMs > 0 ? { sequence: edge.lastSequence + 1, holdMs } : null;
+    const capMs = Math.min(options.maxHoldMs ?? Infinity, edge.targetDurationMs / 2);
+    const boundMs = bufferAheadMs - (options.holdBufferMarginMs ?? DEFAULT_HOLD_BUFFER_MARGIN_MS);
+    if (capMs <= 0 || (boundMs <= 0 && originLists(sequence))) return null;
+    return { sequence, capMs, boundMs };
   };
 
   /**
@@ -182,6 +202,7 @@ export function createMeshPlaylistLoader(
     if (!mayHold(context)) return;
     const edge = typeof data === 'string' ? playlistEdge(data) : null;
     if (edge === null) return;
+    options.onMediaPlaylist?.(edge);
     edges.set(url, edge);
     const oldest = edges.keys().next();
     if (edges.size > MAX_PLAYLISTS_REMEMBERED && oldest.done !== true) edges.delete(oldest.value);
@@ -226,10 +247,28 @@ export function createMeshPlaylistLoader(
         options.onHold?.(nowMs() - this.askedAtMs, found);
         this.loadFromOrigin(config);
       };
-      // A failing provider must not cost the viewer the playlist: the origin still has it.
-      waitUntilHeld(hold.sequence, this.askedAtMs + hold.holdMs, holdAbort.signal).then(release, () => {
-        release(false);
-      });
+      const capAtMs = this.askedAtMs + hold.capMs;
+      const boundAtMs = this.askedAtMs + hold.boundMs;
+      const wait = (): void => {
+        const now = nowMs();
+        if (now >= capAtMs || (now >= boundAtMs && originLists(hold.sequence))) {
+          release(false);
+          return;
+        }
+        // Past the buffer bound, the announcement is looked for every ANNOUNCEMENT_POLL_MS.
+        const untilMs = Math.min(capAtMs, now < boundAtMs ? boundAtMs : now + ANNOUNCEMENT_POLL_MS);
+        waitUntilHeld(hold.sequence, untilMs, holdAbort.signal).then(
+          (held) => {
+            if (held) release(true);
+            else if (!holdAbort.signal.aborted) wait();
+          },
+          // A failing provider must not cost the viewer the playlist: the origin still has it.
+          () => {
+            release(false);
+          },
+        );
+      };
+      wait();
     }
 
     abort(): void {

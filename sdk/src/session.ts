@@ -1320,6 +1320,11 @@ export class MeshSession extends EventTarget implements SegmentProvider {
     return (await store.wait(sequence, deadlineMs - this.clock.now(), signal)) !== null;
   }
 
+  segmentAnnounced(sequence: number): boolean | undefined {
+    if (this.store === null || this.closed) return undefined;
+    return this.store.announcement(sequence) !== null;
+  }
+
   segmentHeldAtMs(sequence: number): number | undefined {
     return this.store?.heldAtMs(sequence) ?? undefined;
   }

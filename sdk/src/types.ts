@@ -324,6 +324,12 @@ export interface SegmentProvider {
    * only learns when the mesh has the next segment, to reload the playlist then. Optional.
    */
   waitUntilHeld?(sequence: number, deadlineMs: number, signal?: AbortSignal): Promise<boolean>;
+  /**
+   * Whether the segment is announced: the true source announces a segment once the origin's playlist
+   * lists it. Undefined when the provider cannot tell. Optional (the playlist loader then takes
+   * every segment it waits for to be listed).
+   */
+  segmentAnnounced?(sequence: number): boolean | undefined;
   /** When the mesh came to hold this segment whole and verified (the provider's clock), if it does. Optional. */
   segmentHeldAtMs?(sequence: number): number | undefined;
 }

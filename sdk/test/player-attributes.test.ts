@@ -75,6 +75,24 @@ describe('low-latency', () => {
   });
 });
 
+describe('live-margin-ms', () => {
+  const parse = (attributes: Record<string, string>): ReturnType<typeof parseAttributes> =>
+    parseAttributes((name) => attributes[name] ?? null);
+
+  it('is 500 ms by default, 0 turns it off, and anything outside [0, 10000] is said and ignored', () => {
+    expect(parse({ src: 'a.m3u8' })).toMatchObject({ liveMarginMs: 500, errors: [] });
+    expect(parse({ src: 'a.m3u8', 'live-margin-ms': '0' })).toMatchObject({ liveMarginMs: 0, errors: [] });
+    expect(parse({ src: 'a.m3u8', 'live-margin-ms': '750' })).toMatchObject({ liveMarginMs: 750 });
+    for (const raw of ['-1', '10001', 'soon', 'Infinity']) {
+      const bad = parse({ src: 'a.m3u8', 'live-margin-ms': raw });
+      expect(bad.liveMarginMs, raw).toBe(500);
+      expect(bad.errors, raw).toEqual([
+        `live-margin-ms="${raw}" is not a number of ms from 0 (off) to 10000; using 500`,
+      ]);
+    }
+  });
+});
+
 describe('packet-repair', () => {
   const parse = (attributes: Record<string, string>): ReturnType<typeof parseAttributes> =>
     parseAttributes((name) => attributes[name] ?? null);

@@ -29,6 +29,8 @@ interface HeldWait {
 /** A mesh whose segments arrive when the test says; waits resolve only by hand (no timers). */
 class FakeMesh implements SegmentProvider {
   readonly heldAt = new Map<number, number>();
+  /** Segments announced (the origin lists them); null: the provider cannot tell. */
+  announced: Set<number> | null = null;
   readonly waits: HeldWait[] = [];
   failWith: Error | null = null;
 
@@ -44,6 +46,9 @@ class FakeMesh implements SegmentProvider {
   }
   segmentHeldAtMs(sequence: number): number | undefined {
     return this.heldAt.get(sequence);
+  }
+  segmentAnnounced(sequence: number): boolean | undefined {
+    return this.announced?.has(sequence);
   }
   /** The mesh comes to hold a segment at `atMs`: waits for it resolve. */
   hold(sequence: number, atMs: number): void {
@@ -153,6 +158,8 @@ interface Harness {
   readonly aborts: number[];
   /** onHold's (heldMs, found), in order. */
   readonly holds: [number, boolean][];
+  /** What happened, in order: `edge <last sequence>` (onMediaPlaylist) and `success` (hls.js's callback). */
+  readonly events: string[];
   /** Starts one playlist load, as hls.js does (a new loader per request). */
   load(ctx?: PlaylistLoaderContext): Loader<PlaylistLoaderContext>;
   nowMs: number;
@@ -167,12 +174,14 @@ function harness(options: { maxHoldMs?: number; bufferAheadMs?: number } = {}): 
     successes: [],
     aborts: [],
     holds: [],
+    events: [],
     nowMs: 1000,
     load: (ctx = context()) => {
       const loader = new PLoader({} as HlsConfig);
       loader.load(ctx, config, {
         onSuccess: (_response, stats) => {
           h.successes.push(stats);
+          h.events.push('success');
         },
         onError: () => {
           throw new Error('unexpected error');
@@ -191,6 +200,7 @@ function harness(options: { maxHoldMs?: number; bufferAheadMs?: number } = {}): 
     defaultLoader: origin.Loader,
     nowMs: () => h.nowMs,
     onHold: (heldMs, found) => h.holds.push([heldMs, found]),
+    onMediaPlaylist: (edge) => h.events.push(`edge ${edge.lastSequence}`),
     ...(options.maxHoldMs === undefined ? {} : { maxHoldMs: options.maxHoldMs }),
     ...(options.bufferAheadMs === undefined ? {} : { bufferAheadMs: () => options.bufferAheadMs ?? 0 }),
   });
@@ -243,6 +253,21 @@ describe('createMeshPlaylistLoader', () => {
     h.loads[0]?.succeed(playlist(12), 1000);
     return h;
   }
+
+  it("tells the main rendition's media playlists before hls.js parses them, and no other playlist", () => {
+    const h = loaded();
+    expect(h.events).toEqual(['edge 12', 'success']);
+    h.mesh.hold(13, 1500);
+    h.load();
+    h.loads[1]?.succeed(playlist(13), 1500);
+    h.load(context('audioTrack', `${URL_}.audio`));
+    h.loads[2]?.succeed(playlist(13), 1600);
+    h.load(context('level', `${URL_}?_HLS_msn=14`));
+    h.loads[3]?.succeed(playlist(14), 1700);
+    h.load(context('manifest', `${URL_}.multivariant`));
+    h.loads[4]?.succeed('#EXTM3U\n#EXT-X-STREAM-INF:BANDWIDTH=1\nv.m3u8\n', 1800);
+    expect(h.events).toEqual(['edge 12', 'success', 'edge 13', 'success', 'success', 'success', 'success']);
+  });
 
   it('loads the first copy of a playlist at once, without asking the mesh', () => {
     const h = loaded();
@@ -311,6 +336,66 @@ describe('createMeshPlaylistLoader', () => {
     short.load();
     expect(short.loads).toHaveLength(2);
     expect(short.mesh.waits).toHaveLength(0);
+  });
+
+  it('holds past the buffer bound while the origin cannot list the segment yet, until it does', async () => {
+    const h = loaded({ bufferAheadMs: 300 }); // below the margin: no hold if the origin listed it
+    h.mesh.announced = new Set();
+    h.nowMs = 2000;
+    h.load();
+    expect(h.loads).toHaveLength(1);
+    // The bound has passed at once: the hold looks for the announcement every 50 ms.
+    expect(h.mesh.waits.map((w) => w.deadlineMs)).toEqual([2050]);
+    h.nowMs = 2050;
+    h.mesh.waits[0]?.resolve(false);
+    await settle();
+    expect(h.loads).toHaveLength(1);
+    expect(h.mesh.waits[1]?.deadlineMs).toBe(2100);
+    h.mesh.announced.add(13);
+    h.nowMs = 2100;
+    h.mesh.waits[1]?.resolve(false);
+    await settle();
+    expect(h.loads).toHaveLength(2);
+    expect(h.holds).toEqual([[100, false]]);
+  });
+
+  it('ends such a hold when the mesh holds the segment, and at half a target duration in any case', async () => {
+    const held = loaded({ bufferAheadMs: 300 });
+    held.mesh.announced = new Set();
+    held.nowMs = 2000;
+    held.load();
+    held.nowMs = 2030;
+    held.mesh.hold(13, 2030);
+    await settle();
+    expect(held.holds).toEqual([[30, true]]);
+    const capped = loaded({ bufferAheadMs: 300 });
+    capped.mesh.announced = new Set();
+    capped.nowMs = 2000;
+    capped.load();
+    for (let i = 0; capped.loads.length < 2 && i < 100; i++) {
+      const wait = capped.mesh.waits.at(-1);
+      capped.nowMs = wait?.deadlineMs ?? capped.nowMs;
+      wait?.resolve(false);
+      await settle();
+    }
+    expect(capped.holds).toEqual([[1000, false]]);
+    expect(capped.mesh.waits.every((w) => w.deadlineMs <= 3000)).toBe(true);
+  });
+
+  it('with the segment announced, a hold ends at the buffer bound as before', async () => {
+    const h = loaded({ bufferAheadMs: 800 });
+    h.mesh.announced = new Set([13]);
+    h.nowMs = 2000;
+    h.load();
+    expect(h.mesh.waits[0]?.deadlineMs).toBe(2300);
+    h.nowMs = 2300;
+    h.mesh.waits[0]?.resolve(false);
+    await settle();
+    expect(h.holds).toEqual([[300, false]]);
+    const thin = loaded({ bufferAheadMs: 300 });
+    thin.mesh.announced = new Set([13]);
+    thin.load();
+    expect(thin.loads).toHaveLength(2);
   });
 
   it('does not hold playlists the origin blocks itself, ended ones, or reloads with delivery directives', () => {
