@@ -609,6 +609,8 @@ export class MeshPlayer extends ElementBase {
       } else this.#connectSession(attributes.mesh);
     }
     const provider = this.#provider;
+    /** The target duration of the last media playlist loaded, s (null before the first). */
+    let targetDurationS: number | null = null;
     const hls = new Hls({
       // hls.js turns LL-HLS on by default; here it is the author's choice (`low-latency`).
       lowLatencyMode: attributes.lowLatency,
@@ -632,12 +634,23 @@ export class MeshPlayer extends ElementBase {
           this.#playlistTiming.heldMs += heldMs;
         },
         onMediaPlaylist: (edge) => {
+          targetDurationS = edge.targetDurationMs / 1000;
           // After the first frame only: the player starts at hls.js's own position (see below).
-          if (this.#startedPlaying) this.#applyLiveMargin(edge.targetDurationMs / 1000, attributes);
+          if (this.#startedPlaying) this.#applyLiveMargin(targetDurationS, attributes);
         },
       }),
     });
     this.#hls = hls;
+    // The margin is built from the first frame on: one segment behind, the first segment after it
+    // is the likeliest to come late (the viewer's trees are still forming), and 0.95× gains 100 ms
+    // by then (8 viewers, `low`: first-cycle stalls of 2–27 ms).
+    const onFirstFrame = (): void => {
+      if (targetDurationS !== null) this.#applyLiveMargin(targetDurationS, attributes);
+    };
+    this.#video.addEventListener('playing', onFirstFrame, { once: true });
+    this.#teardown.push(() => {
+      this.#video.removeEventListener('playing', onFirstFrame);
+    });
     hls.on(Hls.Events.FRAG_CHANGED, (_event, data: FragChangedData) => {
       const frag = data.frag;
       this.#playingSn = typeof frag.sn === 'number' ? frag.sn : null;
