@@ -166,6 +166,26 @@ function parseCount(name: string, raw: string | null, errors: string[]): number 
   return value;
 }
 
+/**
+ * A numeric attribute: `fallback` when absent or empty; when not a finite number that `valid`
+ * accepts, `fallback` and an error saying `<name>="<raw>" is not <expected>`.
+ */
+function numberAttribute<T extends number | null>(
+  get: (name: string) => string | null,
+  name: string,
+  fallback: T,
+  valid: (value: number) => boolean,
+  expected: string,
+  errors: string[],
+): number | T {
+  const raw = get(name);
+  if (raw === null || raw.trim() === '') return fallback;
+  const value = Number(raw);
+  if (Number.isFinite(value) && valid(value)) return value;
+  errors.push(`${name}="${raw}" is not ${expected}`);
+  return fallback;
+}
+
 // Pure, so the rules are the same whether attributes arrive from HTML or from script.
 export function parseAttributes(get: (name: string) => string | null): ParsedAttributes {
   const errors: string[] = [];
@@ -174,36 +194,30 @@ export function parseAttributes(get: (name: string) => string | null): ParsedAtt
   // A boolean attribute: present means on, but `low-latency="false"` is read as the author meant it.
   const lowLatency = lowLatencyRaw !== null && lowLatencyRaw.trim().toLowerCase() !== 'false';
   // In low-latency mode hls.js holds back PART-HOLD-BACK from the edge unless told a position.
-  let liveSyncSegments: number | null = lowLatency ? null : DEFAULT_LIVE_SYNC_SEGMENTS;
-  const liveSyncRaw = get('live-sync');
-  if (liveSyncRaw !== null && liveSyncRaw.trim() !== '') {
-    const value = Number(liveSyncRaw);
-    if (Number.isFinite(value) && value > 0) liveSyncSegments = value;
-    else
-      errors.push(
-        `live-sync="${liveSyncRaw}" is not a positive number of segments; using ${lowLatency ? "the playlist's PART-HOLD-BACK" : '3'}`,
-      );
-  }
-  let liveMarginMs = DEFAULT_LIVE_MARGIN_MS;
-  const liveMarginRaw = get('live-margin-ms');
-  if (liveMarginRaw !== null && liveMarginRaw.trim() !== '') {
-    const value = Number(liveMarginRaw);
-    if (Number.isFinite(value) && value >= 0 && value <= MAX_LIVE_MARGIN_MS) liveMarginMs = value;
-    else
-      errors.push(
-        `live-margin-ms="${liveMarginRaw}" is not a number of ms from 0 (off) to ${MAX_LIVE_MARGIN_MS}; using ${DEFAULT_LIVE_MARGIN_MS}`,
-      );
-  }
-  let catchUpRate = LOW_LATENCY_CATCH_UP_RATE;
-  const catchUpRaw = get('catch-up-rate');
-  if (catchUpRaw !== null && catchUpRaw.trim() !== '') {
-    const value = Number(catchUpRaw);
-    if (Number.isFinite(value) && value >= 1 && value <= MAX_CATCH_UP_RATE) catchUpRate = value;
-    else
-      errors.push(
-        `catch-up-rate="${catchUpRaw}" is not a playback rate from 1 (off) to ${MAX_CATCH_UP_RATE}; using ${LOW_LATENCY_CATCH_UP_RATE}`,
-      );
-  }
+  const liveSyncSegments = numberAttribute(
+    get,
+    'live-sync',
+    lowLatency ? null : DEFAULT_LIVE_SYNC_SEGMENTS,
+    (value) => value > 0,
+    `a positive number of segments; using ${lowLatency ? "the playlist's PART-HOLD-BACK" : '3'}`,
+    errors,
+  );
+  const liveMarginMs = numberAttribute(
+    get,
+    'live-margin-ms',
+    DEFAULT_LIVE_MARGIN_MS,
+    (value) => value >= 0 && value <= MAX_LIVE_MARGIN_MS,
+    `a number of ms from 0 (off) to ${MAX_LIVE_MARGIN_MS}; using ${DEFAULT_LIVE_MARGIN_MS}`,
+    errors,
+  );
+  const catchUpRate = numberAttribute(
+    get,
+    'catch-up-rate',
+    LOW_LATENCY_CATCH_UP_RATE,
+    (value) => value >= 1 && value <= MAX_CATCH_UP_RATE,
+    `a playback rate from 1 (off) to ${MAX_CATCH_UP_RATE}; using ${LOW_LATENCY_CATCH_UP_RATE}`,
+    errors,
+  );
   const tracker = get('tracker');
   if (tracker === null || tracker.trim() === '')
     return { src, mesh: null, liveSyncSegments, liveMarginMs, lowLatency, catchUpRate, errors };
