@@ -1,11 +1,5 @@
-import {
-  PACKET_HASH_HEX,
-  encodeMediaPacket,
-  packetRange,
-  planOf,
-  type SignedAnnouncement,
-} from '@chunkycast/wire';
-import { bytesToHex } from './segments.js';
+import { encodeMediaPacket, packetRange, planOf, type SignedAnnouncement } from '@chunkycast/wire';
+import { matchesPacketHash } from './segments.js';
 import { sha256OffThread } from './packet-hasher.js';
 import { MeshError } from './types.js';
 
@@ -236,6 +230,28 @@ const RTT_SMOOTHING = 0.25;
  * media packet the tree would have carried (`originPacket`). The engine asks per slice and for all
  * its slices in one step, so the asks of one step are gathered (a microtask) before merging.
  */
+/**
+ * The packets `indexes` of segment `a` cut from `part`, the origin's bytes from `runStart` of the
+ * segment (null: a run of empty packets), each with its SHA-256, all hashed at once by `digest`
+ * (default sha256OffThread: WebCrypto, off the main thread).
+ */
+export async function runPacketDigests(
+  a: SignedAnnouncement,
+  runStart: number,
+  part: Uint8Array | null,
+  indexes: readonly number[],
+  digest: (bytes: Uint8Array) => Promise<Uint8Array> = sha256OffThread,
+): Promise<{ index: number; bytes: Uint8Array; digest: Uint8Array }[]> {
+  const plan = planOf(a);
+  return Promise.all(
+    indexes.map(async (index) => {
+      const [start, end] = packetRange(plan, a.bytes, index);
+      const bytes = part === null ? new Uint8Array(0) : part.subarray(start - runStart, end - runStart);
+      return { index, bytes, digest: await digest(bytes) };
+    }),
+  );
+}
+
 export class OriginRepair {
   readonly counters: OriginRepairCounters = {
     packetsRequested: 0,
@@ -457,28 +473,17 @@ export class OriginRepair {
         return;
       }
     }
-    const plan = planOf(a);
-    const packets = run.indexes.map((index) => {
-      const [start, end] = packetRange(plan, a.bytes, index);
-      return {
-        index,
-        bytes: part === null ? new Uint8Array(0) : part.subarray(start - run.start, end - run.start),
-      };
-    });
     // Off the main thread, all at once: the engine asks the origin when a deadline is near, and a
     // main thread busy hashing delays the player as much as the packet it waits for.
-    const digest = this.options.digest ?? sha256OffThread;
-    const digests = await Promise.all(packets.map(({ bytes }) => digest(bytes)));
+    const packets = await runPacketDigests(a, run.start, part, run.indexes, this.options.digest);
     // Closed while fetching or hashing: nothing more goes to the engine.
     if (this.closed) return;
-    for (const [k, { index, bytes }] of packets.entries()) {
+    for (const [k, { index, bytes, digest }] of packets.entries()) {
       const place = run.places[k];
-      const bytesDigest = digests[k];
-      if (place === undefined || bytesDigest === undefined) continue;
-      const expected = a.packetHashes.slice(index * PACKET_HASH_HEX, (index + 1) * PACKET_HASH_HEX);
+      if (place === undefined) continue;
       // Checked here, before the engine forwards it down the tree: the origin may be a CDN edge
       // serving a stale or damaged object, and our children would blame us for it.
-      if (bytesToHex(bytesDigest.subarray(0, PACKET_HASH_HEX / 2)) !== expected) {
+      if (!matchesPacketHash(a, index, digest)) {
         this.counters.packetsRefused++;
         continue;
       }

@@ -326,14 +326,7 @@ export class SegmentStore {
     const e = this.entries.get(sequence);
     if (e === undefined || e.announcement === null || e.failed || e.bytes !== null) return false;
     if (index < 0 || index >= e.count || e.packets[index] !== undefined) return false;
-    const expected = e.announcement.packetHashes.slice(
-      index * PACKET_HASH_HEX,
-      (index + 1) * PACKET_HASH_HEX,
-    );
-    if (
-      digest !== 'checked' &&
-      bytesToHex((digest ?? sha256(bytes)).subarray(0, PACKET_HASH_HEX / 2)) !== expected
-    ) {
+    if (digest !== 'checked' && !matchesPacketHash(e.announcement, index, digest ?? sha256(bytes))) {
       this.counters.hashMismatches++;
       return false;
     }
@@ -627,6 +620,15 @@ function waitFor(
 
 /** Two lowercase hex digits per byte value: every packet's hash is compared as hex. */
 const HEX_OF_BYTE: readonly string[] = Array.from({ length: 256 }, (_, b) => b.toString(16).padStart(2, '0'));
+
+/**
+ * Whether `digest` (a SHA-256) is packet `index`'s hash in announcement `a` (its first
+ * PACKET_HASH_HEX hex digits, as the announcement lists them).
+ */
+export function matchesPacketHash(a: SignedAnnouncement, index: number, digest: Uint8Array): boolean {
+  const expected = a.packetHashes.slice(index * PACKET_HASH_HEX, (index + 1) * PACKET_HASH_HEX);
+  return bytesToHex(digest.subarray(0, PACKET_HASH_HEX / 2)) === expected;
+}
 
 export function bytesToHex(bytes: Uint8Array): string {
   let s = '';

@@ -8,7 +8,6 @@ import {
 import {
   MAX_BOOTSTRAP_PEERS,
   MessageType,
-  PACKET_HASH_HEX,
   RepairNakReason,
   decodeMediaPacket,
   encodeMediaPacket,
@@ -49,10 +48,11 @@ import {
   playoutFor,
   resolvePacketRepair,
   SegmentPace,
+  runPacketDigests,
   segmentDeadline,
   type PacketRepairMode,
 } from './packet-repair.js';
-import { SegmentStore, bytesToHex, importPublicKey } from './segments.js';
+import { SegmentStore, importPublicKey, matchesPacketHash } from './segments.js';
 import {
   SYSTEM_CLOCK,
   TrackerClient,
@@ -225,10 +225,9 @@ export function inspectPacket(
     const dealt = packetPlace(announcement.firstPacket, index, place.dataSlices);
     if (dealt.slice !== place.slice || dealt.seq !== place.seq) return 'reject';
   }
-  const expected = announcement.packetHashes.slice(index * PACKET_HASH_HEX, (index + 1) * PACKET_HASH_HEX);
   const digest = digestOf(payload, bytes, hasher);
   if (digest === null) return 'hold';
-  return bytesToHex(digest.subarray(0, PACKET_HASH_HEX / 2)) === expected ? 'accept' : 'reject';
+  return matchesPacketHash(announcement, index, digest) ? 'accept' : 'reject';
 }
 
 /**
@@ -1272,7 +1271,6 @@ export class MeshSession extends EventTarget implements SegmentProvider {
       return null;
     const announcement = store.announcement(sequence);
     if (announcement === null) return null;
-    const plan = planOf(announcement);
     try {
       await Promise.all(
         runs.map(async (run) => {
@@ -1293,15 +1291,11 @@ export class MeshSession extends EventTarget implements SegmentProvider {
           if (part === null) throw new Error(`origin answered ${response.status} with ${body.length} bytes`);
           // Hashed off the main thread, all at once: a whole segment hashed synchronously held the
           // main thread ~100 ms on a loaded machine, while the player's buffer ran out.
-          const packets = run.indexes.map((index) => {
-            const [start, end] = packetRange(plan, announcement.bytes, index);
-            return { index, bytes: part.subarray(start - run.start, end - run.start) };
-          });
-          const digests = await Promise.all(packets.map(({ bytes }) => sha256OffThread(bytes)));
-          for (const [k, { index, bytes }] of packets.entries()) {
+          const packets = await runPacketDigests(announcement, run.start, part, run.indexes);
+          for (const { index, bytes, digest } of packets) {
             // Refused only for its hash (a copy that came meanwhile is no refusal).
             const mismatches = store.counters.hashMismatches;
-            store.fillPacket(sequence, index, bytes, 'origin', digests[k] ?? null);
+            store.fillPacket(sequence, index, bytes, 'origin', digest);
             this.segmentRepairOriginRefused += store.counters.hashMismatches - mismatches;
           }
         }),
