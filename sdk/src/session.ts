@@ -113,6 +113,12 @@ export const LIVE_PROTOCOL: Partial<ProtocolConfig> = {
   // the rings; engine repair serves what plays within the player's buffer, well inside 20 s. A
   // fast stream (5 Mbit/s: 10 s in 24 slots) is bounded by the slots first.
   ringPayloadMaxAgeMs: 20_000,
+  // A slice root still beats every 500 ms (config.ts), but a page's timers and main thread are
+  // less punctual than a simulated node's: a hidden page's timers run at most once a second, and a
+  // busy one (decoding, a collection) can hold a beat back for hundreds of ms. A root given up
+  // wrongly costs its whole slice tree a re-flood, so the true source waits six beats, not three.
+  // A tab that closes is noticed sooner anyway: its data channel closes (peerUnreachable).
+  rootFailureTimeoutMs: 3000,
 };
 
 /** Stream copies a viewer forwards by default: TL = M = 16 slices is one copy (the thesis's TL = 16). */

@@ -17,7 +17,9 @@ export type DeadlineReason =
   /** A slice waiting out a flood picks its parent among the senders heard so far (thesis §4.2, initial tree construction). */
   | 'floodDecision'
   /** Packet repair: a missing packet's request, retry or origin fetch is due (repair.ts). */
-  | 'repair';
+  | 'repair'
+  /** A slice source's heartbeat to the true source is due (config rootHeartbeatMs; not in the thesis). */
+  | 'rootHeartbeat';
 
 /**
  * A strict timeout ("silent for longer than failureTimeoutMs") is checked this long after it runs
@@ -38,6 +40,7 @@ const REASONS: readonly DeadlineReason[] = [
   'quitLingerEnd',
   'floodDecision',
   'repair',
+  'rootHeartbeat',
 ];
 
 /** The named deadline table (str0m's `soonest(…, Reason)`): one time per reason, Infinity when unset. */
@@ -48,12 +51,20 @@ export class DeadlineTable {
     quitLingerEnd: Infinity,
     floodDecision: Infinity,
     repair: Infinity,
+    rootHeartbeat: Infinity,
   };
 
   /** The soonest time of any reason, without allocating (the host asks after every input). */
   soonestMs(): number {
     const at = this.at;
-    return Math.min(at.decisionRound, at.failureCheck, at.quitLingerEnd, at.floodDecision, at.repair);
+    return Math.min(
+      at.decisionRound,
+      at.failureCheck,
+      at.quitLingerEnd,
+      at.floodDecision,
+      at.repair,
+      at.rootHeartbeat,
+    );
   }
 
   /** The soonest deadline and why; the first reason in REASONS wins a tie. */

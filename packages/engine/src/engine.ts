@@ -37,7 +37,7 @@ import { LoadPhase } from './load-phase.js';
 import { pathVia, type PhaseHost } from './phase-host.js';
 import { TrueSource } from './source.js';
 import { Switching, type SwitchHost } from './switching.js';
-import { Flooding, type FloodHost } from './flood.js';
+import { Flooding, ROOT_FLOOD_HOPS, type FloodHost } from './flood.js';
 import { LoopProbes, type LoopHost } from './loops.js';
 import { PeerState, SLICE_FLAG_RECEIVING, SLICE_FLAG_ROOT, SliceState } from './state.js';
 import { Swaplinks } from './swaplinks.js';
@@ -93,6 +93,16 @@ const MASK_CACHE_SIZE = 1024;
 const FAILED_PATH_MEMORY_MS = 10_000;
 /** Failed peers remembered at most (a burst takes some of our ~30 neighbours and tree relations). */
 const MAX_FAILED_PATHS = 64;
+/**
+ * A neighbour silent for this many heartbeats is taken for no slice, though it is declared failed
+ * only after failureTimeoutMs (four, thesis §4.4): a switch or forced request sent to a node that
+ * died waits out requestTimeoutMs (3 s), and after a failure burst the neighbours that died with a
+ * parent are still undetected when the parent is. Three tolerate adverts queued for up to two
+ * seconds behind data on a congested uplink (switching.ts prefers, for a forced request, neighbours
+ * heard within two).
+ */
+const PARENT_SILENCE_HEARTBEATS = 3;
+
 /** What a member reports as the parity it sent: nothing. */
 const NO_PARITY_SENT: Readonly<{ active: number; idle: number }> = Object.freeze({ active: 0, idle: 0 });
 /**
@@ -307,6 +317,7 @@ export class Engine {
       get effectiveLoad() {
         return engine.effectiveLoad;
       },
+      silentChildren: () => this.silentChildren(),
       addLoad: (delta) => {
         this.load += delta;
       },
@@ -324,6 +335,7 @@ export class Engine {
         this.loops.sendProbe(s);
       },
       isBelow: (peer, s, st) => this.flooding.isBelow(peer, s, st),
+      floodSenderBelow: (peer, hops, s, st) => this.flooding.senderBelow(peer, hops, s, st),
       relayedRank: (peer) => this.flooding.relayedRank(peer),
       requestParent: (s, reason, exclude) => {
         this.switching.requestParent(s, reason, exclude);
@@ -798,6 +810,7 @@ export class Engine {
       }
     }
     if (this.config.role === 'member' && !this.quitting) this.repair.tick(this.now);
+    if (this.now >= this.deadlines.at.rootHeartbeat) this.beatAsRoot();
     if (this.source !== null) {
       if (this.now >= this.source.rootCheckAt) this.source.checkRoots();
     } else if (this.now >= this.deadlines.at.failureCheck) this.checkFailures();
@@ -1521,6 +1534,19 @@ export class Engine {
   }
 
   /** Peers we have a tree relation with on any slice (parent, old parent, child, pending target). */
+  private silentChildren(): number {
+    const silentAfterMs = PARENT_SILENCE_HEARTBEATS * this.config.protocol.heartbeatMs;
+    let silent = 0;
+    for (const st of this.sliceStates) {
+      for (const [child, entry] of st.children) {
+        if (entry.untilSeq !== Infinity) continue;
+        const q = this.peers.get(child);
+        if (q === undefined || this.now - q.lastHeardAt > silentAfterMs) silent++;
+      }
+    }
+    return silent;
+  }
+
   private treePeers(): Set<PeerId> {
     const result = new Set<PeerId>();
     for (const st of this.sliceStates) {
@@ -1655,6 +1681,7 @@ export class Engine {
   /** Can `q` be our parent on slice `s` at all? Loop rule: not if our mask is in its filter (thesis §4.2, loop avoidance and detection). */
   private eligibleParent(q: PeerState, qId: PeerId, s: number, st: SliceState): boolean {
     if (!q.hasAdvert || q.quitting || !q.receiving(s) || this.trust.isSuspect(qId, this.now)) return false;
+    if (this.now - q.lastHeardAt > PARENT_SILENCE_HEARTBEATS * this.config.protocol.heartbeatMs) return false;
     if (st.children.has(qId) || q.filterContains(s, this.mask)) return false;
     for (const failed of this.failedPaths.values()) if (q.filterContains(s, failed.mask)) return false;
     // Nor if one of our children is in its filter: it is below that child, so below us, even when
@@ -1685,8 +1712,9 @@ export class Engine {
       return;
     }
     if (msg.assigned) {
-      // Acknowledge at once, so the true source knows this root is alive.
-      this.send(from, { type: MessageType.Heartbeat });
+      // Acknowledge at once, so the true source knows this root is alive; then beat every
+      // rootHeartbeatMs while we root a slice.
+      this.beatTrueSource();
       if (st.parent !== null && st.parent !== from)
         this.send(st.parent, { type: MessageType.TreeLeave, slice: s, role: TreeRole.Child });
       st.becomeRoot(from, msg.epoch, this.now);
@@ -1702,7 +1730,7 @@ export class Engine {
           slice: s,
           epoch: msg.epoch,
           bloom: this.mask,
-          hops: 1,
+          hops: ROOT_FLOOD_HOPS,
         };
         for (const n of this.swaplinks.neighbours()) this.send(n, flood);
       }
@@ -1738,6 +1766,24 @@ export class Engine {
     }
     // peerFailed may have let go of other peers' state; those still here are in nextMs.
     this.deadlines.at.failureCheck = nextMs;
+  }
+
+  /** While we root a slice, the true source hears from us every rootHeartbeatMs (config.ts), not only each round. */
+  private beatAsRoot(): void {
+    for (const st of this.sliceStates) {
+      if (st.isSliceSource) {
+        this.beatTrueSource();
+        return;
+      }
+    }
+    this.deadlines.at.rootHeartbeat = Infinity;
+  }
+
+  private beatTrueSource(): void {
+    const sourceId = this.config.sourceId;
+    this.peer(sourceId).lastHeartbeatSentAt = this.now;
+    this.send(sourceId, { type: MessageType.Heartbeat });
+    this.deadlines.at.rootHeartbeat = this.now + this.config.protocol.rootHeartbeatMs;
   }
 
   private tick(): void {

@@ -19,6 +19,14 @@ import type { SwitchHost } from './switching.js';
 const FLOOD_FULL_PENALTY = 100;
 const FLOOD_BUSY_PENALTY = 0.5;
 const FLOOD_ARRIVAL_ORDER_WEIGHT = 1e-3;
+/**
+ * The hops a slice source's own flood carries; each forwarder adds one. A sender at this count is
+ * the new root itself, which is below nobody: our view of its path (its last advert's filter) may
+ * still be of the tree it belonged to before it was made root, where it may have been our
+ * descendant. Judged by that, a member whose old subtree held the new root refused the root's own
+ * flood and fell back on neighbours still advertising the dead tree (seconds without the slice).
+ */
+export const ROOT_FLOOD_HOPS = 1;
 /** Flood senders remembered per slice, in arrival order. */
 const MAX_FLOOD_SENDERS = 16;
 
@@ -50,6 +58,7 @@ export class Flooding {
     if (!this.host.isNeighbour(from)) return;
     if (msg.epoch > st.floodEpoch) {
       st.floodEpoch = msg.epoch;
+      st.floodHeardAt = this.host.now;
       st.floodSenders = [];
       // Controlled flooding (Chainsaw-like, thesis §4.2, initial tree construction and forced parent selection): forward the first copy of each epoch once.
       const out: FloodMessage = {
@@ -78,7 +87,15 @@ export class Flooding {
   decide(s: number): void {
     const st = this.slice(s);
     st.floodDecideAt = Infinity;
-    if (st.isSliceSource || st.pending !== null || this.fedByTree(s, st)) return;
+    if (st.isSliceSource || this.fedByTree(s, st)) return;
+    if (st.pending !== null) {
+      // A switch or request made before the flood reached us was made in the tree the flood
+      // replaces (after a failure burst: often to a member that died with the root, held for the
+      // request timeout while the new tree formed without us and our subtree). A reply that still
+      // comes is undone as a late acceptance (switching.ts, onSwitchReply).
+      if (st.pending.sentAt >= st.floodHeardAt) return;
+      st.pending = null;
+    }
     if (st.parent !== null) {
       // Our parent belongs to the dead tree the flood replaces.
       this.host.send(st.parent, { type: MessageType.TreeLeave, slice: s, role: TreeRole.Child });
@@ -106,7 +123,7 @@ export class Flooding {
           score: full + busy + index * FLOOD_ARRIVAL_ORDER_WEIGHT,
         };
       })
-      .filter((c) => c.hops === minHops && !this.isBelow(c.peer, s, st));
+      .filter((c) => c.hops === minHops && !this.senderBelow(c.peer, c.hops, s, st));
     // Senders over relayed links only when no direct one is at that level (relayedLinkPenaltyMs).
     if (scored.some((c) => this.relayedRank(c.peer) === 0))
       scored = scored.filter((c) => this.relayedRank(c.peer) === 0);
@@ -145,6 +162,12 @@ export class Flooding {
    */
   private fedByTree(s: number, st: SliceState): boolean {
     if (!this.host.sliceReceiving(st)) return false;
+    // A new epoch's flood means the tree we had lost its root (or never had one): only data that
+    // came after the flood reached us can be the new tree's. What came before is the dead tree's
+    // last packets, still inside the receiving timeout when the true source replaces a root
+    // quickly (rootFailureTimeoutMs); counting them left members in the dead tree when its flood
+    // passed, to starve until their own timeouts.
+    if (st.lastDataAt <= st.floodHeardAt) return false;
     if (st.isSliceSource || st.parent === null) return true;
     const parent = this.host.peers.get(st.parent);
     return parent?.hasAdvert !== true || parent.receiving(s);
@@ -158,6 +181,11 @@ export class Flooding {
    */
   isBelow(peer: PeerId, s: number, st: SliceState): boolean {
     return st.children.has(peer) || this.host.peers.get(peer)?.filterContains(s, this.host.mask) === true;
+  }
+
+  /** Whether a flood sender `hops` from the new root is in our own subtree (never the root itself). */
+  senderBelow(peer: PeerId, hops: number, s: number, st: SliceState): boolean {
+    return hops !== ROOT_FLOOD_HOPS && this.isBelow(peer, s, st);
   }
 
   /** 1 if tree edges should avoid the link to `peer` (relayed), else 0. */

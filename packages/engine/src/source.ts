@@ -585,7 +585,8 @@ export class TrueSource {
    */
   checkRoots(): void {
     const now = this.now;
-    const timeoutMs = this.host.protocol.failureTimeoutMs;
+    // Roots beat every rootHeartbeatMs and are given up sooner than other peers (config.ts).
+    const timeoutMs = Math.min(this.host.protocol.rootFailureTimeoutMs, this.host.protocol.failureTimeoutMs);
     let nextMs = Infinity;
     let lost = false;
     for (let s = 0; s < this.sliceSources.length; s++) {

@@ -243,6 +243,8 @@ export class SliceState {
   predecessor: PeerId | null = null;
   epoch = 0;
   floodEpoch = 0;
+  /** When the flood of `floodEpoch` first reached us (flood.ts, fedByTree). */
+  floodHeardAt = -Infinity;
   floodSenders: FloodSender[] = [];
   floodDecideAt = Infinity;
   /** Our level in the flood (fewest hops heard + 1); fallback parents must be above it. */

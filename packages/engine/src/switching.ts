@@ -20,6 +20,14 @@ import type { EngineCounters, EngineEvent, SwitchKind } from './types.js';
 
 /** Ranks a candidate parent that would go above its ULT after every one that stays within it (hops ≤ 255). */
 const OVER_ULT_RANK_PENALTY = 1000;
+/**
+ * A member without a parent asks a neighbour silent for this many heartbeats only when no other
+ * qualifies (the engine's eligibleParent excludes one silent for three): after a failure burst,
+ * neighbours that died with our parent are still undetected when we detect the parent, and a
+ * request to one waits out requestTimeoutMs (3 s). A preference, not a rule: under a congested
+ * uplink a live neighbour's adverts queue behind its data and can come late.
+ */
+const FORCED_SILENCE_HEARTBEATS = 2;
 /** Random part of a candidate's rank: below one hop, so it only orders candidates at equal hops. */
 const HOP_TIE_JITTER = 0.5;
 /**
@@ -35,6 +43,8 @@ export interface SwitchHost extends Omit<PhaseHost, 'sendForced' | 'sendSwitchRe
   readonly mask: Bloom128;
   /** Load as admission counts it: tree streams plus repair upload (Engine.effectiveLoad). */
   readonly effectiveLoad: number;
+  /** Active children over every slice that have been silent for PARENT_SILENCE_HEARTBEATS. */
+  silentChildren(): number;
   /** A child became active (+1) or stopped being one (−1) on some slice. */
   addLoad(delta: number): void;
   emit(event: EngineEvent): void;
@@ -51,6 +61,8 @@ export interface SwitchHost extends Omit<PhaseHost, 'sendForced' | 'sendSwitchRe
   sendProbe(s: number): void;
   /** Whether `peer` is below us on slice `s` (a child, or our mask in its filter). */
   isBelow(peer: PeerId, s: number, st: SliceState): boolean;
+  /** Whether a flood sender `hops` from the slice source is below us (flood.ts, senderBelow). */
+  floodSenderBelow(peer: PeerId, hops: number, s: number, st: SliceState): boolean;
   /** 1 for a peer over a relayed link we avoid, 0 otherwise (sorts direct links first). */
   relayedRank(peer: PeerId): number;
   /** Whether `peer` is distrusted now (trust.ts). */
@@ -96,7 +108,8 @@ export class Switching {
   requestParent(s: number, reason: ForcedReason, exclude: readonly PeerId[]): void {
     const st = this.slice(s);
     if (st.pending !== null || st.isSliceSource) return;
-    const scored: { peer: PeerId; score: number; relayed: boolean }[] = [];
+    const scored: { peer: PeerId; score: number; relayed: boolean; silent: boolean }[] = [];
+    const silentAfterMs = FORCED_SILENCE_HEARTBEATS * this.host.config.protocol.heartbeatMs;
     for (const peerId of this.host.neighbours()) {
       if (exclude.includes(peerId) || peerId === st.parent) continue;
       const q = this.host.peers.get(peerId);
@@ -107,12 +120,14 @@ export class Switching {
         peer: peerId,
         score: overUpper + (q.sliceHops[s] ?? 0) + this.host.random.nextFloat() * HOP_TIE_JITTER,
         relayed: this.host.avoidLink(q),
+        silent: this.host.now - q.lastHeardAt > silentAfterMs,
       });
     }
     if (scored.length === 0) return;
-    // A score penalty alone would not do: the pick is uniform among the best few, so a relayed
-    // neighbour would still be asked whenever fewer direct ones rank above it.
-    const pool = scored.some((c) => !c.relayed) ? scored.filter((c) => !c.relayed) : scored;
+    // A score penalty alone would not do: the pick is uniform among the best few, so a relayed (or
+    // silent) neighbour would still be asked whenever fewer direct ones rank above it.
+    const heard = scored.some((c) => !c.silent) ? scored.filter((c) => !c.silent) : scored;
+    const pool = heard.some((c) => !c.relayed) ? heard.filter((c) => !c.relayed) : heard;
     pool.sort((a, b) => a.score - b.score);
     const pick =
       pool[this.host.random.int(Math.min(this.host.config.protocol.candidateSetSize, pool.length))];
@@ -176,7 +191,9 @@ export class Switching {
       st.floodSenders = st.floodSenders
         .filter(
           (sender) =>
-            sender.hops === minHops && sender.hops < st.floodLevel && !this.host.isBelow(sender.peer, s, st),
+            sender.hops === minHops &&
+            sender.hops < st.floodLevel &&
+            !this.host.floodSenderBelow(sender.peer, sender.hops, s, st),
         )
         .sort((a, b) => this.host.relayedRank(a.peer) - this.host.relayedRank(b.peer)); // direct first (stable)
       while (st.floodSenders.length > 0) {
@@ -254,7 +271,15 @@ export class Switching {
       // A child we are still handing off comes back when its new parent turned out to be in its own
       // subtree (leaveLoop): taking it back only restores our load of a moment ago, while a refusal
       // above ML (after `setLoad`) left its whole subtree without the slice for seconds.
-      if (existing === undefined && !predecessor && this.host.effectiveLoad + 1 > this.host.config.maxLoad) {
+      if (
+        existing === undefined &&
+        !predecessor &&
+        this.host.effectiveLoad + 1 > this.host.config.maxLoad &&
+        // Children silent for three heartbeats are probably dead (after a failure burst, for up to
+        // the failure timeout): their streams go nowhere, and the orphans of a re-flooded tree need
+        // the room now. The load phase sheds any excess should one turn out alive.
+        this.host.effectiveLoad - this.host.silentChildren() + 1 > this.host.config.maxLoad
+      ) {
         this.reject(from, s, msg.fromSeq, RejectReason.OverMaxLoad);
         return;
       }

@@ -149,6 +149,8 @@ describe('hand-offs in a row', () => {
     let h2 = -1;
     for (let seq = 0; seq < 80; seq++) {
       solo.advance(1000 + seq * 100);
+      // Live neighbours are heard from every second (a parent is not asked after two silent ones).
+      if (seq % 10 === 0) for (const peer of [B, C2]) solo.feed(peer, { type: MessageType.Heartbeat });
       for (const [peer, from] of ranges) if (seq >= from) solo.feed(peer, dataMessage(0, seq));
       if (seq === 10) {
         unlink(A);

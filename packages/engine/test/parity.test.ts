@@ -220,6 +220,8 @@ describe('the true source with a parity slice', () => {
     const stripes = stripePayloads(createRandom(6), 5);
     const parityOf = (k: number): Uint8Array => {
       let parity: DataSend | undefined;
+      // Live roots beat more often than rootFailureTimeoutMs; a stripe takes 850 ms here.
+      for (const r of ROOTS) solo.feed(r, { type: MessageType.Heartbeat });
       for (const payload of stripes[k]!) {
         solo.advance(solo.now + 50);
         parity ??= dataSends(solo.input({ kind: 'publish', payload })).find((d) => d.slice === DATA);

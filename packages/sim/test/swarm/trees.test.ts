@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { EMPTY_BLOOM, MessageType, type PeerId } from '@chunkycast/wire';
-import { createRandom } from '@chunkycast/engine';
+import { createRandom, DEFAULT_PROTOCOL } from '@chunkycast/engine';
 import {
   deliveryCounts,
   Network,
@@ -143,8 +143,10 @@ describe('slice source replacement', () => {
       const replaced = events.find((e) => e.event.slice === s && e.event.assigned);
       expect(lost, `slice ${s} declared lost`).toBeDefined();
       expect(replaced, `slice ${s} reassigned`).toBeDefined();
-      expect(lost!.time - 15_000).toBeGreaterThanOrEqual(3000);
-      expect(lost!.time - 15_000).toBeLessThanOrEqual(5100);
+      // Roots beat every rootHeartbeatMs and are given up after rootFailureTimeoutMs of silence.
+      const { rootFailureTimeoutMs, rootHeartbeatMs } = DEFAULT_PROTOCOL;
+      expect(lost!.time - 15_000).toBeGreaterThanOrEqual(rootFailureTimeoutMs - rootHeartbeatMs);
+      expect(lost!.time - 15_000).toBeLessThanOrEqual(rootFailureTimeoutMs + 1100);
       expect(replaced!.event.epoch).toBe(2);
       expect(replaced!.time - lost!.time).toBeLessThanOrEqual(1000);
     }
