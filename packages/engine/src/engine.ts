@@ -1533,7 +1533,7 @@ export class Engine {
     }
   }
 
-  /** Peers we have a tree relation with on any slice (parent, old parent, child, pending target). */
+  /** Active children, over every slice, not heard from for PARENT_SILENCE_HEARTBEATS (admission counts them out). */
   private silentChildren(): number {
     const silentAfterMs = PARENT_SILENCE_HEARTBEATS * this.config.protocol.heartbeatMs;
     let silent = 0;
@@ -1547,6 +1547,7 @@ export class Engine {
     return silent;
   }
 
+  /** Peers we have a tree relation with on any slice (parent, old parent, child, pending target). */
   private treePeers(): Set<PeerId> {
     const result = new Set<PeerId>();
     for (const st of this.sliceStates) {
