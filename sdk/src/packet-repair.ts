@@ -223,14 +223,6 @@ const MAX_URLS = 64;
 const RTT_SMOOTHING = 0.25;
 
 /**
- * The host side of the engine's last resort (`fetchOrigin {slice, seqs}`): each (slice, seq) is
- * placed in its segment through the announcements, the packets of one segment are fetched as byte
- * ranges of the segment's URL (adjacent packets merged into one range, a bounded number of requests
- * at once), each packet is checked against its announced hash, and handed to the engine as the
- * media packet the tree would have carried (`originPacket`). The engine asks per slice and for all
- * its slices in one step, so the asks of one step are gathered (a microtask) before merging.
- */
-/**
  * The packets `indexes` of segment `a` cut from `part`, the origin's bytes from `runStart` of the
  * segment (null: a run of empty packets), each with its SHA-256, all hashed at once by `digest`
  * (default sha256OffThread: WebCrypto, off the main thread).
@@ -252,6 +244,14 @@ export async function runPacketDigests(
   );
 }
 
+/**
+ * The host side of the engine's last resort (`fetchOrigin {slice, seqs}`): each (slice, seq) is
+ * placed in its segment through the announcements, the packets of one segment are fetched as byte
+ * ranges of the segment's URL (adjacent packets merged into one range, a bounded number of requests
+ * at once), each packet is checked against its announced hash, and handed to the engine as the
+ * media packet the tree would have carried (`originPacket`). The engine asks per slice and for all
+ * its slices in one step, so the asks of one step are gathered (a microtask) before merging.
+ */
 export class OriginRepair {
   readonly counters: OriginRepairCounters = {
     packetsRequested: 0,

@@ -1541,7 +1541,7 @@ export class Engine {
       for (const [child, entry] of st.children) {
         if (entry.untilSeq !== Infinity) continue;
         const q = this.peers.get(child);
-        if (q === undefined || this.now - q.lastHeardAt > silentAfterMs) silent++;
+        if (q === undefined || q.silentLongerThan(this.now, silentAfterMs)) silent++;
       }
     }
     return silent;
@@ -1682,7 +1682,8 @@ export class Engine {
   /** Can `q` be our parent on slice `s` at all? Loop rule: not if our mask is in its filter (thesis §4.2, loop avoidance and detection). */
   private eligibleParent(q: PeerState, qId: PeerId, s: number, st: SliceState): boolean {
     if (!q.hasAdvert || q.quitting || !q.receiving(s) || this.trust.isSuspect(qId, this.now)) return false;
-    if (this.now - q.lastHeardAt > PARENT_SILENCE_HEARTBEATS * this.config.protocol.heartbeatMs) return false;
+    if (q.silentLongerThan(this.now, PARENT_SILENCE_HEARTBEATS * this.config.protocol.heartbeatMs))
+      return false;
     if (st.children.has(qId) || q.filterContains(s, this.mask)) return false;
     for (const failed of this.failedPaths.values()) if (q.filterContains(s, failed.mask)) return false;
     // Nor if one of our children is in its filter: it is below that child, so below us, even when

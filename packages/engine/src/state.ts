@@ -85,6 +85,11 @@ export class PeerState {
     this.sliceFilters = new Uint32Array(buffer, filtersAt, slices * 4);
   }
 
+  /** Whether nothing came from this peer for more than `ms` before `now`. */
+  silentLongerThan(now: number, ms: number): boolean {
+    return now - this.lastHeardAt > ms;
+  }
+
   receiving(slice: number): boolean {
     return ((this.sliceFlags[slice] ?? 0) & SLICE_FLAG_RECEIVING) !== 0;
   }

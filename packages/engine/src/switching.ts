@@ -120,7 +120,7 @@ export class Switching {
         peer: peerId,
         score: overUpper + (q.sliceHops[s] ?? 0) + this.host.random.nextFloat() * HOP_TIE_JITTER,
         relayed: this.host.avoidLink(q),
-        silent: this.host.now - q.lastHeardAt > silentAfterMs,
+        silent: q.silentLongerThan(this.host.now, silentAfterMs),
       });
     }
     if (scored.length === 0) return;
