@@ -51,6 +51,7 @@ describe('network lab', () => {
           share: v.meshShare,
           load: v.load,
           stalls: v.stalls,
+          stallsAtS: v.stallsAtS,
           peakKbps: v.peakUploadKbps1s,
           capKbps: v.uplinkKbps,
           over90Ms: v.longestAbove90PctMs,

@@ -1415,16 +1415,33 @@ export class Engine {
       }
     }
     // Every neighbour gets an advert every round, even an empty delta: it is the 1 s heartbeat.
-    for (const peerId of this.swaplinks.neighbours()) {
-      const p = this.peer(peerId);
-      const sendFull =
-        p.needsFullAdvert || this.now - p.lastFullAdvertAt >= this.config.protocol.fullAdvertIntervalMs;
-      if (sendFull) {
-        p.needsFullAdvert = false;
-        p.lastFullAdvertAt = this.now;
-      }
-      this.send(peerId, this.advert(p, sendFull, sendFull ? full : delta));
+    for (const peerId of this.swaplinks.neighbours()) this.sendAdvert(peerId, full, delta);
+    // So does a tree relation that is no neighbour (the old root of a moved slice and its successor,
+    // parent and child): a child's latency and load phases judge its parent by the parent's advert
+    // (path estimate, load, thresholds), and the round trip in it needs adverts both ways. With
+    // heartbeats only, the old root's path estimate stayed unknown, and so did its whole subtree's,
+    // which then never ran the latency phase on that slice: a moved tree grew 15-18 hops deep and
+    // its slice came ~1.6 s later than the others for good (issue 16, burst10, 5000 members, seed 2).
+    for (const peerId of this.treePeers()) {
+      if (peerId === this.config.sourceId || this.swaplinks.isNeighbour(peerId)) continue;
+      this.sendAdvert(peerId, full, delta);
+      this.peer(peerId).lastHeartbeatSentAt = this.now;
     }
+  }
+
+  private sendAdvert(
+    peerId: PeerId,
+    full: readonly AdvertSliceEntry[],
+    delta: readonly AdvertSliceEntry[],
+  ): void {
+    const p = this.peer(peerId);
+    const sendFull =
+      p.needsFullAdvert || this.now - p.lastFullAdvertAt >= this.config.protocol.fullAdvertIntervalMs;
+    if (sendFull) {
+      p.needsFullAdvert = false;
+      p.lastFullAdvertAt = this.now;
+    }
+    this.send(peerId, this.advert(p, sendFull, sendFull ? full : delta));
   }
 
   private advert(p: PeerState, full: boolean, entries: readonly AdvertSliceEntry[]): AdvertMessage {
@@ -1455,8 +1472,18 @@ export class Engine {
     this.send(peerId, this.advert(p, true, entries));
   }
 
+  /** Whether `peer` is a tree relation of ours on any slice (as treePeers, without building the set). */
+  private isTreePeer(peer: PeerId): boolean {
+    for (const st of this.sliceStates)
+      if (st.parent === peer || st.oldParent === peer || st.pending?.target === peer || st.children.has(peer))
+        return true;
+    return false;
+  }
+
   private onAdvert(from: PeerId, msg: AdvertMessage): void {
-    if (!this.swaplinks.isNeighbour(from)) return;
+    // Neighbours advertise, and so do tree relations that are none (sendAdverts); anyone else's
+    // advert would only be state kept about a stranger.
+    if (!this.swaplinks.isNeighbour(from) && !this.isTreePeer(from)) return;
     const p = this.peer(from);
     const slices = this.config.protocol.slices;
     // Which slices the advert speaks for (a bit each while they fit in a word): a full advert that
@@ -1803,7 +1830,8 @@ export class Engine {
     // Before the adverts, so that they already say which slices we no longer receive as their root.
     this.shedRoots();
     this.sendAdverts();
-    // Tree relations that are not neighbours (slice source ↔ true source, edges after a swap) need heartbeats.
+    // A slice source's parent, the true source, is no neighbour and takes no advert: it gets heartbeats
+    // (other tree relations that are no neighbours got adverts, which are heartbeats too).
     for (const peerId of treePeers) {
       const peer = this.peers.get(peerId);
       if (

@@ -2,9 +2,9 @@
 // source makes the root of every slice. As members arrive, the roots spread to them, one move per
 // rootSpreadIntervalMs, until no member roots two more slices than another the source knows of.
 import { describe, expect, it } from 'vitest';
-import { ForcedReason, MessageType, type PeerId } from '@chunkycast/wire';
-import type { ProtocolConfig } from '../src/index.js';
-import { Solo } from './solo.js';
+import { ForcedReason, MessageType, type AdvertMessage, type PeerId } from '@chunkycast/wire';
+import { bloomMaskFor, type ProtocolConfig } from '../src/index.js';
+import { accept, dataMessage, Solo } from './solo.js';
 
 const SOURCE = 0;
 const FIRST = 5;
@@ -274,6 +274,60 @@ describe('members in a moved slice', () => {
     runTo(movedAt + 8000);
     expect(handedBack(mark)).toEqual([2]);
     expect(solo.engine.sliceSourceOf()).toEqual([5]);
+  });
+
+  it('the new root advertises to the old root, its child though no neighbour, every round', () => {
+    const solo = new Solo({ id: SECOND, role: 'member', targetLoadSlices: 16 });
+    solo.startWith([3, 4]);
+    moveSlice2FromFirst(solo);
+    solo.feed(FIRST, {
+      type: MessageType.ForcedParentRequest,
+      slice: 2,
+      reason: ForcedReason.ParentQuit,
+      fromSeq: 0,
+    });
+    const mark = solo.mark();
+    solo.advance(solo.now + 3000);
+    const adverts = solo.sendsOf(MessageType.Advert, mark).filter((a) => a.to === FIRST);
+    expect(adverts.length).toBeGreaterThanOrEqual(3);
+    const entry = adverts[0]?.message.entries.find((e) => e.slice === 2);
+    expect(entry).toMatchObject({ isSliceSource: true, pathMs: 0 });
+    // The advert is its heartbeat: no separate one.
+    expect(solo.sendsOf(MessageType.Heartbeat, mark).filter((h) => h.to === FIRST)).toEqual([]);
+  });
+
+  it('the old root takes its successor’s advert, though no neighbour, and advertises a path below it', () => {
+    const solo = new Solo({ id: FIRST, role: 'member', targetLoadSlices: 16 });
+    solo.startWith([3, 4]);
+    solo.feed(SOURCE, { type: MessageType.SliceSourceAssign, slice: 2, epoch: 1, assigned: true });
+    solo.feed(SOURCE, {
+      type: MessageType.SliceSourceAssign,
+      slice: 2,
+      epoch: 1,
+      assigned: false,
+      peer: SECOND,
+    });
+    const advert = (): AdvertMessage =>
+      solo.advertFrom(SECOND, {
+        load: 1,
+        lower: 14,
+        upper: 18,
+        maxLoad: 24,
+        rttMs: 80,
+        slices: { 2: { receiving: true, isSliceSource: true, pathMs: 0, filter: bloomMaskFor(SECOND) } },
+      });
+    const ourPath = (): number | null | undefined =>
+      solo.lastAdvertTo(3)?.message.entries.find((e) => e.slice === 2)?.pathMs;
+    // Not yet its parent: a stranger's advert is ignored.
+    solo.feed(SECOND, advert());
+    solo.feed(SECOND, accept(2));
+    solo.feed(SECOND, dataMessage(2, 0, bloomMaskFor(SECOND), 1));
+    solo.advance(solo.now + 1000);
+    expect(ourPath()).toBeNull();
+    // Its parent now: the advert is taken, and our path is the root's 0 plus half the round trip.
+    solo.feed(SECOND, advert());
+    solo.advance(solo.now + 1000);
+    expect(ourPath()).toBe(40);
   });
 
   it('the old root, told its successor, asks it to be its parent as a planned hand-off', () => {

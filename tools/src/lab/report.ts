@@ -127,7 +127,7 @@ export function reportMarkdown(result: LabResult): string {
       .filter(([, n]) => n > 0)
       .map(([r, n]) => `${r} ${n}`)
       .join(', ');
-    return `| ${v.name} | ${v.nat} | ${(v.uplinkKbps / 1000).toFixed(1)} | ${v.peers} (min ${v.peersMinSecondHalf}) | ${routes || '—'} | ${pct(v.meshShare)} | ${v.stalls ?? '—'} | ${kib(v.mediaUploadBytes)} | ${kib(v.uplinkBytes)} | ${(v.peakUploadKbps1s / 1000).toFixed(2)} (${pct(v.peakUploadShareOfCap)}) | ${ms(v.longestAbove90PctMs)} | ${v.uploadCapacityKbps === null ? '—' : (v.uploadCapacityKbps / 1000).toFixed(2)} | ${v.targetLoad ?? '—'}/${v.maxLoad ?? '—'} | ${v.load ?? '—'} | ${ms(v.startupMs)} |`;
+    return `| ${v.name} | ${v.nat} | ${(v.uplinkKbps / 1000).toFixed(1)} | ${v.peers} (min ${v.peersMinSecondHalf}) | ${routes || '—'} | ${pct(v.meshShare)} | ${v.stalls ?? '—'}${v.stallsAtS.length > 0 ? ` (at ${v.stallsAtS.map((t) => `${t} s`).join(', ')})` : ''} | ${kib(v.mediaUploadBytes)} | ${kib(v.uplinkBytes)} | ${(v.peakUploadKbps1s / 1000).toFixed(2)} (${pct(v.peakUploadShareOfCap)}) | ${ms(v.longestAbove90PctMs)} | ${v.uploadCapacityKbps === null ? '—' : (v.uploadCapacityKbps / 1000).toFixed(2)} | ${v.targetLoad ?? '—'}/${v.maxLoad ?? '—'} | ${v.load ?? '—'} | ${ms(v.startupMs)} |`;
   });
   return `# Lab: ${result.scenario}
 

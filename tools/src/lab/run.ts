@@ -280,6 +280,18 @@ function secondHalfMeshShare(pageSeries: readonly ViewerSnapshot[][]): number | 
   return media > 0 ? mesh / media : null;
 }
 
+/** The samples at which a page's stall count went up, in s from the window's start. */
+function stallTimes(series: readonly ViewerSnapshot[], windowStart: number): number[] {
+  const times: number[] = [];
+  let seen = 0;
+  for (const snap of series) {
+    const stalls = snap.stats?.stalls ?? 0;
+    if (stalls > seen) times.push(Math.round((snap.now - windowStart) / 100) / 10);
+    seen = Math.max(seen, stalls);
+  }
+  return times;
+}
+
 /** One viewer's loads at one sample: TL/ML, measured capacity, slices it roots, children. */
 function loadPoint(snap: ViewerSnapshot, st: PlayerStatsSnapshot, windowStart: number): LoadPoint {
   const slices = st.slices ?? [];
@@ -341,6 +353,7 @@ function summarise(run: LabRun): LabResult {
       startupMs: typeof snap?.firstPlayingMs === 'number' ? Math.round(snap.firstPlayingMs) : null,
       stalls: st.stalls ?? null,
       stallMs: st.stallMs ?? null,
+      stallsAtS: stallTimes(series, windowStart),
       meshShare: st.meshShare ?? null,
       bytesFromMesh: st.bytesFromMesh ?? 0,
       bytesFromOrigin: st.bytesFromOrigin ?? 0,
@@ -511,6 +524,8 @@ export interface LabViewer {
   readonly startupMs: number | null;
   readonly stalls: number | null;
   readonly stallMs: number | null;
+  /** When the page's stall count went up (s from the window's start, at the sample that showed it). */
+  readonly stallsAtS: readonly number[];
   readonly meshShare: number | null;
   readonly bytesFromMesh: number;
   readonly bytesFromOrigin: number;
