@@ -11,6 +11,7 @@ import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
 import { profileMarkdown } from '../lib/cpu-profile.js';
+import { heapMarkdown } from '../lib/heap-snapshot.js';
 import { UsageError, noPositionals, numberOption, parseCommandLine, stringValue } from '../lib/args.js';
 import { runIsolated } from '../lib/netns.js';
 import { resolveOut, withoutOut } from '../lib/out-dir.js';
@@ -36,7 +37,7 @@ import {
 } from '../viewers/browser.js';
 import { openHiddenTabViewer, type HiddenTabViewer } from '../viewers/hidden-tab.js';
 // A profile starts PROFILE_WARMUP_MS into the window, or a quarter of the way if that is shorter.
-import { PROFILE_WARMUP_MS, profilePage } from '../viewers/profile.js';
+import { heapSnapshotOf, PROFILE_WARMUP_MS, profilePage } from '../viewers/profile.js';
 import type { ViewerSnapshot } from '../viewers/snapshot.js';
 import { brief, monitor, steadinessProblems, summaryLine, swarmSummary } from '../viewers/watch.js';
 import {
@@ -86,6 +87,10 @@ options:
                     the run, and the other viewers' stalls. Run longer than 300 s to reach
                     Chromium's intensive throttling of pages hidden for 5 minutes. Needs v0 in
                     Chromium; not with --profile-viewer or --freeze-after
+  --heap-snapshot   take a heap snapshot of viewer v0's page at the end of the window (after a
+                    garbage collection): DIR/v0.heapsnapshot (open in DevTools) and, in report.md
+                    and result.json's heap, its size by kind and its ArrayBuffer bytes by owner.
+                    Needs v0 in Chromium
   --help            print this help`;
 
 /** Every viewer page is read this often. */
@@ -113,6 +118,7 @@ const opts = parseCommandLine(
     'profile-viewer': { type: 'string' },
     'freeze-after': { type: 'string' },
     'hidden-tab': { type: 'boolean' },
+    'heap-snapshot': { type: 'boolean' },
   },
   (parsed) => {
     noPositionals(parsed);
@@ -147,6 +153,9 @@ const opts = parseCommandLine(
     if (freeze !== undefined && mix[0]?.browser !== 'chromium')
       throw new UsageError('--freeze-after freezes v0 through Chromium: list chromium first in --browsers');
     const hiddenTab = parsed.values['hidden-tab'] === true;
+    const heapSnapshot = parsed.values['heap-snapshot'] === true;
+    if (heapSnapshot && mix[0]?.browser !== 'chromium')
+      throw new UsageError('--heap-snapshot reads v0 through Chromium: list chromium first in --browsers');
     if (hiddenTab && mix[0]?.browser !== 'chromium')
       throw new UsageError('--hidden-tab opens v0 in Chromium: list chromium first in --browsers');
     if (hiddenTab && (freeze !== undefined || profile !== undefined))
@@ -170,6 +179,7 @@ const opts = parseCommandLine(
       profileS: profile === undefined ? undefined : numberOption('profile-viewer', profile, 0, { min: 1 }),
       freezeAfterS: freeze === undefined ? undefined : numberOption('freeze-after', freeze, 0, { min: 1 }),
       hiddenTab,
+      heapSnapshot,
     };
   },
 );
@@ -285,6 +295,12 @@ try {
   const processesAtEnd = sampleBrowsers({ withMemory: true });
   const hiddenAtEnd = hidden === null ? null : await hiddenTabState(hidden);
   const profile = profiling === null ? null : await profiling;
+  const heap =
+    !opts.heapSnapshot || first === undefined || !('page' in first)
+      ? null
+      : await heapSnapshotOf((first as Viewer).page, (message) => {
+          progress(`heap snapshot of v0 failed: ${message}`);
+        });
   const origin = await tracker.origin();
   const produced = stream.bytesProduced(windowStart, windowEnd);
   // monitor() takes at least one round, so every series has a last sample.
@@ -480,15 +496,18 @@ try {
       atEnd: rootSpreadOf(last, SLICES, (windowEnd - windowStart) / 1000),
     },
     profile: profile === null ? null : { viewer: 'v0', ...profile.summary },
+    heap: heap === null ? null : { viewer: 'v0', ...heap.summary },
     perViewer,
   };
   mkdirSync(opts.out, { recursive: true });
   writeFileSync(join(opts.out, 'result.json'), `${JSON.stringify(result, null, 2)}\n`);
   if (profile !== null) writeFileSync(join(opts.out, 'v0.cpuprofile'), JSON.stringify(profile.raw));
+  if (heap !== null) writeFileSync(join(opts.out, 'v0.heapsnapshot'), heap.raw);
   writeFileSync(
     join(opts.out, 'report.md'),
     report(result) +
-      (profile === null ? '' : `\n${profileMarkdown(profile.summary, "Where viewer v0's CPU went")}`),
+      (profile === null ? '' : `\n${profileMarkdown(profile.summary, "Where viewer v0's CPU went")}`) +
+      (heap === null ? '' : `\n${heapMarkdown(heap.summary, "What viewer v0's JS heap held at the end")}`),
   );
   last.forEach((s, i) => {
     progress(JSON.stringify(brief(viewers[i]?.label ?? `v${i}`, s)));

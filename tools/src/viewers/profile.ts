@@ -5,6 +5,7 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Page } from 'playwright-core';
 import { summarizeProfile, sourceMapsIn, type CpuProfile, type ProfileSummary } from '../lib/cpu-profile.js';
+import { summarizeHeapSnapshot, type HeapSnapshotJson, type HeapSummary } from '../lib/heap-snapshot.js';
 import { errorMessage } from '../lib/wait.js';
 import { demoDist } from '../stack/tracker.js';
 
@@ -50,5 +51,39 @@ async function recordProfile(page: Page, startAfterMs: number, durationMs: numbe
     return { raw, summary: summarizeProfile(raw, sourceMapsIn(demoDist)) };
   } finally {
     await cdp.detach().catch(() => undefined);
+  }
+}
+
+export interface PageHeap {
+  /** The snapshot as Chromium wrote it, to save as a `.heapsnapshot` that DevTools opens. */
+  readonly raw: string;
+  readonly summary: HeapSummary;
+}
+
+/**
+ * A heap snapshot of `page` (after a garbage collection: Chromium takes one first), summed
+ * (lib/heap-snapshot.ts). Never rejects: a failure is reported through `onFailure` and gives null.
+ */
+export async function heapSnapshotOf(
+  page: Page,
+  onFailure: (message: string) => void,
+): Promise<PageHeap | null> {
+  try {
+    const cdp = await page.context().newCDPSession(page);
+    try {
+      const chunks: string[] = [];
+      cdp.on('HeapProfiler.addHeapSnapshotChunk', (event) => {
+        chunks.push(event.chunk);
+      });
+      await cdp.send('HeapProfiler.enable');
+      await cdp.send('HeapProfiler.takeHeapSnapshot', { reportProgress: false });
+      const raw = chunks.join('');
+      return { raw, summary: summarizeHeapSnapshot(JSON.parse(raw) as HeapSnapshotJson) };
+    } finally {
+      await cdp.detach().catch(() => undefined);
+    }
+  } catch (error) {
+    onFailure(errorMessage(error));
+    return null;
   }
 }
