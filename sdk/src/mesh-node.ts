@@ -78,6 +78,16 @@ export const DIAL_BACKOFF_MS = 30_000;
  * of this length, and a thin uplink must be measured within a couple of seconds of falling behind.
  */
 export const LINK_STATS_INTERVAL_MS = 1000;
+/**
+ * A link between two members that carried nothing but announcements for this long is closed
+ * (MeshNodeOptions.idleLinkCloseMs). Links were never closed but for a cut-off: every peer a viewer
+ * ever reached (a walk's end, a bootstrap peer, a neighbour swapped away) kept a peer connection,
+ * with its SCTP and DTLS state and a stats read every second, for the whole session. Neighbours
+ * and tree relations exchange adverts every second, so theirs are never idle; 20 s is a walk's and
+ * a forced request's timeouts several times over. The true source's links are left alone: members
+ * keep it as a peer for good, and it tells a root it is one over them.
+ */
+export const IDLE_LINK_CLOSE_MS = 20_000;
 /** Failed peers remembered at most (older entries are pruned first; each lapses DIAL_BACKOFF_MS after its wait). */
 const MAX_BACKOFF_ENTRIES = 1024;
 /** A link to a peer that failed before opening, and how long the peer is not dialled since. */
@@ -236,6 +246,8 @@ export interface MeshNodeOptions {
   readonly maxUploadKbps?: number;
   /** Monotonic milliseconds; default performance.now(). */
   readonly now?: () => number;
+  /** A member link idle this long (ms) is closed (IDLE_LINK_CLOSE_MS by default; 0: never). */
+  readonly idleLinkCloseMs?: number;
 }
 
 export interface MeshNodeCounters {
@@ -276,6 +288,8 @@ export interface MeshNodeCounters {
   relayedBytes: number;
   /** Engine actions that threw when carried out (logged; the rest of their batch went on). */
   actionsFailed: number;
+  /** Links to members closed after carrying nothing but announcements for idleLinkCloseMs. */
+  idleLinksClosed: number;
 }
 
 /**
@@ -359,6 +373,11 @@ interface Link {
   routeCounted: boolean;
   /** The link's getStats transport id, once known: later reads look its pair up (connectivity.ts). */
   readonly statsMemo: { transportId: string | null };
+  /**
+   * When the link last carried something other than an announcement, either way (the node's
+   * clock; its creation until then): IDLE_LINK_CLOSE_MS.
+   */
+  lastActiveAt: number;
   /** Made with `iceTransportPolicy: 'relay'`: every path it can take goes through a TURN relay. */
   readonly relayOnly: boolean;
   /** What the engine was last told of this link's route (`linkRoute`): relayed or not; null: nothing. */
@@ -400,6 +419,7 @@ export class MeshNode {
     peersCutOff: 0,
     connectFailures: 0,
     dialsBackedOff: 0,
+    idleLinksClosed: 0,
     relayedBytes: 0,
     actionsFailed: 0,
   };
@@ -500,6 +520,7 @@ export class MeshNode {
       this.renegotiations = 0;
     }, RENEGOTIATION_WINDOW_MS);
     this.statsTimer = setInterval(() => {
+      this.closeIdleLinks();
       void this.readAllLinkStats();
     }, LINK_STATS_INTERVAL_MS);
     this.feed({ kind: 'start' });
@@ -978,6 +999,7 @@ export class MeshNode {
    * control messages keep their order among themselves, and an announcement is independent of them.
    */
   private enqueue(to: PeerId, link: Link, bytes: Uint8Array, isData: boolean, ahead = false): boolean {
+    if (!ahead) link.lastActiveAt = this.now();
     if (
       link.open &&
       link.queue.length === 0 &&
@@ -1147,6 +1169,7 @@ export class MeshNode {
       answered: false,
       connectTimer: null,
       createdAt: this.now(),
+      lastActiveAt: this.now(),
       openedAtMs: null,
       pair: null,
       routeCounted: false,
@@ -1223,6 +1246,7 @@ export class MeshNode {
       return;
     }
     const message = decoded.message;
+    if (message.type !== MessageType.Announcement) link.lastActiveAt = this.now();
     if (
       message.type === MessageType.Data ||
       message.type === MessageType.RepairData ||
@@ -1333,6 +1357,37 @@ export class MeshNode {
     this.links.delete(peerId);
     if (old.connectTimer !== null) clearTimeout(old.connectTimer);
     old.peer.destroy();
+  }
+
+  /**
+   * Closes member links idle for idleLinkCloseMs (IDLE_LINK_CLOSE_MS), unless the engine still
+   * counts the peer a neighbour or a tree relation (a page whose timers were held back, say). The
+   * engine is not told: it kept no state for the peer, and a later send dials again.
+   */
+  private closeIdleLinks(): void {
+    const idleMs = this.options.idleLinkCloseMs ?? IDLE_LINK_CLOSE_MS;
+    if (idleMs <= 0 || this.options.role !== 'member') return;
+    const now = this.now();
+    let related: Set<PeerId> | null = null;
+    for (const [peerId, link] of this.links) {
+      if (!link.open || peerId === this.options.sourceId || now - link.lastActiveAt < idleMs) continue;
+      related ??= this.engineRelations();
+      if (related.has(peerId)) continue;
+      this.counters.idleLinksClosed++;
+      this.log('debug', 'idle peer link closed', {
+        peer: peerId,
+        idleMs: Math.round(now - link.lastActiveAt),
+      });
+      this.closeLink(peerId, link);
+    }
+  }
+
+  /** Neighbours, parents and children on any slice: the peers the engine needs links to. */
+  private engineRelations(): Set<PeerId> {
+    const related = new Set<PeerId>(this.engine.neighbours());
+    for (const parent of this.engine.parents()) if (parent !== null) related.add(parent);
+    for (const children of this.engine.children()) for (const child of children) related.add(child);
+    return related;
   }
 
   private closeLink(peerId: PeerId, link: Link): void {

@@ -424,6 +424,7 @@ function emptyStats(stream: string): MeshStats {
     peersByRoute: { host: 0, srflx: 0, prflx: 0, relay: 0 },
     relayedBytes: 0,
     connectFailures: 0,
+    idleLinksClosed: 0,
   };
 }
 

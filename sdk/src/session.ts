@@ -84,6 +84,13 @@ import {
  * idle between segments.
  */
 export const LIVE_PROTOCOL: Partial<ProtocolConfig> = {
+  // MinL, "the expected smallest target load" (thesis §4.2, parameters), is what gives a node at that
+  // load the smallest degree, MND = 8. The engine's 4 is the thesis's population (TL 4–28); a browser
+  // viewer declares one stream copy, TL 16, and with MinL 4 got degree 32: at 16 viewers every viewer
+  // linked to all the others, and each link is a peer connection with its own SCTP and DTLS state,
+  // adverts, heartbeats and stats reads every second (issue 17: per-viewer memory and CPU grew with
+  // the swarm). 16 gives such a viewer MND's 8 neighbours; one that declares two copies gets 16.
+  minLoadSlices: 16,
   receivingTimeoutMs: 5000,
   probeAfterSilenceMs: 4500,
   // Engine repair's last resort is an HTTP range request to the origin, not the thesis's 650 ms
@@ -415,6 +422,7 @@ export class MeshSession extends EventTarget implements SegmentProvider {
     forwardsDropped: 0,
     injectedLosses: 0,
     connectFailures: 0,
+    idleLinksClosed: 0,
     relayedBytes: 0,
     connectedByRoute: { host: 0, srflx: 0, prflx: 0, relay: 0 } as Record<RouteType, number>,
   };
@@ -853,6 +861,7 @@ export class MeshSession extends EventTarget implements SegmentProvider {
     this.retired.forwardsDropped += old.counters.droppedStale + old.counters.droppedForBackpressure;
     this.retired.injectedLosses += old.counters.injectedLosses;
     this.retired.connectFailures += old.counters.connectFailures;
+    this.retired.idleLinksClosed += old.counters.idleLinksClosed;
     this.retired.relayedBytes += old.counters.relayedBytes;
     for (const route of ROUTE_TYPES) this.retired.connectedByRoute[route] += old.connectedByRoute[route];
     this.firstLinkTimes(old);
@@ -1483,6 +1492,7 @@ export class MeshSession extends EventTarget implements SegmentProvider {
       peersByRoute: node?.openByRoute() ?? { host: 0, srflx: 0, prflx: 0, relay: 0 },
       relayedBytes: this.retired.relayedBytes + (node?.counters.relayedBytes ?? 0),
       connectFailures: this.retired.connectFailures + (node?.counters.connectFailures ?? 0),
+      idleLinksClosed: this.retired.idleLinksClosed + (node?.counters.idleLinksClosed ?? 0),
     };
   }
 

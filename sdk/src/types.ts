@@ -243,6 +243,8 @@ export interface MeshStats {
   readonly relayedBytes: number;
   /** Links given up before their channel opened (ICE failed, timed out, …) since joining. */
   readonly connectFailures: number;
+  /** Links to other viewers closed since joining because nothing but announcements crossed them for 20 s. */
+  readonly idleLinksClosed: number;
 }
 
 /** The tracker connection's state (TrackerClient's). */

@@ -147,6 +147,50 @@ describe('MeshNode over WebRTC on loopback', () => {
     );
   }, 60_000);
 
+  it('closes a link to a member it has no use for, once only announcements crossed it for idleLinkCloseMs, and the stream flows on', async () => {
+    // Degree 4 (two links each way) among 8: joiners dial bootstrap peers and walk ends that need
+    // not become neighbours, and those links then carry nothing. (Degree 2 is one link each way, a
+    // union of cycles: a 6-member swarm split into two, each missing the other's slices.)
+    const ids = [1, 2, 3, 4, 5, 6, 7, 8];
+    const { source, members } = swarm(
+      ids,
+      () => 24,
+      () => ({ protocol: { ...LIVE_PROTOCOL, minNodeDegree: 4 }, idleLinkCloseMs: 1500 }),
+    );
+    const nodes = [...members.values()].map((m) => m.node);
+    running = [source, ...nodes];
+    for (const n of nodes) n.start();
+    source.start();
+    await until(() => source.engine.currentSliceSources().every((s) => s !== null), 20_000, 'slice sources');
+    let published = 0;
+    const publisher = setInterval(() => {
+      for (let i = 0; i < 16; i++) source.publish(new Uint8Array(500).fill(published++ % 251));
+    }, 200);
+    const everySlice = (from: number): boolean =>
+      [...members.values()].every((m) =>
+        Array.from({ length: 16 }, (_, s) => s).every((s) =>
+          [...m.received.keys()].some((k) => {
+            const [slice, seq] = k.split(':').map(Number) as [number, number];
+            return slice === s && seq >= from;
+          }),
+        ),
+      );
+    try {
+      await until(
+        () => nodes.reduce((sum, n) => sum + n.counters.idleLinksClosed, 0) > 0,
+        20_000,
+        'an idle link to be closed',
+      );
+      // Only links the engine has no use for were closed: every member still gets every slice.
+      const from = Math.ceil(published / 16) + 1;
+      await until(() => everySlice(from), 20_000, 'every member to receive every slice after the closes');
+    } finally {
+      clearInterval(publisher);
+    }
+    // The true source's links are never closed as idle (members keep it as a peer).
+    expect(source.counters.idleLinksClosed).toBe(0);
+  });
+
   it('a receive-only member (ML = 0) receives every slice and forwards nothing', async () => {
     const receiveOnlyId = 23;
     const { source, members } = swarm([21, 22, receiveOnlyId, 24], (id) => (id === receiveOnlyId ? 0 : 24));
