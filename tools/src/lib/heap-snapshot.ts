@@ -84,6 +84,24 @@ class FieldIndex {
   }
 }
 
+/** Strings are named by their text, code by its source: those are summed by type alone. */
+const UNNAMED_TYPES = new Set([
+  'string',
+  'concatenated string',
+  'sliced string',
+  'regexp',
+  'number',
+  'bigint',
+]);
+/** A kind's name is cut to this many characters (a closure's name can be long). */
+const MAX_KIND_NAME = 80;
+
+function kindOf(type: string, name: string): string {
+  if (UNNAMED_TYPES.has(type)) return type;
+  const oneLine = name.replace(/\s+/g, ' ');
+  return `${type}: ${oneLine.length > MAX_KIND_NAME ? `${oneLine.slice(0, MAX_KIND_NAME)}…` : oneLine}`;
+}
+
 /** Sums a parsed heap snapshot. Throws on a snapshot without the fields it needs. */
 export function summarizeHeapSnapshot(snap: HeapSnapshotJson): HeapSummary {
   const meta = snap.snapshot.meta;
@@ -136,7 +154,7 @@ export function summarizeHeapSnapshot(snap: HeapSnapshotJson): HeapSummary {
     const size = sizeOf(n);
     const name = nameOf(n);
     totalBytes += size;
-    add(kinds, `${typeOf(n)}: ${name}`, size);
+    add(kinds, kindOf(typeOf(n), name), size);
     if (name !== 'system / JSArrayBufferData') continue;
     arrayBufferBytes += size;
     let owner = 'unknown';
