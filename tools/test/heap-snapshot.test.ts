@@ -106,6 +106,20 @@ describe('heap snapshot summary', () => {
     expect(md).toContain('11 heap nodes');
   });
 
+  it('sums strings by type, not by their text, and cuts long names', () => {
+    const summary = summarizeHeapSnapshot(
+      snapshotOf([
+        { type: 'string', name: 'const a = 1;\nconst b = 2;', size: 30, edges: [] },
+        { type: 'string', name: 'hello', size: 10, edges: [] },
+        { type: 'closure', name: `${'x'.repeat(100)}\n  y`, size: 8, edges: [] },
+      ]),
+    );
+    expect(summary.byKind).toEqual([
+      { name: 'string', count: 2, selfBytes: 40 },
+      { name: `closure: ${'x'.repeat(80)}…`, count: 1, selfBytes: 8 },
+    ]);
+  });
+
   it('says which field a snapshot lacks', () => {
     const broken = { ...snap, snapshot: { meta: { ...snap.snapshot.meta, node_fields: ['type', 'name'] } } };
     expect(() => summarizeHeapSnapshot(broken)).toThrow(/no node field "self_size"/);
