@@ -59,9 +59,18 @@ interface Entry {
    */
   packetBytes: number | null;
   rangeWaiters: RangeWaiter[];
+  /**
+   * The packets' bytes as they came: a mesh packet's are a view into its payload, which the
+   * engine's slice ring holds too (ringPayloadMaxAgeMs), so a finished segment kept as its packets
+   * costs no second copy. Assembling it on each read is one copy, which the loader makes anyway.
+   * (The store kept the assembled segment: ~2 MiB of JS heap per viewer beside the rings, issue 17.)
+   */
   packets: (Uint8Array | undefined)[];
   received: number;
-  bytes: Uint8Array | null;
+  /** Verified whole. */
+  complete: boolean;
+  /** The verified segment in one piece, when it came so (`keepWhole`); else null, and `packets` hold it. */
+  whole: Uint8Array | null;
   /** Local time the segment was verified whole (ms, host clock); NaN until then. */
   heldAtMs: number;
   failed: boolean;
@@ -212,12 +221,12 @@ export class SegmentStore {
       this.counters.refusedPackets++;
       return false;
     }
-    if (entry.packets[packet.index] !== undefined || entry.bytes !== null) {
+    if (entry.packets[packet.index] !== undefined || entry.complete) {
       this.counters.duplicatePackets++;
       return false;
     }
-    // Copy: the payload may be a view into a larger receive buffer.
-    entry.packets[packet.index] = packet.bytes.slice();
+    // Not copied: a view into the packet's payload, which the engine's ring holds as well (Entry.packets).
+    entry.packets[packet.index] = packet.bytes;
     entry.received++;
     this.firstMeshSegment ??= packet.segment;
     this.counters.packetsReceived++;
@@ -253,7 +262,7 @@ export class SegmentStore {
   verdict(sequence: number): SegmentVerdict {
     const e = this.entries.get(sequence);
     if (e === undefined) return 'waiting';
-    if (e.bytes !== null) return 'complete';
+    if (e.complete) return 'complete';
     return e.failed ? 'failed' : 'waiting';
   }
 
@@ -261,7 +270,7 @@ export class SegmentStore {
     if (sequence <= this.joinedAfter) return false;
     const e = this.entries.get(sequence);
     if (e === undefined) return sequence > this.newestAnnounced - MAX_SEGMENTS_KEPT;
-    if (e.bytes !== null) return true;
+    if (e.complete) return true;
     if (e.failed) return false;
     // Partly here: worth waiting for, the missing packets can be completed from the origin.
     if (e.announcement !== null && e.received > 0) return true;
@@ -276,7 +285,7 @@ export class SegmentStore {
   missingRanges(sequence: number): { start: number; end: number; indexes: number[] }[] | null {
     const e = this.entries.get(sequence);
     const a = e?.announcement ?? null;
-    if (e === undefined || a === null || e.bytes !== null || e.failed || e.verifying || e.received === 0)
+    if (e === undefined || a === null || e.complete || e.failed || e.verifying || e.received === 0)
       return null;
     const plan = planOf(a);
     const runs: { start: number; end: number; indexes: number[] }[] = [];
@@ -297,7 +306,7 @@ export class SegmentStore {
     const a = this.announcement(sequence);
     if (a === null) return null;
     const e = this.entry(sequence, a.packets, true);
-    if (e === null || e.bytes !== null || e.failed || e.verifying) return null;
+    if (e === null || e.complete || e.failed || e.verifying) return null;
     if (e.count === 0) {
       e.count = a.packets;
       e.packets = new Array<Uint8Array | undefined>(a.packets);
@@ -324,7 +333,7 @@ export class SegmentStore {
     digest: Uint8Array | 'checked' | null = null,
   ): boolean {
     const e = this.entries.get(sequence);
-    if (e === undefined || e.announcement === null || e.failed || e.bytes !== null) return false;
+    if (e === undefined || e.announcement === null || e.failed || e.complete) return false;
     if (index < 0 || index >= e.count || e.packets[index] !== undefined) return false;
     if (digest !== 'checked' && !matchesPacketHash(e.announcement, index, digest ?? sha256(bytes))) {
       this.counters.hashMismatches++;
@@ -351,8 +360,7 @@ export class SegmentStore {
   async keepWhole(sequence: number, bytes: Uint8Array<ArrayBuffer>): Promise<boolean> {
     const e = this.entries.get(sequence);
     const a = e?.announcement ?? null;
-    if (e === undefined || a === null || e.bytes !== null || e.verifying || bytes.length !== a.bytes)
-      return false;
+    if (e === undefined || a === null || e.complete || e.verifying || bytes.length !== a.bytes) return false;
     e.verifying = true;
     const matches = await matchesSignedHash(bytes, a);
     e.verifying = false;
@@ -365,14 +373,14 @@ export class SegmentStore {
       return false;
     }
     this.counters.segmentsKeptFromOrigin++;
-    this.release(e, bytes);
+    this.release(e, bytes, true);
     return true;
   }
 
   /** Whether packet `index` of the segment is held (or the whole segment is). */
   hasPacket(sequence: number, index: number): boolean {
     const e = this.entries.get(sequence);
-    return e !== undefined && (e.bytes !== null || e.packets[index] !== undefined);
+    return e !== undefined && (e.complete || e.packets[index] !== undefined);
   }
 
   /** The announcements held (at most MAX_SEGMENTS_KEPT-ish), newest first. */
@@ -389,12 +397,16 @@ export class SegmentStore {
   /** When the segment was verified whole (host clock, ms), or null while it is not. */
   heldAtMs(sequence: number): number | null {
     const e = this.entries.get(sequence);
-    return e === undefined || e.bytes === null ? null : e.heldAtMs;
+    return e === undefined || !e.complete ? null : e.heldAtMs;
   }
 
-  /** Verified bytes now, or null. */
+  /** Verified bytes now (a copy of their own, but for a segment kept whole), or null. */
   bytes(sequence: number): Uint8Array | null {
-    return this.entries.get(sequence)?.bytes ?? null;
+    const e = this.entries.get(sequence);
+    if (e === undefined || !e.complete) return null;
+    if (e.whole !== null) return e.whole;
+    const a = e.announcement;
+    return a === null ? null : assemble(e, a);
   }
 
   /**
@@ -428,7 +440,7 @@ export class SegmentStore {
   range(sequence: number, start: number, end: number): Uint8Array | null {
     const e = this.entries.get(sequence);
     if (e === undefined || e.failed || !(start >= 0 && end > start)) return null;
-    if (e.bytes !== null) return end <= e.bytes.length ? e.bytes.slice(start, end) : null;
+    if (e.whole !== null) return end <= e.whole.length ? e.whole.slice(start, end) : null;
     const a = e.announcement;
     const packetBytes = e.packetBytes ?? (a === null ? null : planOf(a).packetBytes);
     if (packetBytes === null || (a !== null && end > a.bytes)) return null;
@@ -510,7 +522,8 @@ export class SegmentStore {
       rangeWaiters: [],
       packets: new Array<Uint8Array | undefined>(count),
       received: 0,
-      bytes: null,
+      complete: false,
+      whole: null,
       heldAtMs: Number.NaN,
       failed: false,
       verifying: false,
@@ -536,32 +549,15 @@ export class SegmentStore {
 
   private tryComplete(sequence: number, entry: Entry): void {
     const a = entry.announcement;
-    if (
-      a === null ||
-      entry.verifying ||
-      entry.bytes !== null ||
-      entry.count === 0 ||
-      entry.received < entry.count
-    )
+    if (a === null || entry.verifying || entry.complete || entry.count === 0 || entry.received < entry.count)
       return;
     entry.verifying = true;
     void this.verify(sequence, entry, a);
   }
 
   private async verify(sequence: number, entry: Entry, a: SignedAnnouncement): Promise<void> {
-    const plan = planOf(a);
-    const out = new Uint8Array(a.bytes);
-    let sizesMatch = true;
-    for (let i = 0; i < a.packets; i++) {
-      const [start, end] = packetRange(plan, a.bytes, i);
-      const p = entry.packets[i];
-      if (p?.length !== end - start) {
-        sizesMatch = false;
-        break;
-      }
-      out.set(p, start);
-    }
-    const matches = sizesMatch && (await matchesSignedHash(out, a));
+    const out = assemble(entry, a);
+    const matches = out !== null && (await matchesSignedHash(out, a));
     entry.verifying = false;
     if (!matches) {
       entry.failed = true;
@@ -573,18 +569,35 @@ export class SegmentStore {
       return;
     }
     this.counters.segmentsComplete++;
-    this.release(entry, out);
+    this.release(entry, out, false);
   }
 
-  /** The segment is verified: its bytes replace its packets, and everyone waiting gets them. */
-  private release(entry: Entry, bytes: Uint8Array): void {
-    entry.bytes = bytes;
+  /**
+   * The segment is verified, and everyone waiting gets its bytes. Kept as its packets (Entry.packets),
+   * or, when it came whole (`keepWhole`), as that one piece, which replaces any packets.
+   */
+  private release(entry: Entry, bytes: Uint8Array<ArrayBuffer>, cameWhole: boolean): void {
+    entry.complete = true;
+    entry.whole = cameWhole ? bytes : null;
     entry.heldAtMs = this.options.now();
-    entry.packets = [];
+    if (cameWhole) entry.packets = [];
     entry.failed = false;
     for (const w of [...entry.waiters]) w(bytes);
     this.wakeRanges(entry);
   }
+}
+
+/** A segment's packets in one piece, or null if any is missing or not the size its plan says. */
+function assemble(entry: Entry, a: SignedAnnouncement): Uint8Array<ArrayBuffer> | null {
+  const plan = planOf(a);
+  const out = new Uint8Array(a.bytes);
+  for (let i = 0; i < a.packets; i++) {
+    const [start, end] = packetRange(plan, a.bytes, i);
+    const p = entry.packets[i];
+    if (p?.length !== end - start) return null;
+    out.set(p, start);
+  }
+  return out;
 }
 
 /** Whether the whole segment's SHA-256 (WebCrypto, off the main thread) is the signed one. */

@@ -82,6 +82,28 @@ describe('SegmentStore', () => {
     }
   });
 
+  it('keeps a finished segment as the packets it was given, not a copy of its own (the engine rings hold them too)', async () => {
+    const { privateKey, publicKey } = await keys();
+    const s = store(publicKey);
+    const bytes = segmentBytes(6);
+    expect(await s.announce(await announce(privateKey, 6, bytes))).toBe(true);
+    // Each packet in a buffer of its own, as a data channel message is.
+    const given = packets(6, bytes).map((p) => ({ ...p, bytes: p.bytes.slice() }));
+    for (const p of given) expect(s.addPacket(p)).toBe(true);
+    expect(await s.wait(6, 5000)).toEqual(bytes);
+    const first = s.bytes(6);
+    expect(first).toEqual(bytes);
+    expect(s.range(6, 10, 5000)).toEqual(bytes.slice(10, 5000));
+    // Each read is a copy the caller may keep or hand on.
+    expect(s.bytes(6)).not.toBe(first);
+    // Whose bytes are kept: a payload is never written to once it arrived; writing to one here shows
+    // that the store reads the very buffer it was given.
+    const packet0 = given[0]?.bytes ?? new Uint8Array(1);
+    packet0[0] = (packet0[0] ?? 0) ^ 0xff;
+    expect(s.bytes(6)?.[0]).toBe(packet0[0]);
+    expect(first?.[0]).toBe(bytes[0]);
+  });
+
   it('tells when a segment came to be held whole (the playlist loader times reloads by it)', async () => {
     const { privateKey, publicKey } = await keys();
     const clock = { now: 100 };
