@@ -209,6 +209,17 @@ describe('members in a moved slice', () => {
     });
   };
 
+  /** The true source tells the old root of slice 2 (epoch 1) that SECOND roots it now. */
+  const tellFirstSlice2MovedToSecond = (solo: Solo): void => {
+    solo.feed(SOURCE, {
+      type: MessageType.SliceSourceAssign,
+      slice: 2,
+      epoch: 1,
+      assigned: false,
+      peer: SECOND,
+    });
+  };
+
   it('the new root keeps its tree, says it took over, and takes the old root as a child though not a neighbour and full', () => {
     const solo = new Solo({ id: SECOND, role: 'member', targetLoadSlices: 1, maxLoadSlices: 1 });
     solo.startWith([3, 4]);
@@ -300,13 +311,7 @@ describe('members in a moved slice', () => {
     const solo = new Solo({ id: FIRST, role: 'member', targetLoadSlices: 16 });
     solo.startWith([3, 4]);
     solo.feed(SOURCE, { type: MessageType.SliceSourceAssign, slice: 2, epoch: 1, assigned: true });
-    solo.feed(SOURCE, {
-      type: MessageType.SliceSourceAssign,
-      slice: 2,
-      epoch: 1,
-      assigned: false,
-      peer: SECOND,
-    });
+    tellFirstSlice2MovedToSecond(solo);
     const advert = (): AdvertMessage =>
       solo.advertFrom(SECOND, {
         load: 1,
@@ -335,13 +340,7 @@ describe('members in a moved slice', () => {
     solo.startWith([3, 4]);
     solo.feed(SOURCE, { type: MessageType.SliceSourceAssign, slice: 2, epoch: 1, assigned: true });
     const mark = solo.mark();
-    solo.feed(SOURCE, {
-      type: MessageType.SliceSourceAssign,
-      slice: 2,
-      epoch: 1,
-      assigned: false,
-      peer: SECOND,
-    });
+    tellFirstSlice2MovedToSecond(solo);
     expect(solo.engine.sliceSourceOf()).toEqual([]);
     const asks = solo.sendsOf(MessageType.ForcedParentRequest, mark);
     expect(asks.map((a) => [a.to, a.message.slice, a.message.reason])).toEqual([
