@@ -1366,7 +1366,7 @@ export class MeshNode {
    */
   private closeIdleLinks(): void {
     const idleMs = this.options.idleLinkCloseMs ?? IDLE_LINK_CLOSE_MS;
-    if (idleMs <= 0 || this.options.role !== 'member') return;
+    if (!(idleMs > 0) || this.options.role !== 'member') return; // 0 (or not a number): never
     const now = this.now();
     let related: Set<PeerId> | null = null;
     for (const [peerId, link] of this.links) {
