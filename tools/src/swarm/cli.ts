@@ -86,7 +86,7 @@ options:
                     visibility and timer rate at the start and the end, its load and upload over
                     the run, and the other viewers' stalls. Run longer than 300 s to reach
                     Chromium's intensive throttling of pages hidden for 5 minutes. Needs v0 in
-                    Chromium; not with --profile-viewer or --freeze-after
+                    Chromium; not with --profile-viewer, --freeze-after or --heap-snapshot
   --heap-snapshot   take a heap snapshot of viewer v0's page at the end of the window (after a
                     garbage collection): DIR/v0.heapsnapshot (open in DevTools) and, in report.md
                     and result.json's heap, its size by kind and its ArrayBuffer bytes by owner.
@@ -158,9 +158,9 @@ const opts = parseCommandLine(
       throw new UsageError('--heap-snapshot reads v0 through Chromium: list chromium first in --browsers');
     if (hiddenTab && mix[0]?.browser !== 'chromium')
       throw new UsageError('--hidden-tab opens v0 in Chromium: list chromium first in --browsers');
-    if (hiddenTab && (freeze !== undefined || profile !== undefined))
+    if (hiddenTab && (freeze !== undefined || profile !== undefined || heapSnapshot))
       throw new UsageError(
-        '--hidden-tab drives v0 over raw CDP: not with --freeze-after or --profile-viewer',
+        '--hidden-tab drives v0 over raw CDP: not with --freeze-after, --profile-viewer or --heap-snapshot',
       );
     return {
       viewers,

@@ -1,6 +1,7 @@
 /**
  * Chromium's JS profiler on one viewer page (DevTools protocol): where its main thread's time goes,
- * summed by source file and part through the demo's source maps (lib/cpu-profile.ts).
+ * summed by source file and part through the demo's source maps (lib/cpu-profile.ts); and a heap
+ * snapshot of one, summed by kind and by owner of its ArrayBuffers (lib/heap-snapshot.ts).
  */
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Page } from 'playwright-core';
