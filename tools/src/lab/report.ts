@@ -36,7 +36,7 @@ export function linksSvg(result: LabResult): string {
   const parts = [
     `<svg xmlns="http://www.w3.org/2000/svg" width="${width}" height="${height}" font-family="sans-serif" font-size="12">`,
     `<rect width="${width}" height="${height}" fill="white"/>`,
-    `<text x="12" y="20" font-size="14">${escapeXml(`lab: ${result.scenario} — peer links at the end of the run, by route type`)}</text>`,
+    `<text x="12" y="20" font-size="14">${escapeXml(`lab: ${result.scenario} — peer links made during the run, by route type`)}</text>`,
   ];
   for (const e of result.edges) {
     const a = pos.get(e.a);
@@ -163,7 +163,7 @@ ${g.map(([what, ok, value]) => `| ${what} | ${ok ? 'yes' : '**no**'} | ${value} 
 }
 ## Viewers
 
-| viewer | NAT | uplink Mbit/s | peers | links by route | mesh share | stalls | media uploaded | uplink bytes | peak 1 s upload Mbit/s (of cap) | longest > 90% of cap | capacity Mbit/s | TL/ML | load | startup |
+| viewer | NAT | uplink Mbit/s | peers (at the end) | links made, by route | mesh share | stalls | media uploaded | uplink bytes | peak 1 s upload Mbit/s (of cap) | longest > 90% of cap | capacity Mbit/s | TL/ML | load | startup |
 |---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|
 ${rows.join('\n')}
 

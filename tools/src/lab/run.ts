@@ -280,6 +280,35 @@ function secondHalfMeshShare(pageSeries: readonly ViewerSnapshot[][]): number | 
   return media > 0 ? mesh / media : null;
 }
 
+/**
+ * Every link a viewer had open at some sample, each as last read: viewers close links they no
+ * longer use (the SDK's idle links), so the links open at the end are not all that connected
+ * (a hole punched early and closed later still shows that the NATs let it through).
+ */
+function linksOverRun(
+  series: readonly ViewerSnapshot[],
+  last: PlayerStatsSnapshot,
+  idToName: ReadonlyMap<number | string, string>,
+): LabLink[] {
+  const byPeer = new Map<number | string, LabLink>();
+  const openAtEnd = new Set((last.peerLinks ?? []).map((l) => l.peer));
+  for (const snap of [...series.map((x) => x.stats ?? {}), last])
+    for (const l of snap.peerLinks ?? [])
+      byPeer.set(l.peer, {
+        peer: l.peer,
+        peerName: idToName.get(l.peer) ?? `#${l.peer}`,
+        // A route read once stays known: a last reading without one is a link closing.
+        route: l.route ?? byPeer.get(l.peer)?.route ?? 'unknown',
+        localCandidateType: l.localCandidateType ?? null,
+        remoteCandidateType: l.remoteCandidateType ?? null,
+        rttMs: l.rttMs ?? null,
+        bytesSent: l.bytesSent ?? 0,
+        bytesReceived: l.bytesReceived ?? 0,
+        openAtEnd: openAtEnd.has(l.peer),
+      });
+  return [...byPeer.values()];
+}
+
 /** The samples at which a page's stall count went up, in s from the window's start. */
 function stallTimes(series: readonly ViewerSnapshot[], windowStart: number): number[] {
   const times: number[] = [];
@@ -332,16 +361,7 @@ function summarise(run: LabRun): LabResult {
     const secondHalf = statsOf(series.slice(Math.floor(series.length / 2)));
     const peersSeen = secondHalf.map((s) => s.peers ?? 0);
     const delays = series.map((s) => s.stats?.liveDelayMs);
-    const links = (st.peerLinks ?? []).map((l) => ({
-      peer: l.peer,
-      peerName: idToName.get(l.peer) ?? `#${l.peer}`,
-      route: l.route ?? 'unknown',
-      localCandidateType: l.localCandidateType ?? null,
-      remoteCandidateType: l.remoteCandidateType ?? null,
-      rttMs: l.rttMs ?? null,
-      bytesSent: l.bytesSent ?? 0,
-      bytesReceived: l.bytesReceived ?? 0,
-    }));
+    const links = linksOverRun(series, st, idToName);
     return {
       name: home.name,
       nat: home.nat,
@@ -493,7 +513,7 @@ export interface LoadPoint {
   readonly meshShare: number | null;
 }
 
-/** One peer link of a viewer at the end of the run. */
+/** One peer link of a viewer, as last read while it was open. */
 export interface LabLink {
   readonly peer: number | string;
   readonly peerName: string;
@@ -503,6 +523,8 @@ export interface LabLink {
   readonly rttMs: number | null;
   readonly bytesSent: number;
   readonly bytesReceived: number;
+  /** Still open at the end of the run (false: open at some sample, closed by the end). */
+  readonly openAtEnd: boolean;
 }
 
 /** Who connected to whom, with the less direct of the two ends' routes. */
@@ -547,6 +569,7 @@ export interface LabViewer {
   readonly uploadCapacitySource: string | null;
   readonly liveDelayMsP50: number | null;
   readonly liveDelayMsP95: number | null;
+  /** Every link open at some sample of the run (`openAtEnd` says which were still open). */
   readonly links: readonly LabLink[];
   readonly timeline: readonly LoadPoint[];
   readonly errors: readonly string[];
