@@ -1361,7 +1361,7 @@ export class MeshNode {
 
   /**
    * Closes member links idle for idleLinkCloseMs (IDLE_LINK_CLOSE_MS), unless the engine still
-   * counts the peer a neighbour or a tree relation (a page whose timers were held back, say). The
+   * counts the peer among its relations (a page whose timers were held back, say). The
    * engine is not told: it kept no state for the peer, and a later send dials again.
    */
   private closeIdleLinks(): void {
@@ -1371,7 +1371,7 @@ export class MeshNode {
     let related: Set<PeerId> | null = null;
     for (const [peerId, link] of this.links) {
       if (!link.open || peerId === this.options.sourceId || now - link.lastActiveAt < idleMs) continue;
-      related ??= this.engineRelations();
+      related ??= this.engine.relations();
       if (related.has(peerId)) continue;
       this.counters.idleLinksClosed++;
       this.log('debug', 'idle peer link closed', {
@@ -1380,14 +1380,6 @@ export class MeshNode {
       });
       this.closeLink(peerId, link);
     }
-  }
-
-  /** Neighbours, parents and children on any slice: the peers the engine needs links to. */
-  private engineRelations(): Set<PeerId> {
-    const related = new Set<PeerId>(this.engine.neighbours());
-    for (const parent of this.engine.parents()) if (parent !== null) related.add(parent);
-    for (const children of this.engine.children()) for (const child of children) related.add(child);
-    return related;
   }
 
   private closeLink(peerId: PeerId, link: Link): void {

@@ -103,6 +103,8 @@ const MAX_FAILED_PATHS = 64;
  */
 const PARENT_SILENCE_HEARTBEATS = 3;
 
+/** No peers (sendAdverts' default: neighbours only). */
+const NO_PEERS: ReadonlySet<PeerId> = new Set();
 /** What a member reports as the parity it sent: nothing. */
 const NO_PARITY_SENT: Readonly<{ active: number; idle: number }> = Object.freeze({ active: 0, idle: 0 });
 /**
@@ -572,6 +574,16 @@ export class Engine {
 
   neighbours(): PeerId[] {
     return [...this.swaplinks.neighbours()];
+  }
+
+  /**
+   * The peers we need a link to: neighbours and tree relations on any slice (parent, old parent,
+   * child, pending target; the true source while we root a slice). A host may close the others.
+   */
+  relations(): Set<PeerId> {
+    const result = this.treePeers();
+    for (const peerId of this.swaplinks.neighbours()) result.add(peerId);
+    return result;
   }
 
   /** Whether `peer` is a Swaplinks neighbour (without copying the list, as `neighbours()` does). */
@@ -1391,7 +1403,11 @@ export class Engine {
     return via === Infinity ? null : Math.round(via);
   }
 
-  private sendAdverts(): void {
+  /**
+   * Adverts to every neighbour, and to `treePeers` that are none but the true source (the decision
+   * round passes its tree relations; an advert sent between rounds reaches them at the next).
+   */
+  private sendAdverts(treePeers: ReadonlySet<PeerId> = NO_PEERS): void {
     const slices = this.config.protocol.slices;
     const full: AdvertSliceEntry[] = [];
     const delta: AdvertSliceEntry[] = [];
@@ -1422,7 +1438,7 @@ export class Engine {
     // heartbeats only, the old root's path estimate stayed unknown, and so did its whole subtree's,
     // which then never ran the latency phase on that slice: a moved tree grew 15-18 hops deep and
     // its slice came ~1.6 s later than the others for good (issue 16, burst10, 5000 members, seed 2).
-    for (const peerId of this.treePeers()) {
+    for (const peerId of treePeers) {
       if (peerId === this.config.sourceId || this.swaplinks.isNeighbour(peerId)) continue;
       this.sendAdvert(peerId, full, delta);
       this.peer(peerId).lastHeartbeatSentAt = this.now;
@@ -1829,7 +1845,7 @@ export class Engine {
     this.swaplinks.maintain(now);
     // Before the adverts, so that they already say which slices we no longer receive as their root.
     this.shedRoots();
-    this.sendAdverts();
+    this.sendAdverts(treePeers);
     // A slice source's parent, the true source, is no neighbour and takes no advert: it gets heartbeats
     // (other tree relations that are no neighbours got adverts, which are heartbeats too).
     for (const peerId of treePeers) {

@@ -292,8 +292,9 @@ function linksOverRun(
 ): LabLink[] {
   const byPeer = new Map<number | string, LabLink>();
   const openAtEnd = new Set((last.peerLinks ?? []).map((l) => l.peer));
-  for (const snap of [...series.map((x) => x.stats ?? {}), last])
-    for (const l of snap.peerLinks ?? [])
+  // `last` is the series' last sample: its links are read with the others.
+  for (const snap of series)
+    for (const l of snap.stats?.peerLinks ?? [])
       byPeer.set(l.peer, {
         peer: l.peer,
         peerName: idToName.get(l.peer) ?? `#${l.peer}`,

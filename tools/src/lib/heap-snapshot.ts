@@ -69,7 +69,6 @@ const CONTAINERS = new Set([
   'Map',
   'Set',
   'Object',
-  'system / JSArrayBufferData',
 ]);
 
 class FieldIndex {
