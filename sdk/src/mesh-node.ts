@@ -42,6 +42,7 @@ import {
 import { BUSY_LINK_BYTES, LINK_BACKLOG_BYTES, UploadBucket, type UplinkSample } from './capacity.js';
 import { corruptedPayload, faultsOf, forgedSequence, type FaultInjection } from './faults.js';
 import { unreachable } from './unreachable.js';
+import { TrafficCounts } from './traffic.js';
 
 /**
  * A peer we never managed to connect to is reported unreachable after this long. WebRTC set-up
@@ -327,6 +328,8 @@ export function sendLimitOf(peer: unknown): number {
 
 interface QueuedMessage {
   readonly bytes: Uint8Array;
+  /** The message's type (the traffic counts are by type). */
+  readonly type: MessageType;
   /** When it was queued (the node's clock). */
   readonly queuedAtMs: number;
   /** Data may be dropped when the queue is full; control never is. */
@@ -401,6 +404,8 @@ interface Link {
  */
 export class MeshNode {
   readonly engine: Engine;
+  /** What the data channels carried, by message type (stats: `traffic`). */
+  readonly traffic = new TrafficCounts();
   readonly counters: MeshNodeCounters = {
     uploadBytes: 0,
     bytesWritten: 0,
@@ -458,6 +463,7 @@ export class MeshNode {
   private channelHighWaterBytes = CHANNEL_HIGH_WATER_BYTES;
   /** Wire bytes the transports of links now gone had sent, as last read (uplinkSample's total). */
   private goneTransportSentBytes = 0;
+  private goneTransportReceivedBytes = 0;
   /** Σ wire bytes sent by all transports at the last complete stats read, and when (node clock). */
   private transportSent: { atMs: number; bytes: number } | null = null;
   /** Bytes that were still in the channels of links we lost: written, never sent (uplinkSample). */
@@ -552,6 +558,21 @@ export class MeshNode {
       });
     }
     return out;
+  }
+
+  /**
+   * Bytes the links' transports sent and received (their selected candidate pairs: media, control,
+   * SCTP and DTLS framing and acknowledgements), links gone included, as last read.
+   */
+  transportBytes(): { sent: number; received: number } {
+    let sent = this.goneTransportSentBytes;
+    let received = this.goneTransportReceivedBytes;
+    for (const link of this.links.values())
+      if (link.pair !== null) {
+        sent += link.pair.bytesSent;
+        received += link.pair.bytesReceived;
+      }
+    return { sent, received };
   }
 
   /** Open links by route type (links whose route is not known yet are not counted). */
@@ -735,7 +756,7 @@ export class MeshNode {
     const link = this.links.get(to);
     if (link?.open !== true || this.blocked.has(to)) return false;
     const isData = message.type === MessageType.RepairData;
-    const sent = this.enqueue(to, link, encode(message), isData);
+    const sent = this.enqueue(to, link, encode(message), message.type, isData);
     if (sent && isData) this.counters.repairUploadBytes += message.payload.length;
     return sent;
   }
@@ -777,7 +798,7 @@ export class MeshNode {
     for (const peerId of to) {
       const link = this.links.get(peerId);
       if (link?.open !== true || this.blocked.has(peerId)) continue;
-      if (this.enqueue(peerId, link, bytes, false, true)) sent++;
+      if (this.enqueue(peerId, link, bytes, MessageType.Announcement, false, true)) sent++;
     }
     this.counters.announcementsSent += sent;
     return sent;
@@ -912,7 +933,8 @@ export class MeshNode {
       }
       link = this.createLink(to, true);
     }
-    if (this.enqueue(to, link, bytes, isData) && isData) this.counters.uploadBytes += message.payload.length;
+    if (this.enqueue(to, link, bytes, message.type, isData) && isData)
+      this.counters.uploadBytes += message.payload.length;
   }
 
   /** Whether a link to `peer` failed before opening less than its backoff ago. */
@@ -947,14 +969,10 @@ export class MeshNode {
     for (const [peerId, link] of this.links) if (link.open) reads.push(this.readLinkStats(peerId, link));
     await Promise.all(reads);
     if (this.stopped) return;
-    let sent = this.goneTransportSentBytes;
-    let known = 0;
-    for (const link of this.links.values())
-      if (link.pair !== null) {
-        sent += link.pair.bytesSent;
-        known++;
-      }
-    if (known === 0 && sent === 0) return; // no stats in this runtime (yet)
+    const { sent } = this.transportBytes();
+    let known = false;
+    for (const link of this.links.values()) known ||= link.pair !== null;
+    if (!known && sent === 0) return; // no stats in this runtime (yet)
     this.transportSent = { atMs: this.now(), bytes: sent };
   }
 
@@ -998,7 +1016,14 @@ export class MeshNode {
    * `ahead` (announcements) queues before everything but earlier announcements: the engine's
    * control messages keep their order among themselves, and an announcement is independent of them.
    */
-  private enqueue(to: PeerId, link: Link, bytes: Uint8Array, isData: boolean, ahead = false): boolean {
+  private enqueue(
+    to: PeerId,
+    link: Link,
+    bytes: Uint8Array,
+    type: MessageType,
+    isData: boolean,
+    ahead = false,
+  ): boolean {
     if (!ahead) link.lastActiveAt = this.now();
     if (
       link.open &&
@@ -1006,14 +1031,14 @@ export class MeshNode {
       link.peer.bufferSize < this.channelHighWaterBytes &&
       (!isData || this.uploadAllowed())
     ) {
-      this.transmit(to, link, bytes);
+      this.transmit(to, link, bytes, type);
       return true;
     }
     if (isData && link.queuedBytes + bytes.length > MAX_QUEUED_BYTES) {
       this.counters.droppedForBackpressure++;
       return false;
     }
-    const item: QueuedMessage = { bytes, isData, ahead, queuedAtMs: this.now() };
+    const item: QueuedMessage = { bytes, type, isData, ahead, queuedAtMs: this.now() };
     if (ahead) {
       let at = 0;
       while (at < link.queue.length && link.queue[at]?.ahead === true) at++;
@@ -1024,7 +1049,7 @@ export class MeshNode {
     return true;
   }
 
-  private transmit(to: PeerId, link: Link, bytes: Uint8Array): void {
+  private transmit(to: PeerId, link: Link, bytes: Uint8Array, type: MessageType): void {
     if (bytes.length > link.maxMessageBytes) {
       // send() would throw, which reads as a closed channel and would cost a healthy link.
       this.counters.oversizeDropped++;
@@ -1039,6 +1064,7 @@ export class MeshNode {
       link.peer.send(bytes);
       this.counters.messagesSent++;
       this.counters.bytesWritten += bytes.length;
+      this.traffic.sent(type, bytes.length);
       link.writtenBytes += bytes.length;
       this.uploadBucket?.spend(this.now(), bytes.length);
     } catch (e) {
@@ -1094,7 +1120,7 @@ export class MeshNode {
       const item = link.queue.shift();
       if (item === undefined) break;
       link.queuedBytes -= item.bytes.length;
-      this.transmit(peerId, link, item.bytes);
+      this.transmit(peerId, link, item.bytes, item.type);
     }
   }
 
@@ -1246,6 +1272,7 @@ export class MeshNode {
       return;
     }
     const message = decoded.message;
+    this.traffic.received(message.type, bytes.length);
     if (message.type !== MessageType.Announcement) link.lastActiveAt = this.now();
     if (
       message.type === MessageType.Data ||
@@ -1404,7 +1431,10 @@ export class MeshNode {
     if (wasCurrent) this.links.delete(peerId);
     this.abandon(link);
     // Its wire count stays in the total (which only grows), as last read.
-    if (link.pair !== null) this.goneTransportSentBytes += link.pair.bytesSent;
+    if (link.pair !== null) {
+      this.goneTransportSentBytes += link.pair.bytesSent;
+      this.goneTransportReceivedBytes += link.pair.bytesReceived;
+    }
     link.pair = null;
     if (wasCurrent && !link.closingByUs && !link.open && !this.stopped) {
       this.counters.connectFailures++;

@@ -425,6 +425,9 @@ function emptyStats(stream: string): MeshStats {
     relayedBytes: 0,
     connectFailures: 0,
     idleLinksClosed: 0,
+    traffic: {},
+    transportBytesSent: 0,
+    transportBytesReceived: 0,
   };
 }
 

@@ -62,6 +62,7 @@ import {
   type Welcome,
 } from './tracker-client.js';
 import { unreachable } from './unreachable.js';
+import { TrafficCounts } from './traffic.js';
 import {
   CANNOT_RELAY_REASONS,
   UploadPolicy,
@@ -412,7 +413,10 @@ export class MeshSession extends EventTarget implements SegmentProvider {
   /** The broadcaster key the session verifies with (the option's, or the first welcome's). */
   private keyText: string | null = null;
   /** Counters of mesh nodes replaced after an identity change, so the stats never go backwards. */
+  private readonly retiredTraffic = new TrafficCounts();
   private readonly retired = {
+    transportBytesSent: 0,
+    transportBytesReceived: 0,
     uploadBytes: 0,
     forgedPackets: 0,
     forgedSequences: 0,
@@ -853,6 +857,10 @@ export class MeshSession extends EventTarget implements SegmentProvider {
       sourceId: welcome.sourceId,
     });
     this.retired.uploadBytes += old.counters.uploadBytes;
+    this.retiredTraffic.add(old.traffic);
+    const oldTransport = old.transportBytes();
+    this.retired.transportBytesSent += oldTransport.sent;
+    this.retired.transportBytesReceived += oldTransport.received;
     this.retired.forgedPackets += old.counters.forgedPackets;
     this.retired.forgedSequences += old.engine.counters.forgedSequences;
     this.retired.parentsDistrusted += old.engine.counters.parentsDistrusted;
@@ -1418,6 +1426,7 @@ export class MeshSession extends EventTarget implements SegmentProvider {
     const total = bytesFromMesh + bytesFromOrigin;
     const tracker = this.tracker?.stats();
     const firstLink = this.firstLinkTimes(node);
+    const transport = node?.transportBytes();
     return {
       stream: this.options.stream,
       peerId: this.peerId,
@@ -1493,6 +1502,9 @@ export class MeshSession extends EventTarget implements SegmentProvider {
       relayedBytes: this.retired.relayedBytes + (node?.counters.relayedBytes ?? 0),
       connectFailures: this.retired.connectFailures + (node?.counters.connectFailures ?? 0),
       idleLinksClosed: this.retired.idleLinksClosed + (node?.counters.idleLinksClosed ?? 0),
+      traffic: node === null ? this.retiredTraffic.byName() : node.traffic.byName(this.retiredTraffic),
+      transportBytesSent: this.retired.transportBytesSent + (transport?.sent ?? 0),
+      transportBytesReceived: this.retired.transportBytesReceived + (transport?.received ?? 0),
     };
   }
 

@@ -245,6 +245,26 @@ export interface MeshStats {
   readonly connectFailures: number;
   /** Links to other viewers closed since joining because nothing but announcements crossed them for 20 s. */
   readonly idleLinksClosed: number;
+  /**
+   * What this viewer's data channels carried since joining, by message type (`data`, `advert`,
+   * `announcement`, …): messages and encoded bytes each way. What a viewer's datagrams are made of
+   * besides the media it forwards.
+   */
+  readonly traffic: Readonly<Record<string, TrafficOfType>>;
+  /**
+   * Bytes the WebRTC transports sent and received since joining (selected candidate pairs, links
+   * closed since included): the messages above plus SCTP and DTLS framing and acknowledgements.
+   */
+  readonly transportBytesSent: number;
+  readonly transportBytesReceived: number;
+}
+
+/** One message type's traffic over the data channels: messages and encoded bytes, each way. */
+export interface TrafficOfType {
+  readonly sent: number;
+  readonly sentBytes: number;
+  readonly received: number;
+  readonly receivedBytes: number;
 }
 
 /** The tracker connection's state (TrackerClient's). */

@@ -113,6 +113,21 @@ describe('MeshNode over WebRTC on loopback', () => {
     // Members forward: the source sent each packet once (16 slices → one copy), members the rest.
     const memberUpload = [...members.values()].reduce((sum, m) => sum + m.node.counters.uploadBytes, 0);
     expect(memberUpload).toBeGreaterThan(0);
+    // Traffic by type: what the nodes wrote is what the others read, type by type (every link is
+    // between these nodes), and the data messages carry the forwarded payloads plus their headers.
+    const everyNode = [source, ...[...members.values()].map((m) => m.node)];
+    const sentData = everyNode.reduce((a, n) => a + (n.traffic.byName().data?.sent ?? 0), 0);
+    const receivedData = everyNode.reduce((a, n) => a + (n.traffic.byName().data?.received ?? 0), 0);
+    expect(sentData).toBeGreaterThan(0);
+    expect(receivedData).toBeGreaterThan(0);
+    expect(receivedData).toBeLessThanOrEqual(sentData);
+    for (const m of members.values()) {
+      const data = m.node.traffic.byName().data;
+      expect(data?.sentBytes ?? 0).toBeGreaterThan(m.node.counters.uploadBytes);
+      expect(m.node.traffic.byName().advert?.sent ?? 0).toBeGreaterThan(0);
+      const written = Object.values(m.node.traffic.byName()).reduce((a, f) => a + f.sentBytes, 0);
+      expect(written).toBe(m.node.counters.bytesWritten);
+    }
 
     // Each open link's route, read from node-datachannel's stats: host candidates on loopback (the
     // dialling end may learn the other's address from its checks first: peer-reflexive), bytes

@@ -18,6 +18,13 @@ import { resolveOut, withoutOut } from '../lib/out-dir.js';
 import { fromRoot } from '../lib/paths.js';
 import { percentile } from '../lib/stats.js';
 import { rootSpreadOf, type RootSpread } from './roots.js';
+import {
+  trafficBetween,
+  trafficMarkdown,
+  trafficSummary,
+  type TrafficSummary,
+  type ViewerTraffic,
+} from './traffic.js';
 import { DEFAULT_PROTOCOL } from '@chunkycast/engine';
 import { errorStack } from '../lib/wait.js';
 import { Stack } from '../stack/cleanup.js';
@@ -326,6 +333,9 @@ try {
       segmentsFromMesh: st.segmentsFromMesh ?? null,
       segmentsFromOrigin: st.segmentsFromOrigin ?? null,
       uploadBytes: st.uploadBytes ?? null,
+      // What the viewer's data channels carried by message type, and its transports' byte totals
+      // (issue 17: what its datagrams are besides the media).
+      traffic: trafficOfWindow(samples),
       peers: st.peers ?? null,
       load: st.load ?? null,
       stalls: st.stalls ?? null,
@@ -497,6 +507,8 @@ try {
     },
     profile: profile === null ? null : { viewer: 'v0', ...profile.summary },
     heap: heap === null ? null : { viewer: 'v0', ...heap.summary },
+    /** What the data channels carried, by message type, per viewer per second of the window. */
+    traffic: trafficSummary(perViewer.map((v) => v.traffic)),
     perViewer,
   };
   mkdirSync(opts.out, { recursive: true });
@@ -674,6 +686,7 @@ interface SwarmResult {
   readonly bytesByDirection: Readonly<Record<string, number>>;
   readonly crossDirectionsWithoutMedia: readonly string[];
   readonly rootSpread: { readonly asOpened: readonly RootSpread[]; readonly atEnd: RootSpread };
+  readonly traffic: TrafficSummary | null;
   readonly perViewer: readonly {
     readonly viewer: string;
     readonly startupMs: number | null;
@@ -808,7 +821,7 @@ ${directionRows.join('\n')}
 |---|---|---|---|---|---|---|---|---|
 ${viewerRows.join('\n')}
 
-${hiddenTabSection(r.hiddenTab)}Repair by path (issue 14; \`--packet-repair split\` measures both in one run):
+${trafficMarkdown(r.traffic)}${hiddenTabSection(r.hiddenTab)}Repair by path (issue 14; \`--packet-repair split\` measures both in one run):
 
 | repair | viewers | stalls | whole segments from origin | from origin | packets repaired from peers | packets repaired from origin | origin bytes for repair |
 |---|---|---|---|---|---|---|---|
@@ -832,4 +845,21 @@ ${r.settings.staggerMs} ms apart, one headless browser context per browser kind,
   viewer playing it), pooled over viewers and samples.
 - **Stalls**: the player's stalls after playback first started.
 `;
+}
+
+/** A viewer's traffic counts over the window: its first sample with stats to its last. */
+function trafficOfWindow(samples: readonly ViewerSnapshot[]): ViewerTraffic | null {
+  const withStats = samples.filter((x) => x.stats?.traffic !== undefined);
+  const first = withStats[0];
+  const last = withStats[withStats.length - 1];
+  if (first === undefined || last === undefined) return null;
+  const reading = (x: ViewerSnapshot) => ({
+    atMs: x.now,
+    ...(x.stats?.traffic === undefined ? {} : { traffic: x.stats.traffic }),
+    ...(x.stats?.transportBytesSent === undefined ? {} : { transportBytesSent: x.stats.transportBytesSent }),
+    ...(x.stats?.transportBytesReceived === undefined
+      ? {}
+      : { transportBytesReceived: x.stats.transportBytesReceived }),
+  });
+  return trafficBetween(reading(first), reading(last));
 }

@@ -38,6 +38,11 @@ export interface PlayerStatsSnapshot {
   readonly partsFromOrigin?: number;
   readonly segmentsCompletedFromOrigin?: number;
   readonly uploadBytes?: number;
+  readonly traffic?: Readonly<
+    Record<string, { sent: number; sentBytes: number; received: number; receivedBytes: number }>
+  >;
+  readonly transportBytesSent?: number;
+  readonly transportBytesReceived?: number;
   readonly peers?: number;
   readonly load?: number;
   readonly targetLoad?: number;
