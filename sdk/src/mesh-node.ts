@@ -85,8 +85,10 @@ export const LINK_STATS_INTERVAL_MS = 1000;
  * ever reached (a walk's end, a bootstrap peer, a neighbour swapped away) kept a peer connection,
  * with its SCTP and DTLS state and a stats read every second, for the whole session. Neighbours
  * and tree relations exchange adverts every second, so theirs are never idle; 20 s is a walk's and
- * a forced request's timeouts several times over. The true source's links are left alone: members
- * keep it as a peer for good, and it tells a root it is one over them.
+ * a forced request's timeouts several times over. A member keeps its link to the true source (the
+ * source decides: it tells a root it is one over it); the true source closes its own idle links
+ * to members it has no use for (not a slice source, spare or root being moved: Engine.relations),
+ * or it would hold one to every member it ever sampled (all 16 of a 16-viewer swarm within 70 s).
  */
 export const IDLE_LINK_CLOSE_MS = 20_000;
 /** Failed peers remembered at most (older entries are pruned first; each lapses DIAL_BACKOFF_MS after its wait). */
@@ -247,7 +249,7 @@ export interface MeshNodeOptions {
   readonly maxUploadKbps?: number;
   /** Monotonic milliseconds; default performance.now(). */
   readonly now?: () => number;
-  /** A member link idle this long (ms) is closed (IDLE_LINK_CLOSE_MS by default; 0: never). */
+  /** A link idle this long (ms) to a peer the engine has no use for is closed (IDLE_LINK_CLOSE_MS by default; 0: never). */
   readonly idleLinkCloseMs?: number;
 }
 
@@ -1387,13 +1389,14 @@ export class MeshNode {
   }
 
   /**
-   * Closes member links idle for idleLinkCloseMs (IDLE_LINK_CLOSE_MS), unless the engine still
-   * counts the peer among its relations (a page whose timers were held back, say). The
-   * engine is not told: it kept no state for the peer, and a later send dials again.
+   * Closes links idle for idleLinkCloseMs (IDLE_LINK_CLOSE_MS), unless the engine still counts the
+   * peer among its relations (a page whose timers were held back, say) or, at a member, the peer is
+   * the true source. The engine is not told: it kept no state for the peer, and a later send dials
+   * again.
    */
   private closeIdleLinks(): void {
     const idleMs = this.options.idleLinkCloseMs ?? IDLE_LINK_CLOSE_MS;
-    if (!(idleMs > 0) || this.options.role !== 'member') return; // 0 (or not a number): never
+    if (!(idleMs > 0)) return; // 0 (or not a number): never
     const now = this.now();
     let related: Set<PeerId> | null = null;
     for (const [peerId, link] of this.links) {

@@ -202,8 +202,62 @@ describe('MeshNode over WebRTC on loopback', () => {
     } finally {
       clearInterval(publisher);
     }
-    // The true source's links are never closed as idle (members keep it as a peer).
-    expect(source.counters.idleLinksClosed).toBe(0);
+    // The true source closes its own idle links too, but never one to a slice source: every root
+    // still has its link (the slices all flowed above), and no member closed its link to the source.
+    const open = new Set(source.openPeerIds());
+    for (const root of source.engine.currentSliceSources())
+      if (root !== null) expect(open.has(root)).toBe(true);
+    for (const m of members.values())
+      if (m.node.openPeerIds().includes(SOURCE_ID)) expect(open.has(m.node.id)).toBe(true);
+  });
+
+  it('lets the true source close its links to members it has no use for, and its roots keep theirs', async () => {
+    // Three members at ML 24 take all 16 roots among them; a fourth, receive-only, declines any
+    // root, so the source's link to it (a bootstrap peer, a walk's first hop) carries only
+    // announcements and closes; the receive-only member still gets every slice from the others.
+    const receiveOnlyId = 34;
+    const { source, members } = swarm(
+      [31, 32, 33, receiveOnlyId],
+      (id) => (id === receiveOnlyId ? 0 : 24),
+      () => ({ idleLinkCloseMs: 1500 }),
+    );
+    const nodes = [...members.values()].map((m) => m.node);
+    running = [source, ...nodes];
+    for (const n of nodes) n.start();
+    source.start();
+    await until(() => source.engine.currentSliceSources().every((s) => s !== null), 20_000, 'slice sources');
+    let published = 0;
+    const publisher = setInterval(() => {
+      for (let i = 0; i < 16; i++) source.publish(new Uint8Array(300).fill(published++ % 251));
+    }, 200);
+    const receiveOnly = members.get(receiveOnlyId)!;
+    try {
+      await until(
+        () => source.counters.idleLinksClosed > 0 && !source.openPeerIds().includes(receiveOnlyId),
+        20_000,
+        'the source to close its idle link to the receive-only member',
+      );
+      const from = Math.ceil(published / 16) + 1;
+      await until(
+        () =>
+          Array.from({ length: 16 }, (_, s) => s).every((s) =>
+            [...receiveOnly.received.keys()].some((k) => {
+              const [slice, seq] = k.split(':').map(Number) as [number, number];
+              return slice === s && seq >= from;
+            }),
+          ),
+        20_000,
+        'the receive-only member to get every slice after the close',
+      );
+    } finally {
+      clearInterval(publisher);
+    }
+    const open = new Set(source.openPeerIds());
+    for (const root of source.engine.currentSliceSources()) {
+      expect(root).not.toBe(receiveOnlyId);
+      if (root !== null) expect(open.has(root)).toBe(true);
+    }
+    expect(receiveOnly.node.counters.idleLinksClosed).toBe(0);
   });
 
   it('a receive-only member (ML = 0) receives every slice and forwards nothing', async () => {

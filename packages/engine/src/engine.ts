@@ -578,11 +578,13 @@ export class Engine {
 
   /**
    * The peers we need a link to: neighbours and tree relations on any slice (parent, old parent,
-   * child, pending target; the true source while we root a slice). A host may close the others.
+   * child, pending target; the true source while we root a slice); for the true source, its slice
+   * sources, spares and roots being moved. A host may close the others.
    */
   relations(): Set<PeerId> {
     const result = this.treePeers();
     for (const peerId of this.swaplinks.neighbours()) result.add(peerId);
+    this.source?.addRelations(result);
     return result;
   }
 

@@ -122,6 +122,17 @@ export class TrueSource {
     return [...this.sliceSources];
   }
 
+  /**
+   * Adds the members the true source has a use for now: its slice sources, the spares it may make
+   * ones, and old roots still feeding a slice being moved. Every other member it holds a link to
+   * (a walk's first hop, a member that declined) it may let go (the host closes idle links).
+   */
+  addRelations(into: Set<PeerId>): void {
+    for (const root of this.sliceSources) if (root !== null) into.add(root);
+    for (const spare of this.spares) into.add(spare.peer);
+    for (const handover of this.handovers.values()) into.add(handover.from);
+  }
+
   /** Stream-wide number of the next packet `publish` deals. */
   get packetsPublished(): number {
     return this.publishedPackets;

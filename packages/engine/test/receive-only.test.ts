@@ -100,6 +100,21 @@ describe('receive-only members and slice sources', () => {
 });
 
 describe('the true source and its transport', () => {
+  it('counts its slice sources among its relations (the links it keeps), and no longer a member that handed its roots back', () => {
+    const solo = new Solo({ id: SOURCE, role: 'source', targetLoadSlices: 16 });
+    solo.input({ kind: 'start' });
+    solo.input({ kind: 'bootstrap', peers: [5, 6] });
+    const roots = solo.engine.currentSliceSources();
+    expect(roots).toContain(5);
+    expect(roots).toContain(6);
+    expect([...solo.engine.relations()].sort()).toEqual([5, 6]);
+    roots.forEach((root, slice) => {
+      if (root === 5) solo.feed(5, { type: MessageType.SliceSourceAssign, slice, epoch: 1, assigned: false });
+    });
+    expect(solo.engine.currentSliceSources()).not.toContain(5);
+    expect([...solo.engine.relations()]).toEqual([6]);
+  });
+
   it('gives the slices of a slice source whose connection died new roots at once', () => {
     const solo = new Solo({ id: SOURCE, role: 'source', targetLoadSlices: 16 });
     solo.input({ kind: 'start' });

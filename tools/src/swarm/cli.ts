@@ -18,6 +18,7 @@ import { resolveOut, withoutOut } from '../lib/out-dir.js';
 import { fromRoot } from '../lib/paths.js';
 import { percentile } from '../lib/stats.js';
 import { rootSpreadOf, type RootSpread } from './roots.js';
+import { sourceLinksOf, type SourceLinks } from './source-links.js';
 import {
   trafficBetween,
   trafficMarkdown,
@@ -288,15 +289,28 @@ try {
       : freezeLater(first as Viewer, opts.freezeAfterS);
   // A frozen page answers nothing: with --freeze-after, v0 is left out of the samples.
   const watched = frozen === null ? viewers : viewers.slice(1);
+  // The true source's peer connections over the run (issue 17: what it holds as the audience grows).
+  const sourceLinks: SourceLinks[] = [];
+  const readSourceLinks = async (): Promise<void> => {
+    try {
+      const links = sourceLinksOf(await tracker.swarm(), (Date.now() - windowStart) / 1000);
+      if (links !== null) sourceLinks.push(links);
+    } catch {
+      // The tracker did not answer this time: a missing sample, not a failed run.
+    }
+  };
+  const sourceReads: Promise<void>[] = [];
   const watchedSeries = await monitor(watched, {
     durationMs: opts.durationS * 1000,
     intervalMs: SAMPLE_INTERVAL_MS,
-    onSample: (snaps, round) => {
+    onSample: (snaps, round, lastRound) => {
+      if (lastRound || round % PROGRESS_EVERY_ROUNDS === 0) sourceReads.push(readSourceLinks());
       if (round % PROGRESS_EVERY_ROUNDS !== 0) return;
       const sum = swarmSummary(snaps, null, null);
       progress(summaryLine((Date.now() - windowStart) / 1000, sum));
     },
   });
+  await Promise.all(sourceReads);
   const series: ViewerSnapshot[][] = frozen === null ? watchedSeries : [[], ...watchedSeries];
   const windowEnd = Date.now();
   const processesAtEnd = sampleBrowsers({ withMemory: true });
@@ -509,6 +523,8 @@ try {
     heap: heap === null ? null : { viewer: 'v0', ...heap.summary },
     /** What the data channels carried, by message type, per viewer per second of the window. */
     traffic: trafficSummary(perViewer.map((v) => v.traffic)),
+    /** The true source's peer connections, read every PROGRESS_EVERY_ROUNDS samples and at the end. */
+    sourceLinks,
     perViewer,
   };
   mkdirSync(opts.out, { recursive: true });
@@ -687,6 +703,7 @@ interface SwarmResult {
   readonly crossDirectionsWithoutMedia: readonly string[];
   readonly rootSpread: { readonly asOpened: readonly RootSpread[]; readonly atEnd: RootSpread };
   readonly traffic: TrafficSummary | null;
+  readonly sourceLinks: readonly SourceLinks[];
   readonly perViewer: readonly {
     readonly viewer: string;
     readonly startupMs: number | null;
@@ -778,6 +795,10 @@ function report(r: SwarmResult): string {
       r.rootSpread.asOpened.map((x) => `${x.viewers}: ${x.distinctRoots} / ${x.maxSlicesPerRoot}`).join(', '),
     ],
     [
+      'true source’s open links (connected since it started): first read, most, at the end',
+      sourceLinksLine(r.sourceLinks),
+    ],
+    [
       'slice roots at the end (roots / most slices on one / slices unrooted)',
       `${r.rootSpread.atEnd.distinctRoots} / ${r.rootSpread.atEnd.maxSlicesPerRoot} / ${r.rootSpread.atEnd.unrootedSlices}`,
     ],
@@ -862,4 +883,13 @@ function trafficOfWindow(samples: readonly ViewerSnapshot[]): ViewerTraffic | nu
       : { transportBytesReceived: x.stats.transportBytesReceived }),
   });
   return trafficBetween(reading(first), reading(last));
+}
+
+function sourceLinksLine(reads: readonly SourceLinks[]): string {
+  const first = reads[0];
+  const last = reads[reads.length - 1];
+  if (first === undefined || last === undefined) return '—';
+  const most = reads.reduce((a, b) => (b.open > a.open ? b : a), first);
+  const one = (x: SourceLinks): string => `${x.open} (${x.connected}) at ${x.tS.toFixed(0)} s`;
+  return `${one(first)}, ${one(most)}, ${one(last)}`;
 }
