@@ -412,8 +412,9 @@ export class MeshSession extends EventTarget implements SegmentProvider {
   private lastPeers = -1;
   /** The broadcaster key the session verifies with (the option's, or the first welcome's). */
   private keyText: string | null = null;
-  /** Counters of mesh nodes replaced after an identity change, so the stats never go backwards. */
+  /** Traffic counts of mesh nodes replaced after an identity change (stats: `traffic`). */
   private readonly retiredTraffic = new TrafficCounts();
+  /** Counters of mesh nodes replaced after an identity change, so the stats never go backwards. */
   private readonly retired = {
     transportBytesSent: 0,
     transportBytesReceived: 0,
