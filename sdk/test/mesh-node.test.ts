@@ -67,6 +67,38 @@ function swarm(
   return { source, members };
 }
 
+/** Starts the members and the source; resolves once the source has a root for every slice. */
+async function startRooted(source: MeshNode, members: Map<PeerId, Member>): Promise<MeshNode[]> {
+  const nodes = [...members.values()].map((m) => m.node);
+  running = [source, ...nodes];
+  for (const n of nodes) n.start();
+  source.start();
+  await until(() => source.engine.currentSliceSources().every((s) => s !== null), 20_000, 'slice sources');
+  return nodes;
+}
+
+/** A row of 16 packets of `bytes` bytes every 200 ms; `published()` counts the packets so far. */
+function publishRows(
+  source: MeshNode,
+  bytes: number,
+): { timer: ReturnType<typeof setInterval>; published: () => number } {
+  let published = 0;
+  const timer = setInterval(() => {
+    for (let i = 0; i < 16; i++) source.publish(new Uint8Array(bytes).fill(published++ % 251));
+  }, 200);
+  return { timer, published: () => published };
+}
+
+/** Whether `received` holds a packet of every slice at sequence `from` or later. */
+function everySliceFrom(received: ReadonlyMap<string, Uint8Array>, from: number): boolean {
+  return Array.from({ length: 16 }, (_, s) => s).every((s) =>
+    [...received.keys()].some((k) => {
+      const [slice, seq] = k.split(':').map(Number) as [number, number];
+      return slice === s && seq >= from;
+    }),
+  );
+}
+
 let running: MeshNode[] = [];
 afterEach(async () => {
   await Promise.all(running.map((n) => n.stop(false)));
@@ -172,24 +204,10 @@ describe('MeshNode over WebRTC on loopback', () => {
       () => 24,
       () => ({ protocol: { ...LIVE_PROTOCOL, minNodeDegree: 4 }, idleLinkCloseMs: 1500 }),
     );
-    const nodes = [...members.values()].map((m) => m.node);
-    running = [source, ...nodes];
-    for (const n of nodes) n.start();
-    source.start();
-    await until(() => source.engine.currentSliceSources().every((s) => s !== null), 20_000, 'slice sources');
-    let published = 0;
-    const publisher = setInterval(() => {
-      for (let i = 0; i < 16; i++) source.publish(new Uint8Array(500).fill(published++ % 251));
-    }, 200);
+    const nodes = await startRooted(source, members);
+    const publisher = publishRows(source, 500);
     const everySlice = (from: number): boolean =>
-      [...members.values()].every((m) =>
-        Array.from({ length: 16 }, (_, s) => s).every((s) =>
-          [...m.received.keys()].some((k) => {
-            const [slice, seq] = k.split(':').map(Number) as [number, number];
-            return slice === s && seq >= from;
-          }),
-        ),
-      );
+      [...members.values()].every((m) => everySliceFrom(m.received, from));
     try {
       await until(
         () => nodes.reduce((sum, n) => sum + n.counters.idleLinksClosed, 0) > 0,
@@ -197,10 +215,10 @@ describe('MeshNode over WebRTC on loopback', () => {
         'an idle link to be closed',
       );
       // Only links the engine has no use for were closed: every member still gets every slice.
-      const from = Math.ceil(published / 16) + 1;
+      const from = Math.ceil(publisher.published() / 16) + 1;
       await until(() => everySlice(from), 20_000, 'every member to receive every slice after the closes');
     } finally {
-      clearInterval(publisher);
+      clearInterval(publisher.timer);
     }
     // The true source closes its own idle links too, but never one to a slice source: every root
     // still has its link (the slices all flowed above), and no member closed its link to the source.
@@ -221,15 +239,8 @@ describe('MeshNode over WebRTC on loopback', () => {
       (id) => (id === receiveOnlyId ? 0 : 24),
       () => ({ idleLinkCloseMs: 1500 }),
     );
-    const nodes = [...members.values()].map((m) => m.node);
-    running = [source, ...nodes];
-    for (const n of nodes) n.start();
-    source.start();
-    await until(() => source.engine.currentSliceSources().every((s) => s !== null), 20_000, 'slice sources');
-    let published = 0;
-    const publisher = setInterval(() => {
-      for (let i = 0; i < 16; i++) source.publish(new Uint8Array(300).fill(published++ % 251));
-    }, 200);
+    await startRooted(source, members);
+    const publisher = publishRows(source, 300);
     const receiveOnly = members.get(receiveOnlyId)!;
     try {
       await until(
@@ -237,20 +248,14 @@ describe('MeshNode over WebRTC on loopback', () => {
         20_000,
         'the source to close its idle link to the receive-only member',
       );
-      const from = Math.ceil(published / 16) + 1;
+      const from = Math.ceil(publisher.published() / 16) + 1;
       await until(
-        () =>
-          Array.from({ length: 16 }, (_, s) => s).every((s) =>
-            [...receiveOnly.received.keys()].some((k) => {
-              const [slice, seq] = k.split(':').map(Number) as [number, number];
-              return slice === s && seq >= from;
-            }),
-          ),
+        () => everySliceFrom(receiveOnly.received, from),
         20_000,
         'the receive-only member to get every slice after the close',
       );
     } finally {
-      clearInterval(publisher);
+      clearInterval(publisher.timer);
     }
     const open = new Set(source.openPeerIds());
     for (const root of source.engine.currentSliceSources()) {
