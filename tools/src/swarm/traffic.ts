@@ -3,14 +3,7 @@
  * datagrams are besides the media), from each viewer's own `traffic` stats, averaged per viewer per
  * second, and its transports' byte totals against what the channels were given.
  */
-
-/** One message type's counts as a viewer's stats give them. */
-export interface TrafficFigures {
-  readonly sent: number;
-  readonly sentBytes: number;
-  readonly received: number;
-  readonly receivedBytes: number;
-}
+import type { TrafficFigures } from '../viewers/snapshot.js';
 
 /** One viewer's counts over a stretch of `seconds` (result.json's perViewer `traffic`). */
 export interface ViewerTraffic {

@@ -5,6 +5,14 @@
  * every figure is optional: a page kind that does not have it leaves it out.
  */
 
+/** One message type's data-channel traffic as the SDK reports it (`traffic`): messages and bytes each way. */
+export interface TrafficFigures {
+  readonly sent: number;
+  readonly sentBytes: number;
+  readonly received: number;
+  readonly receivedBytes: number;
+}
+
 /** One peer link as the SDK reports it. */
 export interface PeerLinkSnapshot {
   readonly peer: number | string;
@@ -38,9 +46,7 @@ export interface PlayerStatsSnapshot {
   readonly partsFromOrigin?: number;
   readonly segmentsCompletedFromOrigin?: number;
   readonly uploadBytes?: number;
-  readonly traffic?: Readonly<
-    Record<string, { sent: number; sentBytes: number; received: number; receivedBytes: number }>
-  >;
+  readonly traffic?: Readonly<Record<string, TrafficFigures>>;
   readonly transportBytesSent?: number;
   readonly transportBytesReceived?: number;
   readonly peers?: number;
