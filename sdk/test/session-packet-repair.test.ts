@@ -152,6 +152,18 @@ describe('MeshSession packetRepair', () => {
     expect(requestRepair.mock.calls).toEqual([[10]]);
   });
 
+  it('a channel to the true source alone is no neighbour: a segment from before joining goes to the origin at once', async () => {
+    let open = [1]; // the true source (the fake tracker's sourceId)
+    vi.spyOn(MeshNode.prototype, 'openPeerIds').mockImplementation(() => open);
+    vi.spyOn(MeshNode.prototype, 'openPeers', 'get').mockImplementation(() => open.length);
+    const s10 = segment(10, 40_000);
+    const t = await connected('engine', [s10.a]);
+    expect(t.session.stats().sourceId).toBe(1);
+    expect(t.session.expectsSegment(10)).toBe(false);
+    open = [1, 42]; // a neighbour's channel: worth waiting for
+    expect(t.session.expectsSegment(10)).toBe(true);
+  });
+
   it("catch-up waits for a neighbour's channel, but only once the player holds a segment", async () => {
     let open: number[] = [];
     vi.spyOn(MeshNode.prototype, 'openPeerIds').mockImplementation(() => open);
