@@ -40,13 +40,19 @@ export class TrafficCounts {
 
   /** The types that carried anything, by name (`data`, `advert`, …), with `others` added in. */
   byName(others?: TrafficCounts): Record<string, TrafficOfType> {
+    if (others !== undefined) {
+      const sum = new TrafficCounts();
+      sum.add(this);
+      sum.add(others);
+      return sum.byName();
+    }
     const out: Record<string, TrafficOfType> = {};
     for (let slot = 0; slot < TYPE_SLOTS; slot++) {
       const figures: TrafficOfType = {
-        sent: (this.sentMessages[slot] ?? 0) + (others?.sentMessages[slot] ?? 0),
-        sentBytes: (this.sentBytes[slot] ?? 0) + (others?.sentBytes[slot] ?? 0),
-        received: (this.receivedMessages[slot] ?? 0) + (others?.receivedMessages[slot] ?? 0),
-        receivedBytes: (this.receivedBytes[slot] ?? 0) + (others?.receivedBytes[slot] ?? 0),
+        sent: this.sentMessages[slot] ?? 0,
+        sentBytes: this.sentBytes[slot] ?? 0,
+        received: this.receivedMessages[slot] ?? 0,
+        receivedBytes: this.receivedBytes[slot] ?? 0,
       };
       if (figures.sent > 0 || figures.received > 0)
         out[(MESSAGE_TYPE_NAMES as Record<number, string | undefined>)[slot] ?? `type ${slot}`] = figures;

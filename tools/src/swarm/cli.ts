@@ -23,6 +23,7 @@ import {
   trafficBetween,
   trafficMarkdown,
   trafficSummary,
+  type TrafficReading,
   type TrafficSummary,
   type ViewerTraffic,
 } from './traffic.js';
@@ -874,13 +875,11 @@ function trafficOfWindow(samples: readonly ViewerSnapshot[]): ViewerTraffic | nu
   const first = withStats[0];
   const last = withStats[withStats.length - 1];
   if (first === undefined || last === undefined) return null;
-  const reading = (x: ViewerSnapshot) => ({
+  const reading = (x: ViewerSnapshot): TrafficReading => ({
     atMs: x.now,
-    ...(x.stats?.traffic === undefined ? {} : { traffic: x.stats.traffic }),
-    ...(x.stats?.transportBytesSent === undefined ? {} : { transportBytesSent: x.stats.transportBytesSent }),
-    ...(x.stats?.transportBytesReceived === undefined
-      ? {}
-      : { transportBytesReceived: x.stats.transportBytesReceived }),
+    traffic: x.stats?.traffic,
+    transportBytesSent: x.stats?.transportBytesSent,
+    transportBytesReceived: x.stats?.transportBytesReceived,
   });
   return trafficBetween(reading(first), reading(last));
 }

@@ -13,23 +13,16 @@ export interface ViewerTraffic {
   readonly transportBytesReceived: number | null;
 }
 
-type StatsTraffic = Readonly<Record<string, TrafficFigures>>;
+/** One sample of a viewer's stats: when, and its traffic figures (any may be missing). */
+export interface TrafficReading {
+  readonly atMs: number;
+  readonly traffic?: Readonly<Record<string, TrafficFigures>> | undefined;
+  readonly transportBytesSent?: number | undefined;
+  readonly transportBytesReceived?: number | undefined;
+}
 
 /** What changed between two samples of one viewer's stats (a type absent at first counts from 0). */
-export function trafficBetween(
-  first: {
-    readonly atMs: number;
-    readonly traffic?: StatsTraffic;
-    readonly transportBytesSent?: number;
-    readonly transportBytesReceived?: number;
-  },
-  last: {
-    readonly atMs: number;
-    readonly traffic?: StatsTraffic;
-    readonly transportBytesSent?: number;
-    readonly transportBytesReceived?: number;
-  },
-): ViewerTraffic | null {
+export function trafficBetween(first: TrafficReading, last: TrafficReading): ViewerTraffic | null {
   if (last.traffic === undefined || last.atMs <= first.atMs) return null;
   const byType: Record<string, TrafficFigures> = {};
   for (const [type, f] of Object.entries(last.traffic)) {
