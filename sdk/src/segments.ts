@@ -58,6 +58,11 @@ interface Entry {
    * announcement); null for a segment cut whole or not known yet.
    */
   packetBytes: number | null;
+  /**
+   * The stream-wide number of the segment's first packet as its signed packets give it, before the
+   * announcement does (null until one came).
+   */
+  firstPacketNumber: number | null;
   rangeWaiters: RangeWaiter[];
   /**
    * The packets' bytes as they came: a mesh packet's are a view into its payload, which the
@@ -132,6 +137,14 @@ export class SegmentStore {
    * viewer while a segment is being written, and that segment's earlier packets went by before.
    */
   private firstMeshSegment: number | null = null;
+  /** Per data slice, the stream-wide number of the first packet its tree brought us. */
+  private readonly firstTreePacketBySlice = new Map<number, number>();
+  /**
+   * Once every data slice's tree has brought a packet, the largest of those first numbers: from
+   * that packet on, every slice's packets come down a tree we are in (or by repair), so a part
+   * starting there is worth waiting for even in the segment the trees reached us in. Null before.
+   */
+  private treesFlowFromPacket: number | null = null;
 
   constructor(private readonly options: SegmentStoreOptions) {}
 
@@ -228,12 +241,44 @@ export class SegmentStore {
     // Not copied: a view into the packet's payload, which the engine's ring holds as well (Entry.packets).
     entry.packets[packet.index] = packet.bytes;
     entry.received++;
+    if (packet.signed !== undefined) entry.firstPacketNumber ??= packet.signed.packetNumber - packet.index;
     this.firstMeshSegment ??= packet.segment;
     this.counters.packetsReceived++;
     this.counters.bytesReceived += packet.bytes.length;
     this.wakeRanges(entry);
     this.tryComplete(packet.segment, entry);
     return true;
+  }
+
+  /**
+   * A data packet a tree brought us (not repair, parity or the origin), at `seq` in `slice`: its
+   * stream-wide number is `seq × dataSlices + slice` (wire's packetPlace). Only the first per slice
+   * counts.
+   */
+  treePacket(slice: number, seq: number, dataSlices: number): void {
+    if (this.treesFlowFromPacket !== null || !(slice >= 0 && slice < dataSlices)) return;
+    if (this.firstTreePacketBySlice.has(slice)) return;
+    this.firstTreePacketBySlice.set(slice, seq * dataSlices + slice);
+    if (this.firstTreePacketBySlice.size === dataSlices)
+      this.treesFlowFromPacket = Math.max(...this.firstTreePacketBySlice.values());
+  }
+
+  /**
+   * Whether every packet of a range from `start` on comes down trees we are in: its first packet is
+   * at or after each slice's first tree packet. The segment's first packet number comes from its
+   * announcement or its signed packets; without a packet size the range is taken to start at the
+   * segment's first packet, which can only say no more often.
+   */
+  private treesBring(sequence: number, start: number): boolean {
+    const from = this.treesFlowFromPacket;
+    const e = this.entries.get(sequence);
+    if (from === null || e === undefined) return false;
+    const a = e.announcement;
+    const first = a?.firstPacket ?? e.firstPacketNumber;
+    if (first === null) return false;
+    const packetBytes = e.packetBytes ?? (a === null ? null : planOf(a).packetBytes);
+    const index = packetBytes === null || packetBytes <= 0 ? 0 : Math.floor(start / packetBytes);
+    return first + index >= from;
   }
 
   /**
@@ -474,8 +519,11 @@ export class SegmentStore {
     // Until the trees bring a first packet, and for the segment they were in the middle of then, a
     // part's packets went by before we were in the trees: waiting for them only drains an LL
     // player's ~1 s of buffer (bench:compare ll, N = 8: every viewer's stalls came in its first
-    // seconds). Those parts come from the origin at once.
-    if (this.firstMeshSegment === null || sequence <= this.firstMeshSegment) return Promise.resolve(null);
+    // seconds). Those parts come from the origin at once, unless every slice's tree already
+    // flows from before the part's first packet (bench:compare ll, N = 16: after its first
+    // frame a viewer still took 0–8 parts from the origin, 67 of the swarm's 141).
+    const afterFirstMeshSegment = this.firstMeshSegment !== null && sequence > this.firstMeshSegment;
+    if (!afterFirstMeshSegment && !this.treesBring(sequence, start)) return Promise.resolve(null);
     const entry = this.entry(sequence, 0, true);
     if (entry === null || entry.rangeWaiters.length >= MAX_RANGE_WAITERS) return Promise.resolve(null);
     return waitFor(timeoutMs, signal, (finish) => {
@@ -519,6 +567,7 @@ export class SegmentStore {
       announcedAt: 0,
       count,
       packetBytes: null,
+      firstPacketNumber: null,
       rangeWaiters: [],
       packets: new Array<Uint8Array | undefined>(count),
       received: 0,

@@ -728,6 +728,7 @@ export class MeshSession extends EventTarget implements SegmentProvider {
             return;
           }
           const packet = decoded.packet;
+          if (via === 'tree') store.treePacket(slice, seq, node.engine.config.dataSlices);
           // The origin's copies count as origin bytes (OriginRepair counted them), not the mesh's.
           // OriginRepair hands the engine only bytes it checked against the segment's announced
           // hash (packet-repair.ts, fetchRun), and an announcement never changes once known.

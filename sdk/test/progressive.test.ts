@@ -265,6 +265,40 @@ describe('packets of a segment cut while written', () => {
     expect(await part).toEqual((eight[0] as MediaPacket).bytes.subarray(0, 100));
   });
 
+  it('are awaited in the segment the trees reached us in once every slice flows from before the part', async () => {
+    const { privateKey, publicKey } = await keys();
+    const store = new SegmentStore({ stream: STREAM, publicKey, now: () => 0 });
+    // Segment 7 holds packets 0‥39; its packet 17 is the first the mesh brings.
+    const seven = await signedPackets(privateKey, 7, segmentBytes(7, 40 * PACKET_BYTES), 0);
+    const atOnce = (wait: Promise<Uint8Array | null>): Promise<Uint8Array | null | 'waited'> =>
+      Promise.race([
+        wait,
+        new Promise<'waited'>((resolve) =>
+          setTimeout(() => {
+            resolve('waited');
+          }, 100),
+        ),
+      ]);
+    const partAt = (index: number): [number, number] => [index * PACKET_BYTES, index * PACKET_BYTES + 100];
+    expect(store.addPacket(seven[17] as MediaPacket)).toBe(true);
+    // Slices 1‥15 flow from their packets 1‥15 (sequence 0), slice 0 only from packet 16 (sequence 1).
+    for (let slice = 1; slice < SLICES; slice++) store.treePacket(slice, 0, SLICES);
+    // Not every slice flows yet: even a late part of segment 7 comes from the origin.
+    expect(await atOnce(store.waitRange(7, ...partAt(30), 5000))).toBeNull();
+    store.treePacket(0, 1, SLICES);
+    // A later packet of a slice does not move where it flows from.
+    store.treePacket(3, 9, SLICES);
+    // The slices flow from packet 16 on: a part from packet 15 comes from the origin.
+    expect(await atOnce(store.waitRange(7, ...partAt(15), 5000))).toBeNull();
+    const part = store.waitRange(7, ...partAt(16), 5000);
+    expect(await atOnce(part)).toBe('waited');
+    expect(store.addPacket(seven[16] as MediaPacket)).toBe(true);
+    expect(await part).toEqual((seven[16] as MediaPacket).bytes.subarray(0, 100));
+    // The next segment is awaited as before.
+    const eightPart = store.waitRange(8, 0, 100, 5000);
+    expect(await atOnce(eightPart)).toBe('waited');
+  });
+
   it('do not serve the tail before the segment is known to end there', async () => {
     const { privateKey, publicKey } = await keys();
     const store = new SegmentStore({ stream: STREAM, publicKey, now: () => 0 });
