@@ -171,6 +171,12 @@ const ORIGIN_FILL_VERIFY_MS = 1000;
  * waits for one this often (within the loader's budget) before asking neighbours for it.
  */
 const CATCH_UP_POLL_MS = 50;
+/**
+ * A catch-up every asked neighbour refused (none held the segment) is asked again this often, while
+ * an answer still has time to arrive within the loader's budget: a neighbour may hold it a moment
+ * later. A handful of requests of a few dozen bytes per catch-up (the budget is a few seconds).
+ */
+const CATCH_UP_REASK_MS = 250;
 const REPORT_INTERVAL_MS = 2000;
 /**
  * Children per slice in a report to the tracker: its decoder refuses a report with more (wire's
@@ -1031,7 +1037,40 @@ export class MeshSession extends EventTarget implements SegmentProvider {
     // Catch-up; nobody to ask leaves the segment to the origin at once rather than at the deadline.
     await this.waitForHelper(deadlineMs, signal);
     if (signal?.aborted === true || !this.requestRepair(sequence)) return null;
-    return store.wait(sequence, deadlineMs - this.clock.now(), signal, true);
+    // Every neighbour asked said it does not hold the segment: one may a moment later (the copy it
+    // took from the origin and kept, or its own catch-up), as the joining viewers of a swarm are
+    // often each other's neighbours (bench:compare default, N = 8: a viewer waited 2 s for its third
+    // segment, then took it from the origin, 0.5 s after three other viewers had it).
+    let reaskTimer: unknown = null;
+    const scheduleReask = (): void => {
+      // Only while an answer asked then still has time to arrive before the deadline.
+      reaskTimer =
+        this.clock.now() + 2 * CATCH_UP_REASK_MS < deadlineMs
+          ? this.clock.setTimeout(reask, CATCH_UP_REASK_MS)
+          : null;
+    };
+    const reask = (): void => {
+      if (this.closed || signal?.aborted === true || store.bytes(sequence) !== null) return;
+      if (this.everyRepairRefused(sequence)) this.requestRepair(sequence);
+      scheduleReask();
+    };
+    scheduleReask();
+    try {
+      return await store.wait(sequence, deadlineMs - this.clock.now(), signal, true);
+    } finally {
+      if (reaskTimer !== null) this.clock.clearTimeout(reaskTimer);
+    }
+  }
+
+  /** Whether we asked neighbours for this segment and every one of them refused (a NAK). */
+  private everyRepairRefused(sequence: number): boolean {
+    let asked = false;
+    for (const r of this.repairsInFlight.values()) {
+      if (r.segment !== sequence) continue;
+      if (!r.refused) return false;
+      asked = true;
+    }
+    return asked;
   }
 
   /**

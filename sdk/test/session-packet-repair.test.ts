@@ -204,6 +204,47 @@ describe('MeshSession packetRepair', () => {
     expect(sent).toHaveBeenCalledTimes(1);
   });
 
+  it('catch-up asks again while every neighbour asked has refused, until the deadline is near', async () => {
+    vi.spyOn(MeshNode.prototype, 'openPeerIds').mockReturnValue([42]);
+    vi.spyOn(MeshNode.prototype, 'openPeers', 'get').mockReturnValue(1);
+    const sent = vi.spyOn(MeshNode.prototype, 'sendRepair').mockReturnValue(true);
+    const s10 = segment(10, 40_000);
+    const t = await connected('engine', [s10.a]);
+    t.session.noteOriginSegment(40_000);
+    const waiting = t.session.waitForSegment(10, t.clock.now() + 1200, undefined, `${URL_BASE}seg10.ts`);
+    await settle();
+    const requests = (): { requestId: number }[] =>
+      sent.mock.calls.flatMap(([, message]) => (message.type === MessageType.RepairRequest ? [message] : []));
+    expect(requests()).toHaveLength(1);
+    // Not refused yet: nobody is asked twice.
+    t.clock.advance(300);
+    await settle();
+    expect(requests()).toHaveLength(1);
+    const nak = (requestId: number): void => {
+      (t.session as unknown as { onRepairNak: (from: number, id: number) => void }).onRepairNak(
+        42,
+        requestId,
+      );
+    };
+    nak(requests()[0]?.requestId ?? -1);
+    // The next look (every 250 ms) finds every ask refused: it asks again.
+    t.clock.advance(250);
+    await settle();
+    expect(requests()).toHaveLength(2);
+    nak(requests()[1]?.requestId ?? -1);
+    // The look at 750 ms (450 ms left) asks once more,
+    t.clock.advance(250);
+    await settle();
+    expect(requests()).toHaveLength(3);
+    nak(requests()[2]?.requestId ?? -1);
+    // and schedules no other: less than two intervals were left.
+    t.clock.advance(600);
+    await settle();
+    expect(requests()).toHaveLength(3);
+    t.session.close();
+    expect(await waiting).toBeNull();
+  });
+
   it('segment: a segment from before joining waits for neighbours the whole of a startup-short wait', async () => {
     vi.spyOn(MeshNode.prototype, 'openPeerIds').mockReturnValue([42]);
     vi.spyOn(MeshNode.prototype, 'openPeers', 'get').mockReturnValue(1);
