@@ -100,6 +100,18 @@ async function settle(check: () => string): Promise<string> {
   return 'hold';
 }
 
+/** What a range wait gives within 100 ms, or 'waited' if it is still waiting then. */
+function atOnce(wait: Promise<Uint8Array | null>): Promise<Uint8Array | null | 'waited'> {
+  return Promise.race([
+    wait,
+    new Promise<'waited'>((resolve) =>
+      setTimeout(() => {
+        resolve('waited');
+      }, 100),
+    ),
+  ]);
+}
+
 describe('packets of a segment cut while written', () => {
   it('are checked by their own signature before the announcement, and by it after', async () => {
     const { privateKey, publicKey } = await keys();
@@ -241,15 +253,6 @@ describe('packets of a segment cut while written', () => {
     const seven = await signedPackets(privateKey, 7, segmentBytes(7, 3 * PACKET_BYTES), 0);
     const eight = await signedPackets(privateKey, 8, segmentBytes(8, 3 * PACKET_BYTES), 3);
     // Answered at once (null: the loader asks the origin), though 5 s were allowed.
-    const atOnce = (wait: Promise<Uint8Array | null>): Promise<Uint8Array | null | 'waited'> =>
-      Promise.race([
-        wait,
-        new Promise<'waited'>((resolve) =>
-          setTimeout(() => {
-            resolve('waited');
-          }, 100),
-        ),
-      ]);
     expect(await atOnce(store.waitRange(7, 0, 100, 5000))).toBeNull();
     // The trees reach us in segment 7 with its second packet: its first went by before.
     expect(store.addPacket(seven[1] as MediaPacket)).toBe(true);
@@ -270,15 +273,6 @@ describe('packets of a segment cut while written', () => {
     const store = new SegmentStore({ stream: STREAM, publicKey, now: () => 0 });
     // Segment 7 holds packets 0‥39; its packet 17 is the first the mesh brings.
     const seven = await signedPackets(privateKey, 7, segmentBytes(7, 40 * PACKET_BYTES), 0);
-    const atOnce = (wait: Promise<Uint8Array | null>): Promise<Uint8Array | null | 'waited'> =>
-      Promise.race([
-        wait,
-        new Promise<'waited'>((resolve) =>
-          setTimeout(() => {
-            resolve('waited');
-          }, 100),
-        ),
-      ]);
     const partAt = (index: number): [number, number] => [index * PACKET_BYTES, index * PACKET_BYTES + 100];
     expect(store.addPacket(seven[17] as MediaPacket)).toBe(true);
     // Slices 1‥15 flow from their packets 1‥15 (sequence 0), slice 0 only from packet 16 (sequence 1).
