@@ -266,19 +266,16 @@ export class SegmentStore {
   /**
    * Whether every packet of a range from `start` on comes down trees we are in: its first packet is
    * at or after each slice's first tree packet. The segment's first packet number comes from its
-   * announcement or its signed packets; without a packet size the range is taken to start at the
-   * segment's first packet, which can only say no more often.
+   * announcement or its signed packets.
    */
   private treesBring(sequence: number, start: number): boolean {
     const from = this.treesFlowFromPacket;
     const e = this.entries.get(sequence);
     if (from === null || e === undefined) return false;
-    const a = e.announcement;
-    const first = a?.firstPacket ?? e.firstPacketNumber;
-    if (first === null) return false;
-    const packetBytes = e.packetBytes ?? (a === null ? null : planOf(a).packetBytes);
-    const index = packetBytes === null || packetBytes <= 0 ? 0 : Math.floor(start / packetBytes);
-    return first + index >= from;
+    const first = e.announcement?.firstPacket ?? e.firstPacketNumber;
+    const packetBytes = packetBytesOf(e);
+    if (first === null || packetBytes === null) return false;
+    return first + Math.floor(start / packetBytes) >= from;
   }
 
   /**
@@ -487,7 +484,7 @@ export class SegmentStore {
     if (e === undefined || e.failed || !(start >= 0 && end > start)) return null;
     if (e.whole !== null) return end <= e.whole.length ? e.whole.slice(start, end) : null;
     const a = e.announcement;
-    const packetBytes = e.packetBytes ?? (a === null ? null : planOf(a).packetBytes);
+    const packetBytes = packetBytesOf(e);
     if (packetBytes === null || (a !== null && end > a.bytes)) return null;
     const first = Math.floor(start / packetBytes);
     const last = Math.floor((end - 1) / packetBytes);
@@ -659,6 +656,14 @@ async function matchesSignedHash(bytes: Uint8Array<ArrayBuffer>, a: SignedAnnoun
  * A wait that `register` hooks up (it returns how to unhook): resolved by the `finish` it is given,
  * or with null at the timeout or on an abort, unhooked either way.
  */
+/**
+ * The size of an entry's packets (all but the last): fixed for a segment cut while written, else
+ * its announcement's plan; null for a segment cut whole before its announcement.
+ */
+function packetBytesOf(e: Entry): number | null {
+  return e.packetBytes ?? (e.announcement === null ? null : planOf(e.announcement).packetBytes);
+}
+
 function waitFor(
   timeoutMs: number,
   signal: AbortSignal | undefined,

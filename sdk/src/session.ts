@@ -1049,8 +1049,8 @@ export class MeshSession extends EventTarget implements SegmentProvider {
           ? this.clock.setTimeout(reask, CATCH_UP_REASK_MS)
           : null;
     };
+    // The segment arriving, an abort or the session closing ends the wait, and with it the timer.
     const reask = (): void => {
-      if (this.closed || signal?.aborted === true || store.bytes(sequence) !== null) return;
       if (this.everyRepairRefused(sequence)) this.requestRepair(sequence);
       scheduleReask();
     };
