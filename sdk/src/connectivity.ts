@@ -39,6 +39,45 @@ export function candidateType(value: unknown): RouteType | null {
   }
 }
 
+/**
+ * The kinds of UDP candidate a whole (non-trickle) offer or answer needs before it is sent without
+ * waiting for ICE gathering to end: a host candidate always, a server-reflexive one when a STUN
+ * server is configured, a relay when a TURN server is; only a relay under the `relay` policy (the
+ * browser surfaces nothing else). Gathering's end can come much later than these: Chromium gathers
+ * a TCP host candidate (`tcptype active`, port 9) in a later phase, ~120 ms after the UDP one on
+ * loopback, and an active TCP candidate cannot reach another browser (none listens on TCP) nor the
+ * true source (libjuice speaks UDP only). Waiting for it was most of a link's set-up time.
+ */
+export function candidateKindsWanted(config: {
+  readonly iceServers?: unknown;
+  readonly iceTransportPolicy?: unknown;
+}): ReadonlySet<RouteType> {
+  if (config.iceTransportPolicy === 'relay') return new Set(['relay']);
+  const wanted = new Set<RouteType>(['host']);
+  const servers: unknown[] = Array.isArray(config.iceServers) ? (config.iceServers as unknown[]) : [];
+  for (const server of servers) {
+    if (!isStat(server)) continue;
+    const urls: unknown[] = Array.isArray(server.urls) ? (server.urls as unknown[]) : [server.urls];
+    for (const url of urls) {
+      if (typeof url !== 'string') continue;
+      if (/^stuns?:/.test(url)) wanted.add('srflx');
+      else if (/^turns?:/.test(url)) wanted.add('relay');
+    }
+  }
+  return wanted;
+}
+
+/**
+ * The transport and type of an ICE candidate line (`candidate:<foundation> <component> <transport>
+ * <priority> <address> <port> typ <type> ...`, RFC 8839 §5.1), or null if it is not one.
+ */
+export function candidateLineKind(line: string): { udp: boolean; type: RouteType } | null {
+  const m = /^(?:a=)?candidate:\S+ \d+ (\S+) \d+ \S+ \d+ typ (\S+)/.exec(line);
+  if (m === null) return null;
+  const type = candidateType(m[2]);
+  return type === null ? null : { udp: (m[1] ?? '').toLowerCase() === 'udp', type };
+}
+
 /** Why a link was given up before its data channel opened. */
 export type ConnectFailureReason = 'ice-failed' | 'connect-timeout' | 'closed-before-open' | 'error';
 

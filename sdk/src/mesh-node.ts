@@ -30,6 +30,8 @@ import {
   type SignedAnnouncement,
 } from '@chunkycast/wire';
 import {
+  candidateKindsWanted,
+  candidateLineKind,
   forNodeDatachannel,
   ON_NODE_DATACHANNEL,
   selectedPairOfReport,
@@ -146,6 +148,11 @@ export const HOLD_MAX_MS = 1500;
 const MAX_HELD_PACKETS = 512;
 /** Longest wait for ICE gathering before the offer or answer goes out with what it has. */
 const ICE_GATHER_TIMEOUT_MS = 2000;
+/**
+ * After the last kind of candidate a description needs arrives, this long for its siblings (the same
+ * kind on another interface: Chromium gathers each phase on every network at once) before it is sent.
+ */
+const GATHER_SETTLE_MS = 15;
 /** A peer that sends this many undecodable messages is cut off: no honest peer sends one. */
 const MAX_BAD_MESSAGES = 3;
 /**
@@ -296,20 +303,51 @@ export interface MeshNodeCounters {
 }
 
 /**
- * node-datachannel's RTCPeerConnection (the true source's) never emits the end-of-candidates null
- * `icecandidate`, only `icegatheringstatechange`; without this simple-peer would hold every
- * non-trickle offer and answer for its full ICE timeout (ICE_GATHER_TIMEOUT_MS per side). Browsers emit both;
- * simple-peer ignores the second.
+ * A whole offer or answer goes out once it can connect, not when gathering ends. simple-peer
+ * (trickle off) sends the description at the end-of-candidates null `icecandidate`; this gives it
+ * that null earlier, GATHER_SETTLE_MS after the description holds a UDP candidate of every kind the
+ * configuration can give (`candidateKindsWanted`: host, and srflx or relay with STUN or TURN
+ * servers), or at `icegatheringstatechange` to `complete`. The latter because node-datachannel's
+ * RTCPeerConnection (the true source's) never emits the null `icecandidate`, only the state
+ * change; without it every description of the true source would wait out ICE_GATHER_TIMEOUT_MS.
+ * The early end only in browsers: Chromium's offer reached `complete` ~120 ms after its host
+ * candidate on loopback, for a TCP candidate no peer can use (connectivity.ts); libjuice ends its
+ * gathering with its last server's answer, and its description is the true source's own concern.
+ * A description read later (`localDescription`) still lists whatever was gathered by then.
  */
-function endGatheringOnComplete(peer: SimplePeer): void {
+export function sendDescriptionWhenUsable(
+  peer: SimplePeer,
+  config: Record<string, unknown>,
+  early = !ON_NODE_DATACHANNEL,
+): void {
   const internals = peer as unknown as {
     _pc?: EventTarget & { iceGatheringState?: string };
     _onIceCandidate?: (event: { candidate: null }) => void;
   };
   const pc = internals._pc;
   if (pc === undefined || typeof internals._onIceCandidate !== 'function') return;
+  let ended = false;
+  const end = (): void => {
+    if (ended) return;
+    ended = true;
+    internals._onIceCandidate?.call(peer, { candidate: null });
+  };
   pc.addEventListener('icegatheringstatechange', () => {
-    if (pc.iceGatheringState === 'complete') internals._onIceCandidate?.call(peer, { candidate: null });
+    if (pc.iceGatheringState === 'complete') end();
+  });
+  if (!early) return;
+  const wanted = candidateKindsWanted(config);
+  const seen = new Set<RouteType>();
+  let settling = false;
+  pc.addEventListener('icecandidate', (event) => {
+    const line = (event as { candidate?: { candidate?: unknown } | null }).candidate?.candidate;
+    if (settling || typeof line !== 'string') return;
+    const kind = candidateLineKind(line);
+    if (kind === null || !kind.udp) return;
+    seen.add(kind.type);
+    for (const type of wanted) if (!seen.has(type)) return;
+    settling = true;
+    setTimeout(end, GATHER_SETTLE_MS);
   });
 }
 
@@ -1178,7 +1216,7 @@ export class MeshNode {
       config: ON_NODE_DATACHANNEL ? forNodeDatachannel(config) : config,
       channelConfig: { ordered: true },
     });
-    endGatheringOnComplete(peer);
+    sendDescriptionWhenUsable(peer, config);
     const link: Link = {
       peer,
       initiator,

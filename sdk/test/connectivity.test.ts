@@ -3,7 +3,14 @@
 // node-datachannel.
 import { describe, expect, it } from 'vitest';
 import { forNodeDatachannel } from '@chunkycast/sdk/core';
-import { candidateType, routeOf, selectedPairOf, selectedPairOfReport } from '../src/connectivity.js';
+import {
+  candidateKindsWanted,
+  candidateLineKind,
+  candidateType,
+  routeOf,
+  selectedPairOf,
+  selectedPairOfReport,
+} from '../src/connectivity.js';
 import type { RouteType } from '@chunkycast/wire';
 
 describe('routeOf: the less direct end decides', () => {
@@ -271,5 +278,71 @@ describe('forNodeDatachannel', () => {
     expect(forNodeDatachannel(config([{ urls: 'turn:a.example' }, null, { urls: ['stuns:b'] }]))).toEqual(
       config([{ urls: ['turn:a.example'] }]),
     );
+  });
+});
+
+describe('when a whole offer or answer can go out before gathering ends', () => {
+  it('wants a host candidate, and srflx or relay only for the servers configured', () => {
+    expect([...candidateKindsWanted({})]).toEqual(['host']);
+    expect([...candidateKindsWanted({ iceServers: [] })]).toEqual(['host']);
+    expect([...candidateKindsWanted({ iceServers: [{ urls: 'stun:s.example:3478' }] })]).toEqual([
+      'host',
+      'srflx',
+    ]);
+    expect(
+      [
+        ...candidateKindsWanted({
+          iceServers: [
+            { urls: ['stun:s.example', 'turn:t.example?transport=udp'], username: 'u', credential: 'c' },
+            { urls: 'turns:t.example:5349' },
+          ],
+        }),
+      ].sort(),
+    ).toEqual(['host', 'relay', 'srflx']);
+    // Under the relay policy the browser surfaces nothing but relays.
+    expect([
+      ...candidateKindsWanted({ iceServers: [{ urls: 'turn:t.example' }], iceTransportPolicy: 'relay' }),
+    ]).toEqual(['relay']);
+    // Malformed entries are ignored, not thrown on.
+    expect([
+      ...candidateKindsWanted({ iceServers: [null, 7, { urls: [3, 'http://x'] }, { urls: 'stun:a' }] }),
+    ]).toEqual(['host', 'srflx']);
+    expect([...candidateKindsWanted({ iceServers: 'stun:a' })]).toEqual(['host']);
+  });
+
+  it('reads the transport and type of candidate lines as Chromium, Firefox and libjuice write them', () => {
+    // Chromium's loopback UDP host candidate and the TCP one it gathers ~120 ms later.
+    expect(
+      candidateLineKind(
+        'candidate:1640297521 1 udp 2122260223 127.0.0.1 56568 typ host generation 0 ufrag hSMY network-id 1',
+      ),
+    ).toEqual({ udp: true, type: 'host' });
+    expect(
+      candidateLineKind(
+        'candidate:520820393 1 tcp 1518280447 127.0.0.1 9 typ host tcptype active generation 0',
+      ),
+    ).toEqual({ udp: false, type: 'host' });
+    // mDNS host names, Firefox's upper-case transport, an SDP attribute line.
+    expect(candidateLineKind('candidate:0 1 UDP 2122252543 3c6e5b1a-9f.local 50123 typ host')).toEqual({
+      udp: true,
+      type: 'host',
+    });
+    expect(
+      candidateLineKind(
+        'a=candidate:2 1 UDP 1686052863 203.0.113.7 61000 typ srflx raddr 10.0.0.2 rport 5000',
+      ),
+    ).toEqual({ udp: true, type: 'srflx' });
+    expect(
+      candidateLineKind(
+        'candidate:3 1 udp 41885439 198.51.100.1 49152 typ relay raddr 203.0.113.7 rport 61000',
+      ),
+    ).toEqual({ udp: true, type: 'relay' });
+    for (const bad of [
+      '',
+      'candidate:',
+      'candidate:1 1 udp x 1.2.3.4 5 typ host',
+      'candidate:1 1 udp 1 a 5 typ weird',
+    ])
+      expect(candidateLineKind(bad)).toBeNull();
   });
 });
