@@ -791,6 +791,13 @@ export class MeshNode {
     return out;
   }
 
+  /** Peers whose link is being set up (dialled or answered, its channel not open yet). */
+  connectingPeerIds(): PeerId[] {
+    const out: PeerId[] = [];
+    for (const [peerId, link] of this.links) if (!link.open) out.push(peerId);
+    return out;
+  }
+
   /** Sends a repair message over an open link; false if there is none (repair never dials). */
   sendRepair(to: PeerId, message: RepairMessage): boolean {
     const link = this.links.get(to);

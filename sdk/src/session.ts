@@ -442,6 +442,8 @@ export class MeshSession extends EventTarget implements SegmentProvider {
   private readonly clock: TrackerClock;
   /** Which repair runs (options.packetRepair): the session's by segment, or the engine's by packet. */
   readonly packetRepair: PacketRepairMode;
+  /** Startup catch-up waits, by segment: called when every neighbour asked has refused. */
+  private readonly refusedAtStartup = new Map<number, () => void>();
   /** Engine mode: the engine's `fetchOrigin` answered with checked byte ranges of the origin. */
   private originRepair: OriginRepair | null = null;
   /** Engine mode: the player's deadline for segments it waits for that are not announced yet. */
@@ -1055,10 +1057,20 @@ export class MeshSession extends EventTarget implements SegmentProvider {
       scheduleReask();
     };
     scheduleReask();
+    // At startup every ms of the wait is the viewer's: once every neighbour asked has refused and
+    // no other is open to ask, the origin at once (a re-ask rarely fits in a startup budget).
+    const waiting = new AbortController();
+    const giveUp = (): void => {
+      waiting.abort();
+    };
+    signal?.addEventListener('abort', giveUp, { once: true });
+    if (this.segmentsFromMesh + this.segmentsFromOrigin === 0) this.refusedAtStartup.set(sequence, giveUp);
     try {
-      return await store.wait(sequence, deadlineMs - this.clock.now(), signal, true);
+      return await store.wait(sequence, deadlineMs - this.clock.now(), waiting.signal, true);
     } finally {
       if (reaskTimer !== null) this.clock.clearTimeout(reaskTimer);
+      signal?.removeEventListener('abort', giveUp);
+      if (this.refusedAtStartup.get(sequence) === giveUp) this.refusedAtStartup.delete(sequence);
     }
   }
 
@@ -1078,8 +1090,10 @@ export class MeshSession extends EventTarget implements SegmentProvider {
    * not be open yet (expectsSegment let the loader wait for them): wait for one, within the budget.
    */
   private async waitForHelper(deadlineMs: number, signal?: AbortSignal): Promise<void> {
+    // Not for a link that is not even being set up: nothing would come of the wait.
     while (
       this.repairHelpers().length === 0 &&
+      (this.helpersConnecting() || this.segmentsFromMesh + this.segmentsFromOrigin > 0) &&
       this.clock.now() + CATCH_UP_POLL_MS < deadlineMs &&
       signal?.aborted !== true &&
       !this.closed
@@ -1191,6 +1205,7 @@ export class MeshSession extends EventTarget implements SegmentProvider {
     const untried = this.repairHelpers().filter((id) => !asked.has(id));
     const next = shuffleInPlace(untried, this.random)[0];
     if (next !== undefined && this.askForRepair(next, request.segment, indexes)) this.repairsReasked++;
+    else if (this.everyRepairRefused(request.segment)) this.refusedAtStartup.get(request.segment)?.();
   }
 
   /**
@@ -1399,9 +1414,22 @@ export class MeshSession extends EventTarget implements SegmentProvider {
     // A channel to the true source alone is no neighbour to ask (repairHelpers): the first viewer of
     // a stream, linked only to it, waited its whole startup budget for nothing (0.78 s to its first
     // frame against 0.25–0.33 s for the seven after it, N = 8, one segment behind).
+    // Since a link opens 40–60 ms after its dial (whole descriptions no longer wait for the end of
+    // ICE gathering), a link to a neighbour being set up is worth the wait too: at 16 viewers, the
+    // later joiners' first segment was asked 0–70 ms before their first channel opened, and came
+    // from the origin; a wait for nothing ends early (waitForHelper, a refusal at startup).
     if (this.store.announcement(sequence) === null) return false;
     if (this.node === null) return false;
-    return this.repairHelpers().length > 0 || this.segmentsFromMesh + this.segmentsFromOrigin > 0;
+    return (
+      this.repairHelpers().length > 0 ||
+      this.helpersConnecting() ||
+      this.segmentsFromMesh + this.segmentsFromOrigin > 0
+    );
+  }
+
+  /** Whether a link to a neighbour other than the true source is being set up. */
+  private helpersConnecting(): boolean {
+    return this.node?.connectingPeerIds().some((id) => id !== this.sourceId) ?? false;
   }
 
   keepOriginSegment(sequence: number, bytes: Uint8Array<ArrayBuffer>): void {

@@ -214,6 +214,58 @@ describe('MeshSession packetRepair', () => {
     expect(sent).toHaveBeenCalledTimes(1);
   });
 
+  it('at startup, a link to a neighbour being set up is waited for; one to the true source alone is not', async () => {
+    let open: number[] = [];
+    let connecting: number[] = [1]; // the true source (the fake tracker's sourceId)
+    vi.spyOn(MeshNode.prototype, 'openPeerIds').mockImplementation(() => open);
+    vi.spyOn(MeshNode.prototype, 'openPeers', 'get').mockImplementation(() => open.length);
+    vi.spyOn(MeshNode.prototype, 'connectingPeerIds').mockImplementation(() => connecting);
+    const sent = vi.spyOn(MeshNode.prototype, 'sendRepair').mockReturnValue(true);
+    const s10 = segment(10, 40_000);
+    const t = await connected('engine', [s10.a]);
+    expect(t.session.expectsSegment(10)).toBe(false);
+    connecting = [1, 42];
+    expect(t.session.expectsSegment(10)).toBe(true);
+    let result: Uint8Array | null | undefined;
+    void t.session
+      .waitForSegment(10, t.clock.now() + 300, undefined, `${URL_BASE}seg10.ts`)
+      .then((bytes) => (result = bytes));
+    await settle();
+    t.clock.advance(CATCH_UP_STEP_MS);
+    await settle();
+    expect(sent).not.toHaveBeenCalled();
+    // The channel opens: the neighbour is asked at once.
+    open = [42];
+    connecting = [1];
+    t.clock.advance(CATCH_UP_STEP_MS);
+    await settle();
+    const requests = sent.mock.calls.flatMap(([to, message]) =>
+      message.type === MessageType.RepairRequest ? [{ to, requestId: message.requestId }] : [],
+    );
+    expect(requests.map((r) => r.to)).toEqual([42]);
+    expect(result).toBeUndefined();
+    // It refuses, and nobody else is open: the origin at once, not at the end of the budget.
+    (t.session as unknown as { onRepairNak: (from: number, id: number) => void }).onRepairNak(
+      42,
+      requests[0]?.requestId ?? -1,
+    );
+    await settle();
+    expect(result).toBeNull();
+    // A link being set up that fails leaves nothing to wait for: the wait ends at its next look.
+    connecting = [1, 43];
+    open = [];
+    let second: Uint8Array | null | undefined;
+    void t.session
+      .waitForSegment(10, t.clock.now() + 300, undefined, `${URL_BASE}seg10.ts`)
+      .then((bytes) => (second = bytes));
+    await settle();
+    connecting = [1];
+    t.clock.advance(CATCH_UP_STEP_MS);
+    await settle();
+    expect(second).toBeNull();
+    t.session.close();
+  });
+
   it('catch-up asks again while every neighbour asked has refused, until the deadline is near', async () => {
     vi.spyOn(MeshNode.prototype, 'openPeerIds').mockReturnValue([42]);
     vi.spyOn(MeshNode.prototype, 'openPeers', 'get').mockReturnValue(1);

@@ -61,9 +61,16 @@ export function markPageStart(): void {
   pageStartMs ??= performance.now();
 }
 
-/** The page's scripts as `file:requested-arrived` (resource timing, ms since navigation). */
+/**
+ * The page's first and last byte (`page:`), then its scripts as `file:requested-arrived` (resource
+ * timing, ms since navigation).
+ */
 function scriptFetches(): string[] {
   const fetches: string[] = [];
+  // The page itself: asked for at 0, its first byte and its last (a slow server shows here).
+  const page = performance.getEntriesByType('navigation')[0];
+  if (page instanceof PerformanceNavigationTiming)
+    fetches.push(`page:${String(Math.round(page.responseStart))}-${String(Math.round(page.responseEnd))}`);
   for (const entry of performance.getEntriesByType('resource')) {
     if (!(entry instanceof PerformanceResourceTiming)) continue;
     // Module scripts and the chunks the build preloads for them (`link rel=modulepreload`).
