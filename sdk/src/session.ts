@@ -172,6 +172,12 @@ const ORIGIN_FILL_VERIFY_MS = 1000;
  */
 const CATCH_UP_POLL_MS = 50;
 /**
+ * The first segment's catch-up, at startup, waits at most this long (within the loader's startup
+ * budget, 300 ms): a channel opening and a neighbour's answer took 30–130 ms when it came (N = 16,
+ * bench:compare default); a wait that brings nothing is added whole to the viewer's startup.
+ */
+const STARTUP_CATCH_UP_MS = 200;
+/**
  * A catch-up every asked neighbour refused (none held the segment) is asked again this often, while
  * an answer still has time to arrive within the loader's budget: a neighbour may hold it a moment
  * later. A handful of requests of a few dozen bytes per catch-up (the budget is a few seconds).
@@ -1037,7 +1043,9 @@ export class MeshSession extends EventTarget implements SegmentProvider {
       return this.completeFromOrigin(sequence, url, signal);
     }
     // Catch-up; nobody to ask leaves the segment to the origin at once rather than at the deadline.
-    await this.waitForHelper(deadlineMs, signal);
+    const startup = this.segmentsFromMesh + this.segmentsFromOrigin === 0;
+    const untilMs = startup ? Math.min(deadlineMs, this.clock.now() + STARTUP_CATCH_UP_MS) : deadlineMs;
+    await this.waitForHelper(untilMs, signal);
     if (signal?.aborted === true || !this.requestRepair(sequence)) return null;
     // Every neighbour asked said it does not hold the segment: one may a moment later (the copy it
     // took from the origin and kept, or its own catch-up), as the joining viewers of a swarm are
@@ -1047,7 +1055,7 @@ export class MeshSession extends EventTarget implements SegmentProvider {
     const scheduleReask = (): void => {
       // Only while an answer asked then still has time to arrive before the deadline.
       reaskTimer =
-        this.clock.now() + 2 * CATCH_UP_REASK_MS < deadlineMs
+        this.clock.now() + 2 * CATCH_UP_REASK_MS < untilMs
           ? this.clock.setTimeout(reask, CATCH_UP_REASK_MS)
           : null;
     };
@@ -1064,9 +1072,9 @@ export class MeshSession extends EventTarget implements SegmentProvider {
       waiting.abort();
     };
     signal?.addEventListener('abort', giveUp, { once: true });
-    if (this.segmentsFromMesh + this.segmentsFromOrigin === 0) this.refusedAtStartup.set(sequence, giveUp);
+    if (startup) this.refusedAtStartup.set(sequence, giveUp);
     try {
-      return await store.wait(sequence, deadlineMs - this.clock.now(), waiting.signal, true);
+      return await store.wait(sequence, untilMs - this.clock.now(), waiting.signal, true);
     } finally {
       if (reaskTimer !== null) this.clock.clearTimeout(reaskTimer);
       signal?.removeEventListener('abort', giveUp);

@@ -263,6 +263,13 @@ describe('MeshSession packetRepair', () => {
     t.clock.advance(CATCH_UP_STEP_MS);
     await settle();
     expect(second).toBeNull();
+    // A neighbour that never answers holds the first segment 200 ms at most, whatever the loader's
+    // budget (here 10 s, from a page's own startupWaitMs).
+    open = [42];
+    const silent = t.session.waitForSegment(10, t.clock.now() + 10_000, undefined, `${URL_BASE}seg10.ts`);
+    expect(
+      await Promise.race([silent, new Promise((r) => setTimeout(r, 5_000, 'still waiting'))]),
+    ).toBeNull();
     t.session.close();
   });
 
