@@ -263,7 +263,7 @@ describe('MeshSession packetRepair', () => {
     t.clock.advance(CATCH_UP_STEP_MS);
     await settle();
     expect(second).toBeNull();
-    // A neighbour that never answers holds the first segment 200 ms at most, whatever the loader's
+    // A neighbour that never answers holds the first segment 150 ms at most, whatever the loader's
     // budget (here 10 s, from a page's own startupWaitMs).
     open = [42];
     const silent = t.session.waitForSegment(10, t.clock.now() + 10_000, undefined, `${URL_BASE}seg10.ts`);
@@ -296,20 +296,24 @@ describe('MeshSession packetRepair', () => {
       );
     };
     nak(requests()[0]?.requestId ?? -1);
-    // The next look (every 250 ms) finds every ask refused: it asks again.
+    // The next look (250 ms after the last: a third of the 950 ms left, at most 250) finds every ask
+    // refused: it asks again.
     t.clock.advance(250);
     await settle();
     expect(requests()).toHaveLength(2);
-    nak(requests()[1]?.requestId ?? -1);
-    // The look at 750 ms (450 ms left) asks once more,
-    t.clock.advance(250);
-    await settle();
-    expect(requests()).toHaveLength(3);
-    nak(requests()[2]?.requestId ?? -1);
-    // and schedules no other: less than two intervals were left.
-    t.clock.advance(600);
-    await settle();
-    expect(requests()).toHaveLength(3);
+    // Refused at once from now on: the looks come every third of the time left (at least 100 ms),
+    // and ask only while an answer has time to come back.
+    const askedAtMs = [550];
+    for (let atMs = 560; atMs <= 1200; atMs += 10) {
+      nak(requests().at(-1)?.requestId ?? -1);
+      const before = requests().length;
+      t.clock.advance(10);
+      await settle();
+      if (requests().length > before) askedAtMs.push(atMs);
+    }
+    // Asked at ~733 (467 ms left), ~889 (311), ~992 (208) and ~1092 (108: scheduled while two
+    // intervals fitted, one for the answer); none after.
+    expect(askedAtMs).toEqual([550, 740, 890, 1000, 1100]);
     t.session.close();
     expect(await waiting).toBeNull();
   });
