@@ -1426,17 +1426,13 @@ export class MeshSession extends EventTarget implements SegmentProvider {
     // A channel to the true source alone is no neighbour to ask (repairHelpers): the first viewer of
     // a stream, linked only to it, waited its whole startup budget for nothing (0.78 s to its first
     // frame against 0.25–0.33 s for the seven after it, N = 8, one segment behind).
-    // Since a link opens 40–60 ms after its dial (whole descriptions no longer wait for the end of
-    // ICE gathering), a link to a neighbour being set up is worth the wait too: at 16 viewers, the
-    // later joiners' first segment was asked 0–70 ms before their first channel opened, and came
-    // from the origin; a wait for nothing ends early (waitForHelper, a refusal at startup).
+    // Not for a link still being set up, though one opens 40–60 ms after its dial now: waiting for
+    // it moved origin segments between viewers without saving any (N = 16, 600 s: 18 whole segments
+    // from the origin in each of three runs, with and without the wait) and added 0.1–0.25 s to the
+    // startup of the viewers that waited (docs/low-latency.md).
     if (this.store.announcement(sequence) === null) return false;
     if (this.node === null) return false;
-    return (
-      this.repairHelpers().length > 0 ||
-      this.helpersConnecting() ||
-      this.segmentsFromMesh + this.segmentsFromOrigin > 0
-    );
+    return this.repairHelpers().length > 0 || this.segmentsFromMesh + this.segmentsFromOrigin > 0;
   }
 
   /** Whether a link to a neighbour other than the true source is being set up. */
