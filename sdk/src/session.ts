@@ -174,8 +174,7 @@ const CATCH_UP_POLL_MS = 50;
 /**
  * The first segment's catch-up, at startup, waits at most this long (within the loader's startup
  * budget, 300 ms): a neighbour's answer took 30–130 ms when it came (N = 16, bench:compare
- * default); a wait that brings nothing is added whole to the viewer's startup (at 200 ms, two of
- * sixteen viewers started 0.63–0.66 s after opening their page, against 0.34 s for plain hls.js).
+ * default), and a wait that brings nothing is added whole to the viewer's startup.
  */
 const STARTUP_CATCH_UP_MS = 150;
 /**
