@@ -187,6 +187,17 @@ const STARTUP_CATCH_UP_MS = 150;
  */
 const CATCH_UP_REASK_MIN_MS = 100;
 const CATCH_UP_REASK_MAX_MS = 250;
+/**
+ * Once every neighbour asked has refused a catch-up (nobody holds the segment yet), the viewer goes
+ * to the origin after a random delay within this share of the time left, not at its deadline: the
+ * suppression timer of SRM-style repair (Floyd et al.; the seeds' CREW and Bullet recover from
+ * peers the same way). The early joiners of a swarm all start with segments written before any of
+ * them joined; with their channels open they refused each other, each waited out its budget and
+ * all took the segment from the origin at once (N = 8, 600 s: v1–v3 took all three of their first
+ * segments so). With the timer, the first to fire fetches it and keeps it, and the others' re-asks
+ * find that copy. Half, so that a re-ask after the first firing still has time to be answered.
+ */
+const CATCH_UP_SUPPRESSION_SHARE = 0.5;
 const REPORT_INTERVAL_MS = 2000;
 /**
  * Children per slice in a report to the tracker: its decoder refuses a report with more (wire's
@@ -452,8 +463,8 @@ export class MeshSession extends EventTarget implements SegmentProvider {
   private readonly clock: TrackerClock;
   /** Which repair runs (options.packetRepair): the session's by segment, or the engine's by packet. */
   readonly packetRepair: PacketRepairMode;
-  /** Startup catch-up waits, by segment: called when every neighbour asked has refused. */
-  private readonly refusedAtStartup = new Map<number, () => void>();
+  /** Catch-up waits, by segment: called when every neighbour asked has refused. */
+  private readonly everyoneRefused = new Map<number, () => void>();
   /** Engine mode: the engine's `fetchOrigin` answered with checked byte ranges of the origin. */
   private originRepair: OriginRepair | null = null;
   /** Engine mode: the player's deadline for segments it waits for that are not announced yet. */
@@ -1068,20 +1079,35 @@ export class MeshSession extends EventTarget implements SegmentProvider {
       scheduleReask();
     };
     scheduleReask();
-    // At startup every ms of the wait is the viewer's: once every neighbour asked has refused and
-    // no other is open to ask, the origin at once (a re-ask rarely fits in a startup budget).
+    // Once every neighbour asked has refused and no other is open to ask: at startup, where every ms
+    // of the wait is the viewer's, the origin at once (a re-ask rarely fits in a startup budget);
+    // later, the origin after a random share of the time left (CATCH_UP_SUPPRESSION_SHARE).
     const waiting = new AbortController();
     const giveUp = (): void => {
       waiting.abort();
     };
+    let suppressionTimer: unknown = null;
+    const everyoneRefused = (): void => {
+      if (startup) {
+        giveUp();
+        return;
+      }
+      if (suppressionTimer !== null) return;
+      const leftMs = untilMs - this.clock.now();
+      suppressionTimer = this.clock.setTimeout(
+        giveUp,
+        this.random.nextFloat() * CATCH_UP_SUPPRESSION_SHARE * Math.max(0, leftMs),
+      );
+    };
     signal?.addEventListener('abort', giveUp, { once: true });
-    if (startup) this.refusedAtStartup.set(sequence, giveUp);
+    this.everyoneRefused.set(sequence, everyoneRefused);
     try {
       return await store.wait(sequence, untilMs - this.clock.now(), waiting.signal, true);
     } finally {
       if (reaskTimer !== null) this.clock.clearTimeout(reaskTimer);
+      if (suppressionTimer !== null) this.clock.clearTimeout(suppressionTimer);
       signal?.removeEventListener('abort', giveUp);
-      if (this.refusedAtStartup.get(sequence) === giveUp) this.refusedAtStartup.delete(sequence);
+      if (this.everyoneRefused.get(sequence) === everyoneRefused) this.everyoneRefused.delete(sequence);
     }
   }
 
@@ -1216,7 +1242,7 @@ export class MeshSession extends EventTarget implements SegmentProvider {
     const untried = this.repairHelpers().filter((id) => !asked.has(id));
     const next = shuffleInPlace(untried, this.random)[0];
     if (next !== undefined && this.askForRepair(next, request.segment, indexes)) this.repairsReasked++;
-    else if (this.everyRepairRefused(request.segment)) this.refusedAtStartup.get(request.segment)?.();
+    else if (this.everyRepairRefused(request.segment)) this.everyoneRefused.get(request.segment)?.();
   }
 
   /**
