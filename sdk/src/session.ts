@@ -191,8 +191,7 @@ const CATCH_UP_REASK_MAX_MS = 250;
  * Once every neighbour asked has refused a catch-up (nobody holds the segment yet), the viewer goes
  * to the origin after a random delay within this share of the time left, not at its deadline: the
  * suppression timer of SRM's repair (Floyd et al., "A reliable multicast framework for
- * light-weight sessions"), which the seed papers do not need: their members join before the
- * stream starts. The early joiners of a swarm all start with segments written before any of
+ * light-weight sessions"; Chunkyspread's repair has no such step). The early joiners of a swarm all start with segments written before any of
  * them joined; with their channels open they refused each other, each waited out its budget and
  * all took the segment from the origin at once (N = 8, 600 s: v1–v3 took all three of their first
  * segments so). With the timer, the first to fire fetches it and keeps it, and the others' re-asks
