@@ -653,10 +653,6 @@ async function matchesSignedHash(bytes: Uint8Array<ArrayBuffer>, a: SignedAnnoun
 }
 
 /**
- * A wait that `register` hooks up (it returns how to unhook): resolved by the `finish` it is given,
- * or with null at the timeout or on an abort, unhooked either way.
- */
-/**
  * The size of an entry's packets (all but the last): fixed for a segment cut while written, else
  * its announcement's plan; null for a segment cut whole before its announcement.
  */
@@ -664,6 +660,10 @@ function packetBytesOf(e: Entry): number | null {
   return e.packetBytes ?? (e.announcement === null ? null : planOf(e.announcement).packetBytes);
 }
 
+/**
+ * A wait that `register` hooks up (it returns how to unhook): resolved by the `finish` it is given,
+ * or with null at the timeout or on an abort, unhooked either way.
+ */
 function waitFor(
   timeoutMs: number,
   signal: AbortSignal | undefined,

@@ -191,11 +191,11 @@ const CATCH_UP_REASK_MAX_MS = 250;
  * Once every neighbour asked has refused a catch-up (nobody holds the segment yet), the viewer goes
  * to the origin after a random delay within this share of the time left, not at its deadline: the
  * suppression timer of SRM's repair (Floyd et al., "A reliable multicast framework for
- * light-weight sessions"; Chunkyspread's repair has no such step). The early joiners of a swarm all start with segments written before any of
- * them joined; with their channels open they refused each other, each waited out its budget and
- * all took the segment from the origin at once (N = 8, 600 s: v1–v3 took all three of their first
- * segments so). With the timer, the first to fire fetches it and keeps it, and the others' re-asks
- * find that copy. Half, so that a re-ask after the first firing still has time to be answered.
+ * light-weight sessions"; Chunkyspread's repair has no such step). The early joiners of a swarm all
+ * start with segments written before any of them joined; with their channels open they refused
+ * each other, each waited out its budget and all took the segment from the origin at once (N = 8,
+ * 600 s: v1–v3 took all three of their first segments so). With the timer, the first to fire
+ * fetches it and keeps it, and the others' re-asks find that copy. Half, so that a re-ask after the first firing still has time to be answered.
  */
 const CATCH_UP_SUPPRESSION_SHARE = 0.5;
 const REPORT_INTERVAL_MS = 2000;
@@ -1058,7 +1058,7 @@ export class MeshSession extends EventTarget implements SegmentProvider {
       return this.completeFromOrigin(sequence, url, signal);
     }
     // Catch-up; nobody to ask leaves the segment to the origin at once rather than at the deadline.
-    const startup = this.segmentsFromMesh + this.segmentsFromOrigin === 0;
+    const startup = !this.tookASegment();
     const untilMs = startup ? Math.min(deadlineMs, this.clock.now() + STARTUP_CATCH_UP_MS) : deadlineMs;
     await this.waitForHelper(untilMs, signal);
     if (signal?.aborted === true || !this.requestRepair(sequence)) return null;
@@ -1130,7 +1130,7 @@ export class MeshSession extends EventTarget implements SegmentProvider {
     // Not for a link that is not even being set up: nothing would come of the wait.
     while (
       this.repairHelpers().length === 0 &&
-      (this.helpersConnecting() || this.segmentsFromMesh + this.segmentsFromOrigin > 0) &&
+      (this.helpersConnecting() || this.tookASegment()) &&
       this.clock.now() + CATCH_UP_POLL_MS < deadlineMs &&
       signal?.aborted !== true &&
       !this.closed
@@ -1457,7 +1457,12 @@ export class MeshSession extends EventTarget implements SegmentProvider {
     // startup of the viewers that waited (docs/low-latency.md).
     if (this.store.announcement(sequence) === null) return false;
     if (this.node === null) return false;
-    return this.repairHelpers().length > 0 || this.segmentsFromMesh + this.segmentsFromOrigin > 0;
+    return this.repairHelpers().length > 0 || this.tookASegment();
+  }
+
+  /** Whether the player took a segment yet (from either side): before it, every wait is startup's. */
+  private tookASegment(): boolean {
+    return this.segmentsFromMesh + this.segmentsFromOrigin > 0;
   }
 
   /** Whether a link to a neighbour other than the true source is being set up. */
