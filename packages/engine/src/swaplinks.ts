@@ -12,16 +12,18 @@ import {
 import type { Random } from './random.js';
 
 /**
- * Hops an in-repair walk may go on after its walkLength, looking for a member with an in-link to
- * spare (not in ref. [66]). Where a repair walk ends, that member gives one of its own in-links to
- * the walk's origin (the swap), which leaves it one short in turn unless it had one too many: the
- * deficit moved on like a token, a walk and a swap each step, and every swap cut a link that might
- * carry tree edges (at 1000 members joining, forced switches for lost neighbours went on for minutes
- * after the last join). Members with an in-link to spare are those out-repair walks ended at (a
- * failed member's in-neighbours re-link there) and those concurrent joins left with surplus; a walk
- * that finds none within these hops ends as before.
+ * Hops a repair walk may go on after its walkLength, looking for a member with a link to spare of
+ * the kind it repairs (not in ref. [66]). Where an in-repair walk ends, that member gives one of its
+ * own in-links to the walk's origin (the swap), which leaves it one short in turn unless it had one
+ * too many: the deficit moved on like a token, a walk and a swap each step, and every swap cut a
+ * link that might carry tree edges (at 1000 members joining, forced switches for lost neighbours
+ * went on for minutes after the last join). So an in-repair walk ends at the first member with an
+ * in-link to spare (those out-repair walks ended at, and those concurrent joins left with surplus),
+ * and one that finds none ends with its last member linking to the origin itself (endWalk), one
+ * out-link over its degree; an out-repair walk likewise ends at the first member with an out-link to
+ * spare, which the in-link it brings lets shed the pair (shedSurplus).
  */
-export const IN_REPAIR_SEARCH_HOPS = 24;
+export const REPAIR_SEARCH_HOPS = 24;
 
 /**
  * Swaplinks: the random graph under the trees (thesis §4.2, the Swaplinks graph; the algorithm itself is ref. [66],
@@ -93,7 +95,7 @@ export class Swaplinks {
     walksEnded: 0,
     swaps: 0,
     walksExpired: 0,
-    /** In-repair walks that ended here because we had an in-link to spare (IN_REPAIR_SEARCH_HOPS). */
+    /** Repair walks that ended here because we had a link to spare of their kind (REPAIR_SEARCH_HOPS). */
     deficitsAbsorbed: 0,
   };
 
@@ -275,7 +277,9 @@ export class Swaplinks {
       walkId,
       origin: this.host.id,
       purpose,
-      ttl: this.walkLength + (purpose === WalkPurpose.InRepair ? IN_REPAIR_SEARCH_HOPS : 0),
+      ttl:
+        this.walkLength +
+        (purpose === WalkPurpose.InRepair || purpose === WalkPurpose.OutRepair ? REPAIR_SEARCH_HOPS : 0),
     });
   }
 
@@ -285,14 +289,27 @@ export class Swaplinks {
   }
 
   /**
+   * More out-links than we keep (an in-repair walk that found no spare ended here): an out-repair
+   * walk that ends here gives us the in-link to match, and shedSurplus then splices the pair out.
+   */
+  private hasOutLinkToSpare(): boolean {
+    return this.outDegree > Math.max(this.keepOut, this.linksPerDirection);
+  }
+
+  /**
    * One step of someone's walk. Join and out-repair walks travel backwards over in-links; in-repair
    * and sampling walks travel over out-links; both sample in proportion to degree.
    */
   onWalk(walk: WalkMessage): void {
     if (walk.origin === this.host.id) return;
-    // Past its walkLength hops, an in-repair walk ends at the first member that can spare an in-link.
-    const searching = walk.purpose === WalkPurpose.InRepair && walk.ttl <= IN_REPAIR_SEARCH_HOPS + 1;
-    if (searching && this.hasInLinkToSpare()) {
+    // Past its walkLength hops, a repair walk ends at the first member with a link to spare of the
+    // kind it repairs: an in-link for an in-repair walk, an out-link for an out-repair walk.
+    const searching = walk.ttl <= REPAIR_SEARCH_HOPS + 1;
+    if (
+      searching &&
+      ((walk.purpose === WalkPurpose.InRepair && this.hasInLinkToSpare()) ||
+        (walk.purpose === WalkPurpose.OutRepair && this.hasOutLinkToSpare()))
+    ) {
       this.counters.walksEnded++;
       this.counters.deficitsAbsorbed++;
       this.endWalk(walk);
@@ -340,6 +357,20 @@ export class Swaplinks {
         return;
       }
       case WalkPurpose.InRepair:
+        // A spare in-link of ours goes to the origin (the swap leaves us at our degree). Else no
+        // member on the way could spare one (REPAIR_SEARCH_HOPS): we link to the origin
+        // ourselves, one out-link over our degree, rather than give up an in-link we need. That
+        // swap left us a link short, so the deficit went on as a token, a walk and a swap each
+        // step, and every swap cut a link that may carry tree edges: after 1000 members joined,
+        // 15-20 deficits kept walking to the end of the run and their forced switches kept the
+        // trees from settling (issue 16). One out-link over L is what ref. [66]'s invariant
+        // (|out| = |in| = L) gives up here; it is bounded (a member one over swaps as before), and
+        // the next failure among its out-neighbours takes it back.
+        if (!this.hasInLinkToSpare() && this.outDegree <= Math.max(this.keepOut, this.linksPerDirection)) {
+          this.host.send(origin, link(LinkOp.Add, LinkDirection.Out, walk.walkId));
+          this.changeOut(origin, 1);
+          return;
+        }
         this.giveInLink(origin, walk.walkId, weightedPick(this.in, this.host.random, origin));
         return;
     }
