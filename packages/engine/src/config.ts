@@ -161,6 +161,16 @@ export interface ProtocolConfig {
    */
   readonly latencySwitchesInFlight: number;
   /**
+   * 1: the latency phase reacts to room as it appears rather than once a round (issue 16; not in
+   * the thesis). A member whose load falls to where a latency switch could fill it (below its TL with
+   * latencyPhaseEnds, its ULT without) adverts at once instead of at its next round, and a member whose
+   * neighbour's advert shows such room runs its latency phase at once. Why: after the load phase,
+   * nearly every latency switch goes to a parent that has just lost a child (97-99% of them after
+   * 30 s at 1000 members): the room a switch frees is what the next one takes, a chain in which each
+   * step waited for an advert and a round (about a second of a ~3 s step). 0, the default: off.
+   */
+  readonly latencyTriggers: number;
+  /**
    * Anti-implosion set size: a parent picks at random among this many best candidates, not the
    * single best (thesis §4.2, fine-tuning latency, size not given). 3 spreads simultaneous requests over 3 targets while
    * staying near the best.
@@ -325,6 +335,7 @@ export const DEFAULT_PROTOCOL: ProtocolConfig = Object.freeze({
   latencyMarginGrowth: 1,
   latencyWindowMs: 0,
   latencySwitchesInFlight: 1,
+  latencyTriggers: 0,
   handoffLeadMs: 2000,
   switchAbortLoadDelta: 1,
   floodCollectMs: 100,
@@ -523,6 +534,7 @@ export function resolveConfig(init: EngineInit): ResolvedConfig {
   checkInteger('latencyEstimate', protocol.latencyEstimate, LatencyEstimate.Offset, LatencyEstimate.Path);
   checkInteger('latencyPhaseEnds', protocol.latencyPhaseEnds, 0, 1);
   checkInteger('latencySwitchesInFlight', protocol.latencySwitchesInFlight, 1, 64);
+  checkInteger('latencyTriggers', protocol.latencyTriggers, 0, 1);
   checkInteger('candidateSetSize', protocol.candidateSetSize, 1, 64);
   checkInteger('switchAbortLoadDelta', protocol.switchAbortLoadDelta, 0, 1000);
   checkInteger('resendWindowPackets', protocol.resendWindowPackets, 1, 4096);

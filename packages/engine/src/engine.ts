@@ -121,6 +121,12 @@ const WINDOW_REFERENCE_RANK = 3;
 const MAX_PLAUSIBLE_RTT_MS = 60_000;
 /** Weight of a new RTT sample in the smoothed RTT (TCP's SRTT uses 1/8; adverts come once a second, so faster). */
 const RTT_SMOOTHING = 0.25;
+/**
+ * latencyTriggers: a member adverts new room at most this often between rounds. Several children
+ * leaving within a few hundred ms need one advert, not one each; a drop inside the gap waits for
+ * the next round's advert, as without the option.
+ */
+const ROOM_ADVERT_MIN_GAP_MS = 200;
 /** A sender of packets we do not take (not our parent) is told to stop at most this often per slice. */
 const STRAY_NOTICE_INTERVAL_MS = 1000;
 
@@ -228,6 +234,11 @@ export class Engine {
   private load = 0;
   private linksInstalled = false;
   private failingPeer: PeerId | null = null;
+  /** latencyTriggers: our load fell to where a latency switch could fill it; advert before the round. */
+  private roomAdvertDue = false;
+  private lastRoomAdvertAt = -Infinity;
+  /** latencyTriggers: a neighbour's advert showed new room; run the latency phase before the round. */
+  private latencyRunDue = false;
   /** Relative arrival offsets of the slices (offsets.ts), the latency phase's measure. */
   private readonly offsets: ArrivalOffsets;
   /** Tree construction by controlled flooding (flood.ts) and loop probes (loops.ts), members only. */
@@ -322,6 +333,12 @@ export class Engine {
       silentChildren: () => this.silentChildren(),
       addLoad: (delta) => {
         this.load += delta;
+        if (
+          delta < 0 &&
+          this.config.protocol.latencyTriggers === 1 &&
+          this.load + 1 <= this.latencyRoomLimit()
+        )
+          this.roomAdvertDue = true;
       },
       emit: (event) => {
         this.emit(event);
@@ -835,6 +852,26 @@ export class Engine {
       if (this.source !== null) this.source.tick();
       else this.tick();
     }
+    if (this.roomAdvertDue || this.latencyRunDue) this.runLatencyTriggers();
+  }
+
+  /** The most load a latency switch may bring a member with these thresholds to (latency-phase.ts, latencyRoom). */
+  private latencyRoomLimit(q: { targetLoad: number; upperLatencyThreshold: number } = this.config): number {
+    return this.config.protocol.latencyPhaseEnds === 1 ? q.targetLoad : q.upperLatencyThreshold;
+  }
+
+  /** latencyTriggers: advert new room at once, and take a neighbour's new room at once. */
+  private runLatencyTriggers(): void {
+    const advert = this.roomAdvertDue;
+    const run = this.latencyRunDue;
+    this.roomAdvertDue = false;
+    this.latencyRunDue = false;
+    if (this.config.role !== 'member' || !this.started || this.quitting) return;
+    if (advert && this.now - this.lastRoomAdvertAt >= ROOM_ADVERT_MIN_GAP_MS) {
+      this.lastRoomAdvertAt = this.now;
+      this.sendAdverts();
+    }
+    if (run) this.latencyPhase.run();
   }
 
   /** `weight`: how many violations this one counts for (a distrust or a replay counts for more, trust.ts). */
@@ -1524,6 +1561,10 @@ export class Engine {
     }
     const wasKnown = p.hasAdvert;
     if (!msg.full && !wasKnown) return; // a delta before any full advert cannot be applied
+    if (this.config.protocol.latencyTriggers === 1 && msg.load + 1 <= this.latencyRoomLimit(msg)) {
+      // Room a latency switch of ours could take, new since the last advert.
+      if (!wasKnown || p.load + 1 > this.latencyRoomLimit(p)) this.latencyRunDue = true;
+    }
     p.hasAdvert = true;
     p.load = msg.load;
     p.targetLoad = msg.targetLoad;

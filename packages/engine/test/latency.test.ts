@@ -1,5 +1,12 @@
 import { describe, expect, it } from 'vitest';
-import { MessageType, RejectReason, SwitchReason, type PeerId } from '@chunkycast/wire';
+import {
+  ForcedReason,
+  MessageType,
+  RejectReason,
+  SEQ_NONE,
+  SwitchReason,
+  type PeerId,
+} from '@chunkycast/wire';
 import { bloomMaskFor, LatencyEstimate, type ProtocolConfig } from '../src/index.js';
 import { dataMessage, Solo, type SliceAdvert } from './solo.js';
 
@@ -446,5 +453,51 @@ describe('a latency phase that ends (issue 16; off by default)', () => {
     expect(secondSwitch({ latencyBackoffMs: 1, latencyMarginGrowth: 2 })).toEqual([]);
     // With a fixed margin (the thesis's) the same 150 ms is worth a second switch.
     expect(secondSwitch({ latencyBackoffMs: 1, latencyMarginGrowth: 1 }).map((r) => r.to)).toEqual([E]);
+  });
+});
+
+describe('latency triggers (issue 16; off by default)', () => {
+  /** The path rig with E shorter by 250 ms but full to its ULT (9), so no switch to E yet. */
+  function fullTargetRig(latencyTriggers: number): LatencyRig {
+    const rig = new LatencyRig({ latencyEstimate: LatencyEstimate.Path, latencyTriggers }, { [E]: 9 });
+    rig.peers.get(A)!.paths = { 0: 400 };
+    rig.peers.get(B)!.paths = { 1: 300 };
+    rig.peers.get(E)!.paths = { 0: 150 };
+    rig.run(4400);
+    expect(rig.permissionRequests()).toEqual([]);
+    return rig;
+  }
+
+  it('a neighbour’s new room starts the latency phase at once, not at the next round', () => {
+    for (const latencyTriggers of [1, 0]) {
+      const rig = fullTargetRig(latencyTriggers);
+      // 400 ms into a round, E's advert says it lost a child: room below its ULT.
+      rig.peers.get(E)!.load = 8;
+      const since = rig.solo.mark();
+      rig.solo.feed(E, rig.advert(E));
+      const asks = rig.permissionRequests(since).map((r) => [r.to, r.message.slice, r.message.target]);
+      expect(asks).toEqual(latencyTriggers === 1 ? [[A, 0, E]] : []);
+    }
+  });
+
+  it('a member whose child leaves adverts its room at once, not at the next round', () => {
+    for (const latencyTriggers of [1, 0]) {
+      const rig = fullTargetRig(latencyTriggers);
+      // E becomes N's child on slice 1, then leaves it (its switch to another parent completes).
+      rig.solo.feed(E, {
+        type: MessageType.ForcedParentRequest,
+        slice: 1,
+        reason: ForcedReason.Join,
+        fromSeq: SEQ_NONE,
+      });
+      expect(rig.solo.engine.children()[1]).toEqual([E]);
+      const since = rig.solo.mark();
+      rig.solo.feed(E, { type: MessageType.SwitchComplete, slice: 1, handoffSeq: 100, newParent: B });
+      const adverts = rig.solo.sendsOf(MessageType.Advert, since);
+      if (latencyTriggers === 1) {
+        expect(adverts.map((a) => a.to).sort()).toEqual([A, B, E]);
+        expect(adverts.every((a) => a.message.load === 0)).toBe(true);
+      } else expect(adverts).toEqual([]);
+    }
   });
 });
