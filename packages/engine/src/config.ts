@@ -165,9 +165,12 @@ export interface ProtocolConfig {
    * the thesis). A member whose load falls to where a latency switch could fill it (below its TL with
    * latencyPhaseEnds, its ULT without) adverts at once instead of at its next round, and a member whose
    * neighbour's advert shows such room runs its latency phase at once. Why: after the load phase,
-   * nearly every latency switch goes to a parent that has just lost a child (97-99% of them after
-   * 30 s at 1000 members): the room a switch frees is what the next one takes, a chain in which each
-   * step waited for an advert and a round (about a second of a ~3 s step). 0, the default: off.
+   * nearly every latency switch goes to a parent that has just lost a child (91-99% of them between
+   * 10 and 70 s at 1000 members): the room a switch frees is what the next one takes, a chain in
+   * which each step waited for an advert and a round (about a second of a ~3 s step). Measured with
+   * latencyPhaseEnds and 4 in flight, it ends static runs sooner (1000 members: last switch 107 →
+   * 91 s) but not by 60 s; 0, the default: off (docs/reproduction.md, "Latency switches follow the
+   * room").
    */
   readonly latencyTriggers: number;
   /**
