@@ -1,6 +1,7 @@
-// In-repair walks (issue 16): past its walk length, a walk ends at the first member that can spare
-// an in-link, so the deficit it repairs is absorbed there instead of passed on by the swap; one that
-// finds none ends with its last member linking to the origin itself.
+// Repair walks (issue 16): past its walk length, an in-repair walk ends at the first member that can
+// spare an in-link, so the deficit it repairs is absorbed there instead of passed on by the swap; one
+// that finds none ends with its last member linking to the origin itself. An out-repair walk ends at
+// the first member with an out-link to spare.
 import { describe, expect, it } from 'vitest';
 import {
   LinkDirection,
