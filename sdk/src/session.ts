@@ -195,7 +195,8 @@ const CATCH_UP_REASK_MAX_MS = 250;
  * start with segments written before any of them joined; with their channels open they refused
  * each other, each waited out its budget and all took the segment from the origin at once (N = 8,
  * 600 s: v1–v3 took all three of their first segments so). With the timer, the first to fire
- * fetches it and keeps it, and the others' re-asks find that copy. Half, so that a re-ask after the first firing still has time to be answered.
+ * fetches it and keeps it, and the others' re-asks find that copy. Half, so that a re-ask after the
+ * first firing still has time to be answered.
  */
 const CATCH_UP_SUPPRESSION_SHARE = 0.5;
 const REPORT_INTERVAL_MS = 2000;

@@ -32,7 +32,7 @@ import { ParityError, recoverFromParity } from './parity.js';
 import { Repairer, type FilledPacket } from './repair.js';
 import { DeadlineTable, TIMEOUT_PAST_MS, type Deadline } from './deadlines.js';
 import { ArrivalOffsets } from './offsets.js';
-import { LatencyPhase } from './latency-phase.js';
+import { LatencyPhase, latencyRoom } from './latency-phase.js';
 import { LoadPhase } from './load-phase.js';
 import { pathVia, type PhaseHost } from './phase-host.js';
 import { TrueSource } from './source.js';
@@ -855,9 +855,9 @@ export class Engine {
     if (this.roomAdvertDue || this.latencyRunDue) this.runLatencyTriggers();
   }
 
-  /** The most load a latency switch may bring a member with these thresholds to (latency-phase.ts, latencyRoom). */
+  /** The most load a latency switch may bring a member with these thresholds to (latencyRoom, over a direct link). */
   private latencyRoomLimit(q: { targetLoad: number; upperLatencyThreshold: number } = this.config): number {
-    return this.config.protocol.latencyPhaseEnds === 1 ? q.targetLoad : q.upperLatencyThreshold;
+    return latencyRoom(q, this.config.protocol.latencyPhaseEnds === 1);
   }
 
   /** latencyTriggers: advert new room at once, and take a neighbour's new room at once. */

@@ -30,7 +30,10 @@ function onlyToTargetLoad(host: PhaseHost, parent: PeerState): boolean {
 }
 
 /** The most load a latency switch may bring `q` to (onlyToTargetLoad). */
-function latencyRoom(q: PeerState, onlyToTarget: boolean): number {
+export function latencyRoom(
+  q: { readonly targetLoad: number; readonly upperLatencyThreshold: number },
+  onlyToTarget: boolean,
+): number {
   return onlyToTarget ? q.targetLoad : q.upperLatencyThreshold;
 }
 

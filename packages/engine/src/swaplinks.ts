@@ -366,7 +366,7 @@ export class Swaplinks {
         // trees from settling (issue 16). One out-link over L is what ref. [66]'s invariant
         // (|out| = |in| = L) gives up here; it is bounded (a member one over swaps as before), and
         // the next failure among its out-neighbours takes it back.
-        if (!this.hasInLinkToSpare() && this.outDegree <= Math.max(this.keepOut, this.linksPerDirection)) {
+        if (!this.hasInLinkToSpare() && !this.hasOutLinkToSpare()) {
           this.host.send(origin, link(LinkOp.Add, LinkDirection.Out, walk.walkId));
           this.changeOut(origin, 1);
           return;
