@@ -27,6 +27,8 @@ function row(viewers: number, arm: string, over: Partial<CostRow> = {}): CostRow
     networkServiceThreads: null,
     threadSampling: null,
     profile: null,
+    rendererMemoryByPart: null,
+    rendererMemoryAfterCollectionByPart: null,
     ...over,
   };
 }
@@ -71,6 +73,42 @@ describe('bench:cost goals', () => {
     expect(markdown).toContain('- mesh × 8: boom');
     expect(markdown).toContain('| 8 | http | 5.0 | 8.0 | 100 |');
     expect(markdown).toContain('Threads were not read.');
+    expect(markdown).toContain('No memory dump was taken.');
+  });
+  it('write the renderers’ memory by allocator per viewer count, http → mesh', () => {
+    const parts = (v8: number, arrayBuffers: number, footprint: number): CostRow['rendererMemoryByPart'] => ({
+      processes: 2,
+      privateFootprintMiB: footprint,
+      partsMiB: { v8, 'array buffers': arrayBuffers, malloc: 10 },
+      otherMiB: footprint - v8 - arrayBuffers - 10,
+    });
+    const { markdown } = costReport({
+      command: 'npm run bench:cost',
+      durationS: 40,
+      hideVideo: true,
+      profileS: 0,
+      environment: { node: 'v20', cpus: 2, cpuModel: 'x', memGiB: 8, kernel: 'Linux', startedAt: '' },
+      elapsedS: 1,
+      rows: [
+        row(2, 'http', {
+          rendererMemoryByPart: parts(8, 1, 30),
+          rendererMemoryAfterCollectionByPart: parts(7, 1, 28),
+        }),
+        row(2, 'mesh', { rendererMemoryByPart: parts(12, 3.5, 40) }),
+        row(4, 'http'),
+      ],
+      failures: [],
+    });
+    expect(markdown).toContain('## Renderer memory by allocator, MiB per viewer');
+    expect(markdown).toContain('| part | 2 viewers, http → mesh |');
+    expect(markdown).toMatch(/\| v8: V8's heaps[^|]*\| 8\.0 → 12\.0 \|/);
+    expect(markdown).toMatch(/\| array buffers: [^|]*\| 1\.0 → 3\.5 \|/);
+    expect(markdown).toContain('| **private footprint** | 30.0 → 40.0 |');
+    // A part a dump did not report is shown as 0 by memoryByPart; here it is absent: a dash.
+    expect(markdown).toMatch(/\| blink_gc: [^|]*\| — → — \|/);
+    // After a collection only http's dump was taken: its table has the one trial.
+    expect(markdown).toContain('| part | 2 viewers, http |');
+    expect(markdown).toContain('| **private footprint** | 28.0 |');
   });
   it('write the thread table per viewer count, http → mesh, with how the threads were read', () => {
     const sampling = (unattributed: number, total: number): CostRow['threadSampling'] => ({

@@ -16,7 +16,8 @@ import type { FinishedSegment, LiveStream } from '../stack/stream.js';
 import { startSource, temporarySigningKey } from '../stack/source.js';
 import { startTracker, type OriginCounters } from '../stack/tracker.js';
 import { hidePlayer, launchBrowser, openViewer, type Viewer } from '../viewers/browser.js';
-import { profilePage, type PageProfile } from '../viewers/profile.js';
+import { collectGarbageIn, memoryDumpOf, profilePage, type PageProfile } from '../viewers/profile.js';
+import type { ProcessMemory } from '../lib/memory-dump.js';
 import type { ViewerSnapshot } from '../viewers/snapshot.js';
 import { monitor, steadinessProblems } from '../viewers/watch.js';
 import {
@@ -146,6 +147,14 @@ export interface TrialRaw extends TrialPlan {
   readonly consoleTails: readonly string[][];
   readonly wtTrackerStderr: string | null;
   readonly profile: PageProfile | null;
+  /**
+   * The processes' memory by allocator at the end of the window (`memoryDump`), as it was and again
+   * after a full collection in every page; null when not asked for, and each dump null if it failed.
+   */
+  readonly memoryDump: {
+    readonly asIs: readonly ProcessMemory[] | null;
+    readonly afterCollection: readonly ProcessMemory[] | null;
+  } | null;
 }
 
 export interface TrialOptions extends TrialPlan {
@@ -167,6 +176,11 @@ export interface TrialOptions extends TrialPlan {
    * steady part (bench:cost): CPU by thread name.
    */
   readonly threads?: boolean;
+  /**
+   * Take a memory-infra dump of every Chromium process at the end of the window (bench:cost):
+   * memory by allocator, as it is and after a full collection in every page.
+   */
+  readonly memoryDump?: boolean;
 }
 
 /**
@@ -199,6 +213,7 @@ export async function runTrial({
   profile: profileWindow,
   separateSource = false,
   threads = false,
+  memoryDump = false,
 }: TrialOptions): Promise<TrialRaw> {
   const stack = new Stack();
   try {
@@ -326,6 +341,25 @@ export async function runTrial({
         ? null
         : (100 * (to - from)) / ((windowEnd - monitorStart) / 1000);
     const profile = profiling === null ? null : await profiling;
+    // After the window's last samples, so that the traces and collections cost nothing they measure.
+    const dumpFailed = (what: string) => (message: string) => {
+      progress(`${arm} @ ${setting}: ${what} failed: ${message}`);
+    };
+    const firstViewer = pages[0];
+    let dumped: TrialRaw['memoryDump'] = null;
+    if (memoryDump && firstViewer !== undefined) {
+      const asIs = await memoryDumpOf(firstViewer.page, dumpFailed('memory dump'));
+      const collected = await collectGarbageIn(
+        pages.map((p) => p.page),
+        dumpFailed('garbage collection'),
+      );
+      // A dump after collecting in only some pages would mix the two states.
+      const afterCollection =
+        collected === pages.length
+          ? await memoryDumpOf(firstViewer.page, dumpFailed('memory dump after a collection'))
+          : null;
+      dumped = { asIs, afterCollection };
+    }
     const origin = await tracker.origin();
     const originSeries = (await Promise.all(originPending)).filter((x): x is OriginPoint => x !== null);
     originSeries.push({
@@ -380,6 +414,7 @@ export async function runTrial({
       consoleTails,
       wtTrackerStderr: wt?.stderr() ?? null,
       profile,
+      memoryDump: dumped,
     };
   } finally {
     await stack.stopAll();

@@ -4,7 +4,8 @@
  * benchmark's trials, at hls.js's default live position): renderer CPU and memory per viewer, the
  * page's JS heap and dropped frames, CPU by Chromium process type and by thread name (renderers and
  * the network service), the tracker's and the true source's CPU (the source runs as its own process
- * here), and a profile of one viewer's main thread by part. Writes DIR/result.json, DIR/report.md, DIR/*.svg and DIR/profiles/*.cpuprofile.
+ * here), the renderers' memory by allocator (a memory-infra dump at the end of each trial), and a
+ * profile of one viewer's main thread by part. Writes DIR/result.json, DIR/report.md, DIR/*.svg and DIR/profiles/*.cpuprofile.
  */
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { cpus, release, totalmem } from 'node:os';
@@ -17,6 +18,7 @@ import { runIsolated } from '../lib/netns.js';
 import { resolveOut, withoutOut } from '../lib/out-dir.js';
 import { fromRoot, root } from '../lib/paths.js';
 import { mean, round } from '../lib/stats.js';
+import { memoryByPart, type MemoryByPart, type ProcessMemory } from '../lib/memory-dump.js';
 import { errorMessage, errorStack } from '../lib/wait.js';
 import { Stack, guardRun } from '../stack/cleanup.js';
 import { startStream } from '../stack/stream.js';
@@ -31,7 +33,8 @@ What a viewer pays: for each viewer count, plain hls.js (http) and the Chunkycas
 each on a fresh swarm of headless Chromium viewers of one ffmpeg live stream, inside a
 loopback-only network namespace. Per viewer: renderer CPU and memory, JS heap, dropped frames;
 CPU by Chromium process type and by thread (renderers, network service); the tracker's and the
-true source's CPU; a profile of viewer v0's main thread. Writes DIR/result.json, DIR/report.md, DIR/*.svg and DIR/profiles/.
+true source's CPU; the renderers' memory by allocator (one memory-infra dump at the end of each
+arm); a profile of viewer v0's main thread. Writes DIR/result.json, DIR/report.md, DIR/*.svg and DIR/profiles/.
 
 options:
   --viewers LIST   viewer counts, comma-separated (default 1,4,8,16)
@@ -160,6 +163,20 @@ function costRow(raw: TrialRaw, segments: Parameters<typeof summarizeTrial>[1]):
             ...threadCounts(threads),
           },
     profile: raw.profile === null ? null : compactProfile(raw.profile.summary),
+    rendererMemoryByPart: byPart(raw.memoryDump?.asIs ?? null, n),
+    rendererMemoryAfterCollectionByPart: byPart(raw.memoryDump?.afterCollection ?? null, n),
+  };
+}
+
+/** The renderers' memory by part per viewer, its figures to 0.01 MiB (result.json). */
+function byPart(dump: readonly ProcessMemory[] | null, viewers: number): MemoryByPart | null {
+  const m = dump === null ? null : memoryByPart(dump, 'Renderer', viewers);
+  if (m === null) return null;
+  return {
+    processes: m.processes,
+    privateFootprintMiB: round(m.privateFootprintMiB, 2),
+    partsMiB: Object.fromEntries(Object.entries(m.partsMiB).map(([k, v]) => [k, round(v, 2) ?? 0])),
+    otherMiB: round(m.otherMiB, 2),
   };
 }
 
@@ -201,6 +218,7 @@ try {
           progress,
           separateSource: true,
           threads: true,
+          memoryDump: true,
           ...(opts.profileS > 0
             ? { profile: { startAfterMs: PROFILE_WARMUP_MS, durationMs: opts.profileS * 1000 } }
             : {}),

@@ -1,6 +1,7 @@
 /** bench:cost's figures, goals (issue 17) and Markdown report. */
 import type { ThreadCpu, ThreadCpuRow } from '../bench-compare/browser-threads.js';
 import type { CompareRun } from '../bench-compare/report.js';
+import { MEMORY_PARTS, type MemoryByPart } from '../lib/memory-dump.js';
 
 export interface CostRow {
   readonly viewers: number;
@@ -44,6 +45,13 @@ export interface CostRow {
     readonly parts: Readonly<Record<string, number>>;
     readonly functions: readonly { readonly name: string; readonly selfMs: number }[];
   } | null;
+  /**
+   * The renderers' memory by allocator from a memory-infra dump at the end of the window, MiB ÷
+   * viewers (all renderers, like rendererMemPerViewerMB). Null: no dump (or it failed).
+   */
+  readonly rendererMemoryByPart: MemoryByPart | null;
+  /** The same after a full garbage collection in every page: what the pages still hold. */
+  readonly rendererMemoryAfterCollectionByPart: MemoryByPart | null;
 }
 
 /**
@@ -211,6 +219,39 @@ export function threadTable(
   return lines.join('\n');
 }
 
+/**
+ * A Markdown table of the renderers' memory by allocator, MiB per viewer: a row per part and the
+ * private footprint, one column per viewer count comparing the arms (http → mesh). Null if no
+ * trial has a dump.
+ */
+export function memoryPartsTable(
+  rows: readonly CostRow[],
+  partsOf: (r: CostRow) => MemoryByPart | null,
+): string | null {
+  const measured = rows.filter((r) => partsOf(r) !== null);
+  if (measured.length === 0) return null;
+  const counts = [...new Set(measured.map((r) => r.viewers))].sort((a, b) => a - b);
+  const columns = counts.map((n) => measured.filter((r) => r.viewers === n));
+  const line = (label: string, value: (m: MemoryByPart) => number | null): string =>
+    `| ${label} | ${columns
+      .map((trials) =>
+        trials
+          .map((r) => {
+            const m = partsOf(r);
+            return m === null ? '—' : num(value(m), 1);
+          })
+          .join(' → '),
+      )
+      .join(' | ')} |`;
+  return [
+    `| part | ${columns.map((trials) => `${trials[0]?.viewers ?? ''} viewers, ${trials.map((r) => r.arm).join(' → ')}`).join(' | ')} |`,
+    `|---|${columns.map(() => '---|').join('')}`,
+    ...MEMORY_PARTS.map((part) => line(`${part.name}: ${part.what}`, (m) => m.partsMiB[part.name] ?? null)),
+    line('other: the footprint less the parts', (m) => m.otherMiB),
+    line('**private footprint**', (m) => m.privateFootprintMiB),
+  ].join('\n');
+}
+
 export function costReport(run: CostRun): { markdown: string; goals: CostGoal[] } {
   const goals = costGoals(run.rows);
   const rows = run.rows.map(
@@ -255,6 +296,8 @@ export function costReport(run: CostRun): { markdown: string; goals: CostGoal[] 
     (s) => s.networkServiceUnattributedCpuPctPerViewer,
     (s) => s.networkServiceProcessesCpuPctPerViewer,
   );
+  const memoryParts = memoryPartsTable(run.rows, (r) => r.rendererMemoryByPart);
+  const memoryPartsAfterCollection = memoryPartsTable(run.rows, (r) => r.rendererMemoryAfterCollectionByPart);
   const samplingLines = run.rows.flatMap((r) => {
     const s = r.threadSampling;
     return s === null
@@ -283,6 +326,27 @@ ${rows.join('\n')}
 | viewers | goal | target | measured | |
 |---|---|---|---|---|
 ${goalRows.join('\n')}
+
+## Renderer memory by allocator, MiB per viewer
+
+${
+  memoryParts === null
+    ? 'No memory dump was taken.'
+    : `Chromium's memory-infra dump (DevTools \`Tracing.requestMemoryDump\`, detailed) of every process at the
+end of each arm's window, the renderers summed and divided by the viewer count. The private footprint
+is Chromium's own figure for a process (its private resident and swapped memory); it is not the
+proportional set size above, which divides the pages processes share among them. Parts do not
+overlap, but each is its allocator's committed size, not all of it resident: "other" (stacks, code
+pages and what no allocator reports, less committed memory that is not resident) can be negative.
+
+${memoryParts}
+
+Then again after a full garbage collection in every page (DevTools \`HeapProfiler.collectGarbage\`):
+what the pages still hold. The difference is garbage that was waiting for a collection, which the
+renderer's memory above includes.
+
+${memoryPartsAfterCollection ?? 'No dump after a collection (one of the collections or the dump failed).'}`
+}
 
 ## CPU by Chromium process type, % of one core, all viewers together
 

@@ -1,12 +1,14 @@
 /**
  * Chromium's JS profiler on one viewer page (DevTools protocol): where its main thread's time goes,
  * summed by source file and part through the demo's source maps (lib/cpu-profile.ts); and a heap
- * snapshot of one, summed by kind and by owner of its ArrayBuffers (lib/heap-snapshot.ts).
+ * snapshot of one, summed by kind and by owner of its ArrayBuffers (lib/heap-snapshot.ts); and a
+ * memory-infra dump of every process of its browser, by allocator (lib/memory-dump.ts).
  */
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Page } from 'playwright-core';
 import { summarizeProfile, sourceMapsIn, type CpuProfile, type ProfileSummary } from '../lib/cpu-profile.js';
 import { summarizeHeapSnapshot, type HeapSnapshotJson, type HeapSummary } from '../lib/heap-snapshot.js';
+import { processMemoryFromTrace, type ProcessMemory, type TraceEvent } from '../lib/memory-dump.js';
 import { errorMessage } from '../lib/wait.js';
 import { demoDist } from '../stack/tracker.js';
 
@@ -87,4 +89,91 @@ export async function heapSnapshotOf(
     onFailure(errorMessage(error));
     return null;
   }
+}
+
+/** A memory dump that takes longer than this is given up (a detailed dump of 20 processes takes ~1 s). */
+const MEMORY_DUMP_TIMEOUT_MS = 30_000;
+
+/**
+ * A detailed memory-infra dump of every process of `page`'s browser (a trace is global, so one
+ * page's DevTools session dumps them all), by allocator (lib/memory-dump.ts). Never rejects: a
+ * failure is reported through `onFailure` and gives null.
+ */
+export async function memoryDumpOf(
+  page: Page,
+  onFailure: (message: string) => void,
+): Promise<ProcessMemory[] | null> {
+  try {
+    const cdp = await page.context().newCDPSession(page);
+    try {
+      const events: TraceEvent[] = [];
+      cdp.on('Tracing.dataCollected', (event) => {
+        events.push(...(event.value as unknown as TraceEvent[]));
+      });
+      const complete = new Promise<void>((resolve) => {
+        cdp.once('Tracing.tracingComplete', () => {
+          resolve();
+        });
+      });
+      await cdp.send('Tracing.start', {
+        traceConfig: {
+          includedCategories: ['disabled-by-default-memory-infra'],
+          excludedCategories: ['*'],
+          // No periodic dumps: only the one asked for below. The protocol's type says string
+          // values; Chromium reads this as its trace config's memory_dump_config.
+          memoryDumpConfig: { triggers: [] } as unknown as Record<string, string>,
+        },
+        transferMode: 'ReportEvents',
+      });
+      const dump = await cdp.send('Tracing.requestMemoryDump', {
+        deterministic: false,
+        levelOfDetail: 'detailed',
+      });
+      await cdp.send('Tracing.end');
+      let timer: NodeJS.Timeout | undefined;
+      const timedOut = new Promise<'timeout'>((resolve) => {
+        timer = setTimeout(() => {
+          resolve('timeout');
+        }, MEMORY_DUMP_TIMEOUT_MS);
+      });
+      const ended = await Promise.race([complete, timedOut]);
+      clearTimeout(timer);
+      if (ended === 'timeout') throw new Error(`the trace did not end within ${MEMORY_DUMP_TIMEOUT_MS} ms`);
+      if (!dump.success) throw new Error('Chromium reported the memory dump as failed');
+      const processes = processMemoryFromTrace(events);
+      if (processes.length === 0) throw new Error('the trace held no process memory dump');
+      return processes;
+    } finally {
+      await cdp.detach().catch(() => undefined);
+    }
+  } catch (error) {
+    onFailure(errorMessage(error));
+    return null;
+  }
+}
+
+/**
+ * A full garbage collection in each page's renderer (DevTools' `HeapProfiler.collectGarbage`), so
+ * that a memory dump after it shows what the pages still hold rather than what awaits collection.
+ * Never rejects: pages that fail are reported through `onFailure`; returns how many were collected.
+ */
+export async function collectGarbageIn(
+  pages: readonly Page[],
+  onFailure: (message: string) => void,
+): Promise<number> {
+  let collected = 0;
+  for (const page of pages) {
+    try {
+      const cdp = await page.context().newCDPSession(page);
+      try {
+        await cdp.send('HeapProfiler.collectGarbage');
+        collected++;
+      } finally {
+        await cdp.detach().catch(() => undefined);
+      }
+    } catch (error) {
+      onFailure(errorMessage(error));
+    }
+  }
+  return collected;
 }

@@ -1,0 +1,153 @@
+/**
+ * Where a Chromium process's memory goes: a memory-infra dump (DevTools' `Tracing.requestMemoryDump`
+ * in a trace of the `disabled-by-default-memory-infra` category), read into sizes by allocator per
+ * process (issue 17: a mesh viewer's renderer holds ~13 MiB more than plain hls.js's, and its JS heap
+ * explains only ~5 of them).
+ *
+ * The trace's process dumps are events with `ph: 'v'`, one per process, whose
+ * `args.dumps.allocators` maps a slash-separated allocator path (`malloc`, `v8/main/heap`,
+ * `partition_alloc/partitions/array_buffer`, …) to attributes; `size` is a hex string of bytes.
+ * `args.dumps.process_totals.private_footprint_bytes` is the process's private footprint (resident
+ * and swapped private memory), Chromium's own figure for what a process costs. Processes are named
+ * by `process_name` metadata events (`Renderer`, `Browser`, `GPU Process`, …).
+ */
+
+/** The fields of a trace event read here. */
+export interface TraceEvent {
+  readonly ph: string;
+  readonly pid: number;
+  readonly name: string;
+  readonly args?: unknown;
+}
+
+export interface ProcessMemory {
+  readonly pid: number;
+  /** From the trace's `process_name` metadata; `unknown` without one. */
+  readonly processName: string;
+  /** Chromium's private footprint of the process, MiB; null when the dump has none. */
+  readonly privateFootprintMiB: number | null;
+  /** Sizes by allocator part (MEMORY_PARTS' names), MiB. */
+  readonly partsMiB: Readonly<Record<string, number>>;
+}
+
+/**
+ * The parts a renderer's memory is reported in: allocator paths whose sizes do not overlap. The
+ * dump's top level counts some memory twice (`blink_objects` is a view of `blink_gc`, `v8/main/malloc`
+ * lies inside `malloc`, `shared_memory` is shared with other processes), so the parts are picked, not
+ * summed over every path. `partition_alloc` is split: its `array_buffer` partition holds ArrayBuffer
+ * contents (media, packets), its `buffer` partition Blink's strings and vectors.
+ */
+export const MEMORY_PARTS: readonly {
+  readonly name: string;
+  readonly path: string;
+  readonly what: string;
+}[] = [
+  { name: 'v8', path: 'v8', what: "V8's heaps: JS objects, compiled code, the read-only space" },
+  {
+    name: 'array buffers',
+    path: 'partition_alloc/partitions/array_buffer',
+    what: 'ArrayBuffer contents (media and packets)',
+  },
+  { name: 'blink buffers', path: 'partition_alloc/partitions/buffer', what: "Blink's strings and vectors" },
+  {
+    name: 'malloc',
+    path: 'malloc',
+    what: 'native allocations (WebRTC, media pipeline, IPC, everything C++ outside Blink)',
+  },
+  { name: 'blink_gc', path: 'blink_gc', what: "Oilpan: Blink's garbage-collected DOM and API objects" },
+  { name: 'web_cache', path: 'web_cache', what: "the renderer's cache of scripts and styles" },
+  { name: 'parkable_strings', path: 'parkable_strings', what: 'script sources Blink may compress' },
+  { name: 'cc', path: 'cc', what: 'the compositor' },
+];
+
+function mib(bytes: number): number {
+  return bytes / 1048576;
+}
+
+function hexBytes(value: unknown): number | null {
+  if (typeof value !== 'string') return null;
+  const n = Number.parseInt(value, 16);
+  return Number.isFinite(n) ? n : null;
+}
+
+function record(value: unknown): Record<string, unknown> | null {
+  return typeof value === 'object' && value !== null ? (value as Record<string, unknown>) : null;
+}
+
+/**
+ * The process dumps of a memory-infra trace, one per process with allocators (the last of a
+ * process if the trace holds several; memoryDumpOf's trace holds one, and its events' ids do not
+ * match the guid `Tracing.requestMemoryDump` returns, so they are not filtered by it).
+ */
+export function processMemoryFromTrace(events: readonly TraceEvent[]): ProcessMemory[] {
+  const names = new Map<number, string>();
+  for (const e of events) {
+    const name = record(e.args)?.name;
+    if (e.ph === 'M' && e.name === 'process_name' && typeof name === 'string') names.set(e.pid, name);
+  }
+  // A process's dump comes as two events: one with its allocators, one with its totals.
+  const partsByPid = new Map<number, Record<string, number>>();
+  const footprintByPid = new Map<number, number>();
+  for (const e of events) {
+    if (e.ph !== 'v') continue;
+    const dumps = record(record(e.args)?.dumps);
+    const footprint = hexBytes(record(dumps?.process_totals)?.private_footprint_bytes);
+    if (footprint !== null) footprintByPid.set(e.pid, mib(footprint));
+    const allocators = record(dumps?.allocators);
+    if (allocators === null) continue;
+    const sizeOf = (path: string): number => {
+      const attrs = record(record(allocators[path])?.attrs);
+      return hexBytes(record(attrs?.size)?.value) ?? 0;
+    };
+    const partsMiB: Record<string, number> = {};
+    for (const part of MEMORY_PARTS) partsMiB[part.name] = mib(sizeOf(part.path));
+    partsByPid.set(e.pid, partsMiB);
+  }
+  const byPid = new Map<number, ProcessMemory>();
+  for (const [pid, partsMiB] of partsByPid)
+    byPid.set(pid, {
+      pid,
+      processName: names.get(pid) ?? 'unknown',
+      privateFootprintMiB: footprintByPid.get(pid) ?? null,
+      partsMiB,
+    });
+  return [...byPid.values()];
+}
+
+export interface MemoryByPart {
+  /** Processes summed. */
+  readonly processes: number;
+  /** Σ private footprints ÷ per, MiB (null if any process lacked one). */
+  readonly privateFootprintMiB: number | null;
+  /** Σ of each part ÷ per, MiB, in MEMORY_PARTS order. */
+  readonly partsMiB: Readonly<Record<string, number>>;
+  /** privateFootprintMiB − Σ parts: stacks, code pages, allocator slack and what no provider reports. */
+  readonly otherMiB: number | null;
+}
+
+/**
+ * The processes named `processName`, summed and divided by `per` (the viewer count: the benchmark's
+ * memory per viewer is all renderers ÷ viewers). Null when the dump has no such process.
+ */
+export function memoryByPart(
+  processes: readonly ProcessMemory[],
+  processName: string,
+  per: number,
+): MemoryByPart | null {
+  const chosen = processes.filter((p) => p.processName === processName);
+  if (chosen.length === 0 || per <= 0) return null;
+  const partsMiB: Record<string, number> = {};
+  for (const part of MEMORY_PARTS)
+    partsMiB[part.name] = chosen.reduce((a, p) => a + (p.partsMiB[part.name] ?? 0), 0) / per;
+  const footprints = chosen.map((p) => p.privateFootprintMiB);
+  const privateFootprintMiB = footprints.every((f): f is number => f !== null)
+    ? footprints.reduce((a, f) => a + f, 0) / per
+    : null;
+  const partsTotal = Object.values(partsMiB).reduce((a, b) => a + b, 0);
+  return {
+    processes: chosen.length,
+    privateFootprintMiB,
+    partsMiB,
+    otherMiB: privateFootprintMiB === null ? null : privateFootprintMiB - partsTotal,
+  };
+}
