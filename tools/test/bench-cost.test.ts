@@ -9,6 +9,7 @@ function row(viewers: number, arm: string, over: Partial<CostRow> = {}): CostRow
     chromiumCpuPerViewerPct: 8,
     cpuByProcessTypePct: { renderer: 5 * viewers, 'utility:NetworkService': 1 },
     rendererMemPerViewerMB: 100,
+    rendererFootprintPerViewerMB: 110,
     chromiumMemPerViewerMB: 120,
     jsHeapPerViewerMB: 4,
     droppedFrames: 0,
@@ -71,7 +72,7 @@ describe('bench:cost goals', () => {
     const { markdown } = costReport(run);
     expect(markdown).toContain('not measured');
     expect(markdown).toContain('- mesh × 8: boom');
-    expect(markdown).toContain('| 8 | http | 5.0 | 8.0 | 100 |');
+    expect(markdown).toContain('| 8 | http | 5.0 | 8.0 | 100 | 110 | 4.0 |');
     expect(markdown).toContain('Threads were not read.');
     expect(markdown).toContain('No memory dump was taken.');
   });

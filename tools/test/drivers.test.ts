@@ -112,24 +112,26 @@ describe('bench:compare figures', () => {
     expect(liveDelayMs(playing(4000, 10, open), segments)).toBe(3000 - 250);
   });
 
-  it('cpuBetween counts a new process from zero and splits out renderers; memoryOf sums Pss', () => {
+  it('cpuBetween counts a new process from zero and splits out renderers; memoryOf sums Pss and footprints', () => {
     const a = { atMs: 0, processes: [{ pid: 1, browser: 'chromium', type: 'browser', cpuS: 1 }] } as const;
     const b = {
       atMs: 2000,
       processes: [
-        { pid: 1, browser: 'chromium', type: 'browser', cpuS: 1.5, pssKb: 1024 },
-        { pid: 2, browser: 'chromium', type: 'renderer', cpuS: 0.5, pssKb: 2048 },
+        { pid: 1, browser: 'chromium', type: 'browser', cpuS: 1.5, pssKb: 1024, footprintKb: 4096 },
+        { pid: 2, browser: 'chromium', type: 'renderer', cpuS: 0.5, pssKb: 2048, footprintKb: 3072 },
+        { pid: 3, browser: 'chromium', type: 'renderer', cpuS: 0, pssKb: null, footprintKb: null },
       ],
     } as const;
     expect(cpuBetween(a, b)).toEqual({
       wallS: 2,
       allPct: 50,
       renderersPct: 25,
-      renderers: 1,
-      processes: 2,
+      renderers: 2,
+      processes: 3,
       byTypePct: { browser: 25, renderer: 25 },
     });
-    expect(memoryOf(b)).toEqual({ allMiB: 3, renderersMiB: 2 });
+    // The browser's footprint is not a renderer's; an unreadable process adds nothing.
+    expect(memoryOf(b)).toEqual({ allMiB: 3, renderersMiB: 2, renderersFootprintMiB: 3 });
     expect(machineBusyPct({ busy: 0, total: 0 }, { busy: 50, total: 100 }, 2)).toBe(100);
     expect(machineBusyPct({ busy: 0, total: 0 }, { busy: 0, total: 0 }, 2)).toBeNull();
   });

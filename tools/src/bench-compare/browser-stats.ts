@@ -8,7 +8,14 @@
  * Memory: proportional set size (Pss in /proc/PID/smaps_rollup), so memory shared between the
  * processes (the Chromium binary, shared libraries) is divided among them instead of counted N times.
  */
-import { allProcesses, descendantsOf, machineTimes, processCommand, pssKb } from '../lib/proc.js';
+import {
+  allProcesses,
+  descendantsOf,
+  machineTimes,
+  privateFootprintKb,
+  processCommand,
+  pssKb,
+} from '../lib/proc.js';
 import type { BrowserName } from '../viewers/browser.js';
 
 export interface BrowserProcess {
@@ -24,6 +31,8 @@ export interface BrowserProcess {
   readonly cpuS: number;
   /** Proportional set size, kB, in samples taken with memory (null if it could not be read). */
   readonly pssKb?: number | null;
+  /** Private footprint (RssAnon + VmSwap), kB, in samples taken with memory (null if unreadable). */
+  readonly footprintKb?: number | null;
 }
 
 export interface BrowserSample {
@@ -86,7 +95,11 @@ export function sampleBrowsers({
     const kind = browserProcessOf(pid);
     if (kind === null) continue;
     const cpuS = processes.get(pid)?.cpuSeconds ?? 0;
-    out.push(withMemory ? { pid, ...kind, cpuS, pssKb: pssKb(pid) } : { pid, ...kind, cpuS });
+    out.push(
+      withMemory
+        ? { pid, ...kind, cpuS, pssKb: pssKb(pid), footprintKb: privateFootprintKb(pid) }
+        : { pid, ...kind, cpuS },
+    );
   }
   return { atMs: Date.now(), processes: out };
 }
@@ -146,16 +159,29 @@ export function cpuBetween(a: BrowserSample, b: BrowserSample): CpuUse {
   };
 }
 
-/** Pss totals of one sample taken with memory, MiB: all Chromium processes and renderers only. */
-export function memoryOf(sample: BrowserSample): { allMiB: number; renderersMiB: number } {
+/**
+ * Totals of one sample taken with memory, MiB: Pss of all Chromium processes and of renderers only,
+ * and the renderers' private footprint.
+ */
+export function memoryOf(sample: BrowserSample): {
+  allMiB: number;
+  renderersMiB: number;
+  renderersFootprintMiB: number;
+} {
   let all = 0;
   let renderers = 0;
+  let renderersFootprint = 0;
   for (const p of sample.processes) {
+    if (p.type === 'renderer' && typeof p.footprintKb === 'number') renderersFootprint += p.footprintKb;
     if (typeof p.pssKb !== 'number') continue;
     all += p.pssKb;
     if (p.type === 'renderer') renderers += p.pssKb;
   }
-  return { allMiB: all / 1024, renderersMiB: renderers / 1024 };
+  return {
+    allMiB: all / 1024,
+    renderersMiB: renderers / 1024,
+    renderersFootprintMiB: renderersFootprint / 1024,
+  };
 }
 
 /** Machine CPU busy % (all cores = 100 × cores) between two machineCpu() readings. */

@@ -136,7 +136,7 @@ export interface TrialRaw extends TrialPlan {
     /** % of one core: the true source's own process (mesh arm with `separateSource`), else null. */
     readonly sourcePct: number | null;
     readonly machineBusyPct: number | null;
-    readonly memory: readonly { allMiB: number; renderersMiB: number }[];
+    readonly memory: readonly { allMiB: number; renderersMiB: number; renderersFootprintMiB: number }[];
     /**
      * CPU by thread of the renderers and the network service over the steady part (the samples
      * `steady` is read from), when asked for (`threads`), else null.
@@ -498,6 +498,8 @@ export interface TrialSummary {
   readonly trackerCpuPct: number | null;
   readonly memPerViewerMB: number | null;
   readonly rendererMemPerViewerMB: number | null;
+  /** The renderers' private footprint (RssAnon + VmSwap, Chromium's own measure), MiB ÷ viewers. */
+  readonly rendererFootprintPerViewerMB: number | null;
   readonly chromiumProcesses: number;
   readonly chromiumRenderers: number;
   readonly machineBusyPct: number | null;
@@ -604,6 +606,7 @@ export function summarizeTrial(
     trackerCpuPct: round(trial.cpu.trackerPct, 1),
     memPerViewerMB: round(perViewerOf(mean(memory.map((m) => m.allMiB))), 1),
     rendererMemPerViewerMB: round(perViewerOf(mean(memory.map((m) => m.renderersMiB))), 1),
+    rendererFootprintPerViewerMB: round(perViewerOf(mean(memory.map((m) => m.renderersFootprintMiB))), 1),
     chromiumProcesses: trial.cpu.steady.processes,
     chromiumRenderers: trial.cpu.steady.renderers,
     machineBusyPct: round(trial.cpu.machineBusyPct, 0),

@@ -134,6 +134,7 @@ function costRow(raw: TrialRaw, segments: Parameters<typeof summarizeTrial>[1]):
     chromiumCpuPerViewerPct: s.cpuPerViewerPct,
     cpuByProcessTypePct: s.cpuByProcessTypePct,
     rendererMemPerViewerMB: s.rendererMemPerViewerMB,
+    rendererFootprintPerViewerMB: s.rendererFootprintPerViewerMB,
     chromiumMemPerViewerMB: s.memPerViewerMB,
     jsHeapPerViewerMB: heaps.length === 0 ? null : round((mean(heaps) ?? 0) / 1048576, 1),
     droppedFrames: frames('droppedFrames'),

@@ -13,6 +13,8 @@ export interface CostRow {
   readonly cpuByProcessTypePct: Readonly<Record<string, number>>;
   /** Proportional set size, MiB per viewer. */
   readonly rendererMemPerViewerMB: number | null;
+  /** Private footprint (RssAnon + VmSwap, Chromium's own measure), MiB per viewer, averaged likewise. */
+  readonly rendererFootprintPerViewerMB: number | null;
   readonly chromiumMemPerViewerMB: number | null;
   readonly jsHeapPerViewerMB: number | null;
   /** Summed over the viewers at the end (getVideoPlaybackQuality). */
@@ -256,7 +258,7 @@ export function costReport(run: CostRun): { markdown: string; goals: CostGoal[] 
   const goals = costGoals(run.rows);
   const rows = run.rows.map(
     (r) =>
-      `| ${r.viewers} | ${r.arm} | ${num(r.rendererCpuPerViewerPct)} | ${num(r.chromiumCpuPerViewerPct)} | ${num(r.rendererMemPerViewerMB, 0)} | ${num(r.jsHeapPerViewerMB)} | ${r.droppedFrames ?? '—'} / ${r.totalFrames ?? '—'} | ${r.stalls}${r.neverPlayed > 0 ? ` (+${r.neverPlayed} never played)` : ''} | ${pct(r.p2pShare)} | ${num(r.streamCopiesFromOrigin, 2)} | ${num(r.trackerCpuPct)} | ${num(r.sourceCpuPct)} (${num(r.sourceCpuPerSlicePct, 2)}) | ${r.machineBusyPct ?? '—'}% |`,
+      `| ${r.viewers} | ${r.arm} | ${num(r.rendererCpuPerViewerPct)} | ${num(r.chromiumCpuPerViewerPct)} | ${num(r.rendererMemPerViewerMB, 0)} | ${num(r.rendererFootprintPerViewerMB, 0)} | ${num(r.jsHeapPerViewerMB)} | ${r.droppedFrames ?? '—'} / ${r.totalFrames ?? '—'} | ${r.stalls}${r.neverPlayed > 0 ? ` (+${r.neverPlayed} never played)` : ''} | ${pct(r.p2pShare)} | ${num(r.streamCopiesFromOrigin, 2)} | ${num(r.trackerCpuPct)} | ${num(r.sourceCpuPct)} (${num(r.sourceCpuPerSlicePct, 2)}) | ${r.machineBusyPct ?? '—'}% |`,
   );
   const types = [...new Set(run.rows.flatMap((r) => Object.keys(r.cpuByProcessTypePct)))].sort();
   const typeRows = run.rows.map(
@@ -314,11 +316,13 @@ Machine: ${run.environment.cpus} × ${run.environment.cpuModel}, ${run.environme
 Each arm on a fresh swarm of one ffmpeg stream (640×360, 30 fps, ~900 kbit/s, 2 s segments) at hls.js's
 default live position, ${run.durationS} s after the last viewer opened; players ${run.hideVideo ? 'hidden (display: none: decoded and played, not painted)' : 'painted'}.
 CPU is % of one core over the steady part of the window, from /proc (utime + stime); memory is
-proportional set size (shared pages divided among the processes), averaged over the window. The
-true source runs as its own process.
+proportional set size (shared pages divided among the processes), averaged over the window (the goal
+below is judged on it), and the private footprint beside it is Chromium's own measure of a process
+(resident anonymous memory and swap, from /proc/PID/status; shared anonymous pages in full, the
+binary's pages not at all), averaged likewise. The true source runs as its own process.
 
-| viewers | arm | renderer CPU % / viewer | all Chromium CPU % / viewer | renderer MiB / viewer | JS heap MiB / viewer | dropped / total frames | stalls | p2p share | origin copies | tracker CPU % | true source CPU % (per slice) | machine busy |
-|---|---|---|---|---|---|---|---|---|---|---|---|---|
+| viewers | arm | renderer CPU % / viewer | all Chromium CPU % / viewer | renderer MiB / viewer | renderer footprint MiB / viewer | JS heap MiB / viewer | dropped / total frames | stalls | p2p share | origin copies | tracker CPU % | true source CPU % (per slice) | machine busy |
+|---|---|---|---|---|---|---|---|---|---|---|---|---|---|
 ${rows.join('\n')}
 
 ## Goals (issue 17)

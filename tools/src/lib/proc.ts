@@ -150,6 +150,17 @@ function statusField(pid: number, field: string): number | null {
   return match?.[1] === undefined ? null : Number(match[1]);
 }
 
+/**
+ * Private footprint in kB: resident anonymous memory plus swap (RssAnon + VmSwap), which is how
+ * Chromium computes a process's private footprint on Linux (its task manager's "memory footprint";
+ * checked against its memory-infra dumps), or null. Unlike Pss it counts anonymous pages shared
+ * between processes (copy-on-write after a fork) in full in each, and file-backed pages not at all.
+ */
+export function privateFootprintKb(pid: number): number | null {
+  const anon = statusField(pid, 'RssAnon');
+  return anon === null ? null : anon + (statusField(pid, 'VmSwap') ?? 0);
+}
+
 /** Resident set size in kB (VmRSS), or null. */
 export function rssKb(pid: number): number | null {
   return statusField(pid, 'VmRSS');
