@@ -38,10 +38,17 @@ class FakeMesh implements SegmentProvider {
     if (this.failWith !== null) return Promise.reject(this.failWith);
     if (this.heldAt.has(sequence)) return Promise.resolve(true);
     return new Promise((resolve) => {
-      this.waits.push({ sequence, deadlineMs, signal, resolve });
-      signal?.addEventListener('abort', () => {
-        resolve(false);
-      });
+      // As the session's store does: a wait that ends takes its abort listener with it (the loader
+      // waits again and again with one signal while it holds a playlist back).
+      const onAbort = (): void => {
+        finish(false);
+      };
+      const finish = (held: boolean): void => {
+        signal?.removeEventListener('abort', onAbort);
+        resolve(held);
+      };
+      this.waits.push({ sequence, deadlineMs, signal, resolve: finish });
+      signal?.addEventListener('abort', onAbort);
     });
   }
   segmentHeldAtMs(sequence: number): number | undefined {
