@@ -34,6 +34,20 @@ function row(viewers: number, arm: string, over: Partial<CostRow> = {}): CostRow
   };
 }
 
+/** A run of these rows, as costReport takes it. */
+function runOf(rows: readonly CostRow[], failures: CostRun['failures'] = []): CostRun {
+  return {
+    command: 'npm run bench:cost',
+    durationS: 40,
+    hideVideo: true,
+    profileS: 0,
+    environment: { node: 'v20', cpus: 2, cpuModel: 'x', memGiB: 8, kernel: 'Linux', startedAt: '' },
+    elapsedS: 1,
+    rows,
+    failures,
+  };
+}
+
 describe('bench:cost goals', () => {
   it('judge the mesh against plain hls.js at 8 and 16 viewers only', () => {
     const goals = costGoals([
@@ -59,16 +73,7 @@ describe('bench:cost goals', () => {
     const rows = [row(8, 'http')];
     const goals = costGoals(rows);
     expect(goals.map((g) => g.met)).toEqual([null, null]);
-    const run: CostRun = {
-      command: 'npm run bench:cost',
-      durationS: 120,
-      hideVideo: true,
-      profileS: 0,
-      environment: { node: 'v20', cpus: 2, cpuModel: 'x', memGiB: 8, kernel: 'Linux', startedAt: '' },
-      elapsedS: 1,
-      rows,
-      failures: [{ viewers: 8, arm: 'mesh', error: 'boom' }],
-    };
+    const run = runOf(rows, [{ viewers: 8, arm: 'mesh', error: 'boom' }]);
     const { markdown } = costReport(run);
     expect(markdown).toContain('not measured');
     expect(markdown).toContain('- mesh × 8: boom');
@@ -83,23 +88,16 @@ describe('bench:cost goals', () => {
       partsMiB: { v8, 'array buffers': arrayBuffers, malloc: 10 },
       otherMiB: footprint - v8 - arrayBuffers - 10,
     });
-    const { markdown } = costReport({
-      command: 'npm run bench:cost',
-      durationS: 40,
-      hideVideo: true,
-      profileS: 0,
-      environment: { node: 'v20', cpus: 2, cpuModel: 'x', memGiB: 8, kernel: 'Linux', startedAt: '' },
-      elapsedS: 1,
-      rows: [
+    const { markdown } = costReport(
+      runOf([
         row(2, 'http', {
           rendererMemoryByPart: parts(8, 1, 30),
           rendererMemoryAfterCollectionByPart: parts(7, 1, 28),
         }),
         row(2, 'mesh', { rendererMemoryByPart: parts(12, 3.5, 40) }),
         row(4, 'http'),
-      ],
-      failures: [],
-    });
+      ]),
+    );
     expect(markdown).toContain('## Renderer memory by allocator, MiB per viewer');
     expect(markdown).toContain('| part | 2 viewers, http → mesh |');
     expect(markdown).toMatch(/\| v8: V8's heaps[^|]*\| 8\.0 → 12\.0 \|/);
@@ -140,16 +138,7 @@ describe('bench:cost goals', () => {
         threadSampling: sampling(0.05, 5.3),
       }),
     ];
-    const { markdown } = costReport({
-      command: 'npm run bench:cost',
-      durationS: 40,
-      hideVideo: true,
-      profileS: 0,
-      environment: { node: 'v20', cpus: 2, cpuModel: 'x', memGiB: 8, kernel: 'Linux', startedAt: '' },
-      elapsedS: 1,
-      rows,
-      failures: [],
-    });
+    const { markdown } = costReport(runOf(rows));
     expect(markdown).toContain('## CPU by thread, % of one core per viewer');
     expect(markdown).toContain('| `WebRTC_Network` | 0.00 → 1.25 |');
     expect(markdown).toContain('| `NetworkService` | 0.50 → 0.50 |');
