@@ -337,11 +337,11 @@ ${
   memoryParts === null
     ? 'No memory dump was taken.'
     : `Chromium's memory-infra dump (DevTools \`Tracing.requestMemoryDump\`, detailed) of every process at the
-end of each arm's window, the renderers summed and divided by the viewer count. The private footprint
-is Chromium's own figure for a process (its private resident and swapped memory); it is not the
-proportional set size above, which divides the pages processes share among them. Parts do not
-overlap, but each is its allocator's committed size, not all of it resident: "other" (stacks, code
-pages and what no allocator reports, less committed memory that is not resident) can be negative.
+end of each arm's window, the renderers summed and divided by the viewer count: one moment, where
+the columns above are averages over the window (a renderer's size swings with its collections, so
+compare arms on those). The private footprint is as above. Parts do not overlap, but each is its
+allocator's committed size, not all of it resident: "other" (stacks, code pages and what no
+allocator reports, less committed memory that is not resident) can be negative.
 
 ${memoryParts}
 

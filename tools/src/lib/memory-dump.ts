@@ -7,9 +7,10 @@
  * The trace's process dumps are events with `ph: 'v'`, one per process, whose
  * `args.dumps.allocators` maps a slash-separated allocator path (`malloc`, `v8/main/heap`,
  * `partition_alloc/partitions/array_buffer`, …) to attributes; `size` is a hex string of bytes.
- * `args.dumps.process_totals.private_footprint_bytes` is the process's private footprint (resident
- * and swapped private memory), Chromium's own figure for what a process costs. Processes are named
- * by `process_name` metadata events (`Renderer`, `Browser`, `GPU Process`, …).
+ * `args.dumps.process_totals.private_footprint_bytes` is the process's private footprint, Chromium's
+ * own figure for what a process costs (on Linux its resident anonymous memory and swap, RssAnon +
+ * VmSwap: lib/proc.ts reads the same from /proc). A process's allocators and its totals come as two
+ * events. Processes are named by `process_name` metadata events (`Renderer`, `Browser`, …).
  */
 
 /** The fields of a trace event read here. */
@@ -85,7 +86,6 @@ export function processMemoryFromTrace(events: readonly TraceEvent[]): ProcessMe
     const name = record(e.args)?.name;
     if (e.ph === 'M' && e.name === 'process_name' && typeof name === 'string') names.set(e.pid, name);
   }
-  // A process's dump comes as two events: one with its allocators, one with its totals.
   const partsByPid = new Map<number, Record<string, number>>();
   const footprintByPid = new Map<number, number>();
   for (const e of events) {
@@ -121,7 +121,10 @@ export interface MemoryByPart {
   readonly privateFootprintMiB: number | null;
   /** Σ of each part ÷ per, MiB, in MEMORY_PARTS order. */
   readonly partsMiB: Readonly<Record<string, number>>;
-  /** privateFootprintMiB − Σ parts: stacks, code pages, allocator slack and what no provider reports. */
+  /**
+   * privateFootprintMiB − Σ parts: stacks, code pages and what no allocator reports, less what the
+   * allocators have committed but is not resident (parts are committed sizes), so it may be negative.
+   */
   readonly otherMiB: number | null;
 }
 

@@ -91,7 +91,7 @@ export async function heapSnapshotOf(
   }
 }
 
-/** A memory dump that takes longer than this is given up (a detailed dump of 20 processes takes ~1 s). */
+/** A memory dump that takes longer than this is given up (one here ends within a few seconds). */
 const MEMORY_DUMP_TIMEOUT_MS = 30_000;
 
 /**
