@@ -168,6 +168,31 @@ const num = (x: number | null | undefined, digits = 1): string =>
   x === null || x === undefined || !Number.isFinite(x) ? '—' : x.toFixed(digits);
 const pct = (x: number | null): string => (x === null ? '—' : `${(100 * x).toFixed(1)}%`);
 
+/** One row of an arms table: its label and its figure for a trial (null: —). */
+type ArmsRow = readonly [label: string, value: (r: CostRow) => number | null];
+
+/**
+ * A Markdown table with one column per viewer count comparing the arms of the trials `measured`
+ * (http → mesh), a header cell `head` and a row per `rows`, figures to `digits` decimals.
+ */
+function armsTable(
+  measured: readonly CostRow[],
+  head: string,
+  rows: readonly ArmsRow[],
+  digits: number,
+): string {
+  const counts = [...new Set(measured.map((r) => r.viewers))].sort((a, b) => a - b);
+  const columns = counts.map((n) => ({ n, trials: measured.filter((r) => r.viewers === n) }));
+  return [
+    `| ${head} | ${columns.map((c) => `${c.n} viewers, ${c.trials.map((r) => r.arm).join(' → ')}`).join(' | ')} |`,
+    `|---|${columns.map(() => '---|').join('')}`,
+    ...rows.map(
+      ([label, value]) =>
+        `| ${label} | ${columns.map((c) => c.trials.map((r) => num(value(r), digits)).join(' → ')).join(' | ')} |`,
+    ),
+  ].join('\n');
+}
+
 /** Thread names a thread table lists by name; the rest make one "other" row, so the table stays short. */
 export const THREAD_TABLE_NAMES = 10;
 
@@ -192,33 +217,28 @@ export function threadTable(
   const ranked = [...largest].sort((a, b) => b[1] - a[1] || a[0].localeCompare(b[0])).map(([name]) => name);
   const named = ranked.slice(0, THREAD_TABLE_NAMES);
   const rest = ranked.length - named.length;
-  const counts = [...new Set(measured.map((r) => r.viewers))].sort((a, b) => a - b);
-  const columns = counts.map((n) => ({ n, trials: measured.filter((r) => r.viewers === n) }));
-  const line = (label: string, value: (r: CostRow) => number | null): string =>
-    `| ${label} | ${columns.map((c) => c.trials.map((r) => num(value(r), 2)).join(' → ')).join(' | ')} |`;
   const figureOf = (r: CostRow, name: string): number =>
     threadsOf(r)?.find((t) => t.name === name)?.cpuPctPerViewer ?? 0;
-  const lines = [
-    `| thread | ${columns.map((c) => `${c.n} viewers, ${c.trials.map((r) => r.arm).join(' → ')}`).join(' | ')} |`,
-    `|---|${columns.map(() => '---|').join('')}`,
-    ...named.map((name) => line(`\`${name.replaceAll('|', '\\|')}\``, (r) => figureOf(r, name))),
+  const lines: ArmsRow[] = [
+    ...named.map((name): ArmsRow => [`\`${name.replaceAll('|', '\\|')}\``, (r) => figureOf(r, name)]),
     ...(rest > 0
       ? [
-          line(`other (${rest} names)`, (r) =>
-            (threadsOf(r) ?? [])
-              .filter((t) => !named.includes(t.name))
-              .reduce((a, t) => a + t.cpuPctPerViewer, 0),
-          ),
+          [
+            `other (${rest} names)`,
+            (r: CostRow) =>
+              (threadsOf(r) ?? [])
+                .filter((t) => !named.includes(t.name))
+                .reduce((a, t) => a + t.cpuPctPerViewer, 0),
+          ] as const,
         ]
       : []),
-    line('threads that exited in the window', (r) =>
-      r.threadSampling === null ? null : unattributedOf(r.threadSampling),
-    ),
-    line('all (the processes’ own total)', (r) =>
-      r.threadSampling === null ? null : totalOf(r.threadSampling),
-    ),
+    [
+      'threads that exited in the window',
+      (r) => (r.threadSampling === null ? null : unattributedOf(r.threadSampling)),
+    ],
+    ['all (the processes’ own total)', (r) => (r.threadSampling === null ? null : totalOf(r.threadSampling))],
   ];
-  return lines.join('\n');
+  return armsTable(measured, 'thread', lines, 2);
 }
 
 /**
@@ -232,26 +252,25 @@ export function memoryPartsTable(
 ): string | null {
   const measured = rows.filter((r) => partsOf(r) !== null);
   if (measured.length === 0) return null;
-  const counts = [...new Set(measured.map((r) => r.viewers))].sort((a, b) => a - b);
-  const columns = counts.map((n) => measured.filter((r) => r.viewers === n));
-  const line = (label: string, value: (m: MemoryByPart) => number | null): string =>
-    `| ${label} | ${columns
-      .map((trials) =>
-        trials
-          .map((r) => {
-            const m = partsOf(r);
-            return m === null ? '—' : num(value(m), 1);
-          })
-          .join(' → '),
-      )
-      .join(' | ')} |`;
-  return [
-    `| part | ${columns.map((trials) => `${trials[0]?.viewers ?? ''} viewers, ${trials.map((r) => r.arm).join(' → ')}`).join(' | ')} |`,
-    `|---|${columns.map(() => '---|').join('')}`,
-    ...MEMORY_PARTS.map((part) => line(`${part.name}: ${part.what}`, (m) => m.partsMiB[part.name] ?? null)),
-    line('other: the footprint less the parts', (m) => m.otherMiB),
-    line('**private footprint**', (m) => m.privateFootprintMiB),
-  ].join('\n');
+  const of =
+    (value: (m: MemoryByPart) => number | null) =>
+    (r: CostRow): number | null => {
+      const m = partsOf(r);
+      return m === null ? null : value(m);
+    };
+  return armsTable(
+    measured,
+    'part',
+    [
+      ...MEMORY_PARTS.map((part): ArmsRow => [
+        `${part.name}: ${part.what}`,
+        of((m) => m.partsMiB[part.name] ?? null),
+      ]),
+      ['other: the footprint less the parts', of((m) => m.otherMiB)],
+      ['**private footprint**', of((m) => m.privateFootprintMiB)],
+    ],
+    1,
+  );
 }
 
 export function costReport(run: CostRun): { markdown: string; goals: CostGoal[] } {

@@ -5,12 +5,22 @@
  * memory-infra dump of every process of its browser, by allocator (lib/memory-dump.ts).
  */
 import { setTimeout as sleep } from 'node:timers/promises';
-import type { Page } from 'playwright-core';
+import type { CDPSession, Page } from 'playwright-core';
 import { summarizeProfile, sourceMapsIn, type CpuProfile, type ProfileSummary } from '../lib/cpu-profile.js';
 import { summarizeHeapSnapshot, type HeapSnapshotJson, type HeapSummary } from '../lib/heap-snapshot.js';
 import { processMemoryFromTrace, type ProcessMemory, type TraceEvent } from '../lib/memory-dump.js';
 import { errorMessage } from '../lib/wait.js';
 import { demoDist } from '../stack/tracker.js';
+
+/** Runs `use` with a DevTools session on `page`, detached afterwards whatever happens. */
+async function withSession<T>(page: Page, use: (cdp: CDPSession) => Promise<T>): Promise<T> {
+  const cdp = await page.context().newCDPSession(page);
+  try {
+    return await use(cdp);
+  } finally {
+    await cdp.detach().catch(() => undefined);
+  }
+}
 
 /** A profile starts this far into a run's window by default: past the viewers' start-up. */
 export const PROFILE_WARMUP_MS = 10_000;
@@ -42,8 +52,7 @@ export async function profilePage(
 }
 
 async function recordProfile(page: Page, startAfterMs: number, durationMs: number): Promise<PageProfile> {
-  const cdp = await page.context().newCDPSession(page);
-  try {
+  return withSession(page, async (cdp) => {
     await sleep(Math.max(0, startAfterMs));
     await cdp.send('Profiler.enable');
     await cdp.send('Profiler.setSamplingInterval', { interval: PROFILE_SAMPLING_US });
@@ -52,9 +61,7 @@ async function recordProfile(page: Page, startAfterMs: number, durationMs: numbe
     const { profile } = await cdp.send('Profiler.stop');
     const raw = profile as unknown as CpuProfile;
     return { raw, summary: summarizeProfile(raw, sourceMapsIn(demoDist)) };
-  } finally {
-    await cdp.detach().catch(() => undefined);
-  }
+  });
 }
 
 export interface PageHeap {
@@ -72,8 +79,7 @@ export async function heapSnapshotOf(
   onFailure: (message: string) => void,
 ): Promise<PageHeap | null> {
   try {
-    const cdp = await page.context().newCDPSession(page);
-    try {
+    return await withSession(page, async (cdp) => {
       const chunks: string[] = [];
       cdp.on('HeapProfiler.addHeapSnapshotChunk', (event) => {
         chunks.push(event.chunk);
@@ -82,9 +88,7 @@ export async function heapSnapshotOf(
       await cdp.send('HeapProfiler.takeHeapSnapshot', { reportProgress: false });
       const raw = chunks.join('');
       return { raw, summary: summarizeHeapSnapshot(JSON.parse(raw) as HeapSnapshotJson) };
-    } finally {
-      await cdp.detach().catch(() => undefined);
-    }
+    });
   } catch (error) {
     onFailure(errorMessage(error));
     return null;
@@ -104,15 +108,14 @@ export async function memoryDumpOf(
   onFailure: (message: string) => void,
 ): Promise<ProcessMemory[] | null> {
   try {
-    const cdp = await page.context().newCDPSession(page);
-    try {
+    return await withSession(page, async (cdp) => {
       const events: TraceEvent[] = [];
       cdp.on('Tracing.dataCollected', (event) => {
         events.push(...(event.value as unknown as TraceEvent[]));
       });
-      const complete = new Promise<void>((resolve) => {
+      const complete = new Promise<'complete'>((resolve) => {
         cdp.once('Tracing.tracingComplete', () => {
-          resolve();
+          resolve('complete');
         });
       });
       await cdp.send('Tracing.start', {
@@ -130,22 +133,17 @@ export async function memoryDumpOf(
         levelOfDetail: 'detailed',
       });
       await cdp.send('Tracing.end');
-      let timer: NodeJS.Timeout | undefined;
-      const timedOut = new Promise<'timeout'>((resolve) => {
-        timer = setTimeout(() => {
-          resolve('timeout');
-        }, MEMORY_DUMP_TIMEOUT_MS);
-      });
-      const ended = await Promise.race([complete, timedOut]);
-      clearTimeout(timer);
+      // An unref'd timer: a trace that ends in time leaves nothing keeping the process up.
+      const ended = await Promise.race([
+        complete,
+        sleep(MEMORY_DUMP_TIMEOUT_MS, 'timeout' as const, { ref: false }),
+      ]);
       if (ended === 'timeout') throw new Error(`the trace did not end within ${MEMORY_DUMP_TIMEOUT_MS} ms`);
       if (!dump.success) throw new Error('Chromium reported the memory dump as failed');
       const processes = processMemoryFromTrace(events);
       if (processes.length === 0) throw new Error('the trace held no process memory dump');
       return processes;
-    } finally {
-      await cdp.detach().catch(() => undefined);
-    }
+    });
   } catch (error) {
     onFailure(errorMessage(error));
     return null;
@@ -164,13 +162,8 @@ export async function collectGarbageIn(
   let collected = 0;
   for (const page of pages) {
     try {
-      const cdp = await page.context().newCDPSession(page);
-      try {
-        await cdp.send('HeapProfiler.collectGarbage');
-        collected++;
-      } finally {
-        await cdp.detach().catch(() => undefined);
-      }
+      await withSession(page, (cdp) => cdp.send('HeapProfiler.collectGarbage'));
+      collected++;
     } catch (error) {
       onFailure(errorMessage(error));
     }
