@@ -206,6 +206,14 @@ export class Engine {
   private liveSeqHint: { readonly seq: number; readonly at: number } | null = null;
   /** Scratch for the sequence window's per-slice estimates. */
   private readonly windowScratch: Float64Array;
+  /**
+   * A lower bound of `seqWindowEnd()` (or −Infinity): the WINDOW_REFERENCE_RANK-th highest slice
+   * sequence at its last computation, plus SEQ_WINDOW_SLACK. Sequences only rise but for
+   * `forgetPoisonedSlice`, which resets it, and the window never ends below that rank's sequence
+   * however time passes, so a packet within the bound needs no computation: it was 3% of a
+   * simulation's time, once per tree packet (issue 16).
+   */
+  private seqWindowFloor = -Infinity;
   /** Violations of peers without a PeerState (a parent that is not a Swaplinks neighbour, say). */
   private readonly strangerViolations = new Map<PeerId, number>();
   private readonly masks = new Map<PeerId, Bloom128>();
@@ -1105,7 +1113,11 @@ export class Engine {
     }
     // The true source is the stream: its packets are the live edge, which a root's other slices
     // (reaching it down other trees) may lag by seconds.
-    const windowEnd = from === this.config.sourceId ? Infinity : this.seqWindowEnd();
+    const windowEnd =
+      from === this.config.sourceId ||
+      (msg.seq <= this.seqWindowFloor && st.highestSeq <= this.seqWindowFloor)
+        ? Infinity
+        : this.seqWindowEnd();
     if (from === this.config.sourceId && st.isSliceSource && msg.seq < st.rootFromSeq)
       st.rootFromSeq = msg.seq;
     if (st.highestSeq > windowEnd) this.forgetPoisonedSlice(s, st);
@@ -1207,8 +1219,21 @@ export class Engine {
       fastestMs === Infinity ? MIN_SEQ_INTERVAL_MS : Math.max(MIN_SEQ_INTERVAL_MS, fastestMs / 2);
     const ends = this.windowScratch;
     let n = 0;
+    // The three highest sequences, for seqWindowFloor (WINDOW_REFERENCE_RANK is 3).
+    let first = -1;
+    let second = -1;
+    let third = -1;
     for (const st of this.sliceStates) {
       if (st.highestSeq < 0) continue;
+      const seq = st.highestSeq;
+      if (seq > first) {
+        third = second;
+        second = first;
+        first = seq;
+      } else if (seq > second) {
+        third = second;
+        second = seq;
+      } else if (seq > third) third = seq;
       const end = st.highestSeq + Math.ceil((this.now - st.highestSeqAt) / intervalMs);
       // Insertion sort: at most M values, mostly in order already.
       let i = n++;
@@ -1229,6 +1254,8 @@ export class Engine {
         ? -Infinity
         : hint.seq + Math.ceil((this.now - hint.at) / (playoutIntervalMs ?? MIN_SEQ_INTERVAL_MS));
     if (n === 0) return hint === null ? Infinity : hintEnd + SEQ_WINDOW_SLACK;
+    // With fewer slices the reference is the highest, which a slice's first packet may lower.
+    if (n >= WINDOW_REFERENCE_RANK) this.seqWindowFloor = third + SEQ_WINDOW_SLACK;
     const reference = ends[n >= WINDOW_REFERENCE_RANK ? n - WINDOW_REFERENCE_RANK : n - 1] ?? 0;
     return Math.max(reference, hintEnd) + SEQ_WINDOW_SLACK;
   }
@@ -1242,6 +1269,7 @@ export class Engine {
     this.counters.poisonedSlices++;
     const from = st.highestSeqFrom;
     st.forgetSequence();
+    this.seqWindowFloor = -Infinity;
     this.repair.forgetSlice(s);
     if (from >= 0 && from !== this.config.sourceId)
       this.violation(from, `slice ${s} sequence beyond the window (set before it could be judged)`);

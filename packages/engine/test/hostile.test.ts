@@ -179,6 +179,37 @@ describe("a forged sequence as a slice's first packet", () => {
   });
 });
 
+describe('a forged sequence once three slices flow', () => {
+  // With three slices flowing the engine skips the window's computation for packets below the
+  // third slice's sequence plus the slack, as found at its last computation (seqWindowFloor): a
+  // packet just beyond the window must still be caught whenever that computation last ran, on the
+  // most advanced slice as on the others, and the honest packets must still pass.
+  for (const slice of [0, 3])
+    it(`drops a sequence just beyond the window on slice ${slice}, round after round`, () => {
+      const solo = new Solo({ id: N, role: 'member', targetLoadSlices: 8 }, 1);
+      solo.startWith([P, Q]);
+      solo.advance(1000);
+      const receiving = { receiving: true, filter: bloomMaskFor(200) };
+      solo.feed(P, solo.advertFrom(P, spec(5, { 0: receiving, 1: receiving, 2: receiving, 3: receiving })));
+      for (const r of solo.sendsOf(MessageType.ForcedParentRequest)) solo.feed(r.to, accept(r.message.slice));
+      const since = solo.mark();
+      const rounds = 12; // below maxViolationsPerPeer: P stays our parent
+      const honest: [number, number][] = [];
+      for (let seq = 0; seq < rounds; seq++) {
+        solo.advance(solo.now + 100);
+        // Slice 3 runs one packet ahead of the others.
+        for (const s of [0, 1, 2, 3]) {
+          solo.feed(P, dataMessage(s, s === 3 ? seq + 1 : seq, FROM_P, 2));
+          honest.push([s, s === 3 ? seq + 1 : seq]);
+        }
+        // The window now: the third slice's sequence, nothing for time (no time passed), the slack of 4.
+        solo.feed(P, dataMessage(slice, seq + 4 + 1, FROM_P, 2));
+      }
+      expect(solo.engine.counters.forgedSequences).toBe(rounds);
+      expect(solo.deliveries(since).map((d) => [d.slice, d.seq])).toEqual(honest);
+    });
+});
+
 describe('a forged first packet', () => {
   it('is judged by where a trusted party says the stream is (liveSequence)', () => {
     const solo = new Solo({ id: N, role: 'member', targetLoadSlices: 8 }, 1);
