@@ -87,6 +87,7 @@ describe('bench:cost goals', () => {
       privateFootprintMiB: footprint,
       partsMiB: { v8, 'array buffers': arrayBuffers, malloc: 10 },
       otherMiB: footprint - v8 - arrayBuffers - 10,
+      arrayBuffersInUseMiB: arrayBuffers / 2,
     });
     const { markdown } = costReport(
       runOf([
@@ -102,6 +103,8 @@ describe('bench:cost goals', () => {
     expect(markdown).toContain('| part | 2 viewers, http → mesh |');
     expect(markdown).toMatch(/\| v8: V8's heaps[^|]*\| 8\.0 → 12\.0 \|/);
     expect(markdown).toMatch(/\| array buffers: [^|]*\| 1\.0 → 3\.5 \|/);
+    // Right below it, what live buffers occupy of it (not a part: the footprint's sum leaves it out).
+    expect(markdown).toMatch(/\| array buffers: [^\n]*\n\| … of which live buffers [^|]*\| 0\.5 → 1\.8 \|/);
     expect(markdown).toContain('| **private footprint** | 30.0 → 40.0 |');
     // A part a dump did not report is shown as 0 by memoryByPart; here it is absent: a dash.
     expect(markdown).toMatch(/\| blink_gc: [^|]*\| — → — \|/);

@@ -37,7 +37,12 @@ describe('memory-infra dumps', () => {
         v8: size(6),
         'v8/main/malloc': size(1), // inside malloc: not a part of its own
         malloc: size(10),
-        'partition_alloc/partitions/array_buffer': size(3),
+        'partition_alloc/partitions/array_buffer': {
+          attrs: {
+            size: { type: 'scalar', units: 'bytes', value: hex(3) },
+            allocated_objects_size: { type: 'scalar', units: 'bytes', value: hex(1.25) },
+          },
+        },
         'partition_alloc/partitions/buffer': size(1),
         blink_gc: size(2),
         blink_objects: size(2), // a view of blink_gc
@@ -45,7 +50,20 @@ describe('memory-infra dumps', () => {
       },
       30,
     ),
-    ...dump(3, { v8: size(4), malloc: size(8), 'partition_alloc/partitions/array_buffer': size(1) }, 20),
+    ...dump(
+      3,
+      {
+        v8: size(4),
+        malloc: size(8),
+        'partition_alloc/partitions/array_buffer': {
+          attrs: {
+            size: { type: 'scalar', units: 'bytes', value: hex(1) },
+            allocated_objects_size: { type: 'scalar', units: 'bytes', value: hex(0.75) },
+          },
+        },
+      },
+      20,
+    ),
   ];
 
   it('read each process once, by name, with its parts and private footprint', () => {
@@ -64,6 +82,8 @@ describe('memory-infra dumps', () => {
       blink_gc: 2,
       web_cache: 0,
     });
+    expect(renderer?.arrayBuffersInUseMiB).toBe(1.25);
+    expect(processes[0]?.arrayBuffersInUseMiB).toBeNull(); // no array buffer partition
   });
 
   it('sum the renderers per viewer without counting views or shared memory twice', () => {
@@ -75,6 +95,8 @@ describe('memory-infra dumps', () => {
     expect(m?.partsMiB['array buffers']).toBe(2);
     // 25 − (5 + 2 + 0.5 + 9 + 1) = 7.5
     expect(m?.otherMiB).toBeCloseTo(7.5, 10);
+    // Live buffers sit within the array buffers part: (1.25 + 0.75) / 2, not in the parts' sum.
+    expect(m?.arrayBuffersInUseMiB).toBe(1);
     expect(memoryByPart(processMemoryFromTrace(events), 'GPU Process', 2)).toBeNull();
   });
 
@@ -91,6 +113,7 @@ describe('memory-infra dumps', () => {
     const m = memoryByPart(processes, 'Renderer', 1);
     expect(m?.privateFootprintMiB).toBeNull();
     expect(m?.otherMiB).toBeNull();
+    expect(m?.arrayBuffersInUseMiB).toBeNull();
     expect(m?.partsMiB.malloc).toBe(2);
   });
 });

@@ -178,6 +178,7 @@ function byPart(dump: readonly ProcessMemory[] | null, viewers: number): MemoryB
     privateFootprintMiB: round(m.privateFootprintMiB, 2),
     partsMiB: Object.fromEntries(Object.entries(m.partsMiB).map(([k, v]) => [k, round(v, 2) ?? 0])),
     otherMiB: round(m.otherMiB, 2),
+    arrayBuffersInUseMiB: round(m.arrayBuffersInUseMiB, 2),
   };
 }
 

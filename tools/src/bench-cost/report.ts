@@ -262,10 +262,18 @@ export function memoryPartsTable(
     measured,
     'part',
     [
-      ...MEMORY_PARTS.map((part): ArmsRow => [
-        `${part.name}: ${part.what}`,
-        of((m) => m.partsMiB[part.name] ?? null),
-      ]),
+      ...MEMORY_PARTS.flatMap((part): ArmsRow[] => {
+        const row: ArmsRow = [`${part.name}: ${part.what}`, of((m) => m.partsMiB[part.name] ?? null)];
+        if (part.name !== 'array buffers') return [row];
+        // Within that part, not a part of its own: what live buffers occupy of it.
+        return [
+          row,
+          [
+            '… of which live buffers (the rest: freed slots kept resident)',
+            of((m) => m.arrayBuffersInUseMiB ?? null) /* absent from older result.json */,
+          ],
+        ];
+      }),
       ['other: the footprint less the parts', of((m) => m.otherMiB)],
       ['**private footprint**', of((m) => m.privateFootprintMiB)],
     ],
