@@ -223,7 +223,9 @@ function newBuffer(size: number): Uint8Array {
 /**
  * Hands out zeroed views of large shared slabs. Each small `new Uint8Array` above 64 bytes costs V8
  * an off-heap allocation and a finaliser; a host that encodes millions of messages (the simulator)
- * passes `slab.allocate` to `encode` instead. A slab lives until every view into it is gone.
+ * passes `slab.allocate` to `encode` instead, and a browser copies its received payloads into slabs
+ * (`decode`'s `allocatePayload`). A slab lives until every view into it is gone; a request larger
+ * than a slab gets a buffer of its own.
  */
 export class SlabAllocator {
   private slab: Uint8Array;
@@ -495,7 +497,11 @@ class DecodeFailure extends Error {
 /** Bounded little-endian reader; every read checks the bytes that remain (no DataView, see Writer). */
 class Reader {
   offset = 0;
-  constructor(private readonly bytes: Uint8Array) {}
+  constructor(
+    private readonly bytes: Uint8Array,
+    /** Where payloads are copied to (decode's `allocatePayload`); null: a buffer of their own each. */
+    private readonly allocatePayload: ((size: number) => Uint8Array) | null = null,
+  ) {}
   private need(count: number, field: string): void {
     if (this.offset + count > this.bytes.length) {
       throw new DecodeFailure('truncated', `truncated while reading ${field}`, this.offset);
@@ -559,6 +565,18 @@ class Reader {
     this.offset += length;
     return out;
   }
+  /** A payload's `length` bytes, copied where `allocatePayload` says (else as bytesCopy). */
+  payloadCopy(length: number): Uint8Array {
+    const allocate = this.allocatePayload;
+    if (allocate === null || length === 0) return this.bytesCopy(length, 'payload');
+    this.need(length, 'payload');
+    const out = allocate(length);
+    if (out.length !== length)
+      throw new RangeError(`payload allocator returned ${out.length} bytes for ${length}`);
+    out.set(this.bytes.subarray(this.offset, this.offset + length));
+    this.offset += length;
+    return out;
+  }
   /** `length` bytes as text; every byte must be ASCII (announcementText escapes everything else). */
   ascii(length: number, field: string): string {
     this.need(length, field);
@@ -588,10 +606,19 @@ class Reader {
 /**
  * Decode one message. Never throws: any byte string yields either a message or a typed error.
  * Work is bounded by the input length (every count is checked against the bytes that remain).
+ *
+ * A payload (data, repair data) is copied out of `bytes`, into a buffer of its own or, with
+ * `allocatePayload`, wherever that returns (exactly `size` bytes; a `SlabAllocator`'s `allocate`).
+ * A browser keeps its packets' payloads for ~20 s, each then an allocation of its own that died
+ * at a different time from its neighbours in the allocator: Chromium kept their freed slots
+ * resident (issue 17). Slabs hold a few seconds of packets each and go back whole.
  */
-export function decode(bytes: Uint8Array): DecodeResult {
+export function decode(
+  bytes: Uint8Array,
+  allocatePayload: ((size: number) => Uint8Array) | null = null,
+): DecodeResult {
   try {
-    return { ok: true, message: decodeOrFail(bytes) };
+    return { ok: true, message: decodeOrFail(bytes, allocatePayload) };
   } catch (failure) {
     if (failure instanceof DecodeFailure) {
       return { ok: false, error: { kind: failure.kind, message: failure.message, offset: failure.offset } };
@@ -604,7 +631,7 @@ export function decode(bytes: Uint8Array): DecodeResult {
   }
 }
 
-function decodeOrFail(bytes: Uint8Array): Message {
+function decodeOrFail(bytes: Uint8Array, allocatePayload: ((size: number) => Uint8Array) | null): Message {
   if (bytes.byteLength === 0) throw new DecodeFailure('empty', 'empty message', 0);
   if (bytes.byteLength > MAX_MESSAGE_BYTES) {
     throw new DecodeFailure(
@@ -613,7 +640,7 @@ function decodeOrFail(bytes: Uint8Array): Message {
       0,
     );
   }
-  const r = new Reader(bytes);
+  const r = new Reader(bytes, allocatePayload);
   const version = r.u8('version');
   if (version !== WIRE_VERSION)
     throw new DecodeFailure('unsupportedVersion', `wire version ${version} is not ${WIRE_VERSION}`, 0);
@@ -633,7 +660,7 @@ function readPayload(r: Reader): Uint8Array {
       `payload of ${length} bytes exceeds ${MAX_PAYLOAD_BYTES}`,
       r.offset - 4,
     );
-  return r.bytesCopy(length, 'payload');
+  return r.payloadCopy(length);
 }
 
 /** A u32 packet bitmap (bit i = `baseSeq + i`) naming at least one packet: zero is not canonical. */

@@ -6,6 +6,7 @@ import {
   encodedSize,
   MESSAGE_TYPE_NAMES,
   MessageType,
+  SlabAllocator,
   WIRE_VERSION,
   type AdvertMessage,
   type Message,
@@ -114,6 +115,63 @@ describe('decode(encode(m)) is m', () => {
     if (!result.ok || result.message.type !== MessageType.Data) throw new Error('expected a data message');
     bytes.fill(0xff);
     expect([...result.message.payload]).toEqual([10, 20, 30]);
+  });
+
+  it('copies payloads where decode is told to (a slab), and round trips every message so', () => {
+    const slabs = new SlabAllocator(64);
+    const slabBuffers = new Set<ArrayBufferLike>();
+    let payloads = 0;
+    const allocate = (size: number): Uint8Array => {
+      const out = slabs.allocate(size);
+      slabBuffers.add(out.buffer);
+      return out;
+    };
+    fc.assert(
+      fc.property(anyMessage({ maxPayloadBytes: 1024 }), (m) => {
+        const bytes = encode(m);
+        const result = decode(bytes, allocate);
+        expect(result).toStrictEqual({ ok: true, message: m });
+        bytes.fill(0xff); // the payload is a copy, not a view into the input
+        expect(result).toStrictEqual({ ok: true, message: m });
+        if (result.ok && 'payload' in result.message && result.message.payload.length > 0) {
+          payloads++;
+          // Within a slab unless larger than one (then a buffer of its own, as SlabAllocator does).
+          expect(slabBuffers.has(result.message.payload.buffer)).toBe(true);
+        }
+      }),
+      { seed: SEED, numRuns: 500 },
+    );
+    // Payloads share slabs: the point of it.
+    expect(slabBuffers.size).toBeGreaterThan(1);
+    expect(slabBuffers.size).toBeLessThan(payloads);
+  });
+
+  it('reports an allocator that returns the wrong size as a decode error, and never throws', () => {
+    const bytes = encode({
+      type: MessageType.Data,
+      slice: 2,
+      seq: 9,
+      bloom: [0, 0, 0, 0],
+      hops: 1,
+      payload: Uint8Array.of(10, 20, 30),
+    });
+    const result = decode(bytes, (size) => new Uint8Array(size + 1));
+    expect(result.ok).toBe(false);
+    if (!result.ok) expect(result.error.message).toContain('payload allocator returned 4 bytes for 3');
+    // An empty payload asks the allocator for nothing.
+    const empty = encode({
+      type: MessageType.Data,
+      slice: 0,
+      seq: 0,
+      bloom: [0, 0, 0, 0],
+      hops: 1,
+      payload: new Uint8Array(0),
+    });
+    expect(
+      decode(empty, () => {
+        throw new Error('not asked');
+      }).ok,
+    ).toBe(true);
   });
 
   it('encodes fresh bytes every time', () => {
