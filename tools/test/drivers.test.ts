@@ -152,6 +152,24 @@ describe('browser processes', () => {
         '--utility-sub-type=network.mojom.NetworkService',
       ]),
     ).toEqual({ browser: 'chromium', type: 'utility:NetworkService' });
+    // A page's renderer, and the browser's own UI's, which is no page's.
+    expect(classifyBrowserProcess('/usr/lib/chromium/chromium', ['chromium', '--type=renderer'])).toEqual({
+      browser: 'chromium',
+      type: 'renderer',
+    });
+    expect(
+      classifyBrowserProcess('/usr/lib/chromium/chromium', [
+        'chromium',
+        '--type=renderer',
+        '--top-chrome-webui',
+      ]),
+    ).toEqual({ browser: 'chromium', type: 'renderer:webui' });
+    // Forked by the zygote: one string with spaces, as it shows in /proc/PID/cmdline.
+    expect(
+      classifyBrowserProcess('/usr/lib/chromium/chromium', [
+        '/usr/lib/chromium/chromium --type=renderer --top-chrome-webui --lang=en-US',
+      ]),
+    ).toEqual({ browser: 'chromium', type: 'renderer:webui' });
     const firefox = '/usr/lib/firefox-esr/firefox-esr';
     expect(classifyBrowserProcess(firefox, [firefox, '--remote-debugging-port=0', '--headless'])).toEqual({
       browser: 'firefox',
