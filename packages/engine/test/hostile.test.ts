@@ -147,14 +147,20 @@ describe('a parent replaying packets', () => {
   });
 });
 
+/** A member that took slices 0–3 from P (P's advert said it receives them), before any packet. */
+function fedFourSlicesByP(): Solo {
+  const solo = new Solo({ id: N, role: 'member', targetLoadSlices: 8 }, 1);
+  solo.startWith([P, Q]);
+  solo.advance(1000);
+  const receiving = { receiving: true, filter: bloomMaskFor(200) };
+  solo.feed(P, solo.advertFrom(P, spec(5, { 0: receiving, 1: receiving, 2: receiving, 3: receiving })));
+  for (const r of solo.sendsOf(MessageType.ForcedParentRequest)) solo.feed(r.to, accept(r.message.slice));
+  return solo;
+}
+
 describe("a forged sequence as a slice's first packet", () => {
   it('is found once three slices flow, forgotten, and counted against its sender', () => {
-    const solo = new Solo({ id: N, role: 'member', targetLoadSlices: 8 }, 1);
-    solo.startWith([P, Q]);
-    solo.advance(1000);
-    const receiving = { receiving: true, filter: bloomMaskFor(200) };
-    solo.feed(P, solo.advertFrom(P, spec(5, { 0: receiving, 1: receiving, 2: receiving, 3: receiving })));
-    for (const r of solo.sendsOf(MessageType.ForcedParentRequest)) solo.feed(r.to, accept(r.message.slice));
+    const solo = fedFourSlicesByP();
     expect(solo.engine.parents().slice(0, 4)).toEqual([P, P, P, P]);
     // Slice 0's first packet is forged: nothing to judge it by yet.
     solo.advance(solo.now + 100);
@@ -186,12 +192,8 @@ describe('a forged sequence once three slices flow', () => {
   // most advanced slice as on the others, and the honest packets must still pass.
   for (const slice of [0, 3])
     it(`drops a sequence just beyond the window on slice ${slice}, round after round`, () => {
-      const solo = new Solo({ id: N, role: 'member', targetLoadSlices: 8 }, 1);
-      solo.startWith([P, Q]);
-      solo.advance(1000);
-      const receiving = { receiving: true, filter: bloomMaskFor(200) };
-      solo.feed(P, solo.advertFrom(P, spec(5, { 0: receiving, 1: receiving, 2: receiving, 3: receiving })));
-      for (const r of solo.sendsOf(MessageType.ForcedParentRequest)) solo.feed(r.to, accept(r.message.slice));
+      const solo = fedFourSlicesByP();
+      expect(solo.engine.parents().slice(0, 4)).toEqual([P, P, P, P]);
       const since = solo.mark();
       const rounds = 12; // below maxViolationsPerPeer: P stays our parent
       const honest: [number, number][] = [];

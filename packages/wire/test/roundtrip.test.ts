@@ -32,6 +32,11 @@ function expectRoundTrip(message: Message): void {
   expect(decode(bytes)).toStrictEqual({ ok: true, message });
 }
 
+/** A data message carrying `payload`, encoded. */
+function dataBytes(payload: Uint8Array): Uint8Array {
+  return encode({ type: MessageType.Data, slice: 2, seq: 9, bloom: [0, 0, 0, 0], hops: 1, payload });
+}
+
 const typeEntries = Object.entries(MessageType) as [MessageTypeName, MessageType][];
 
 describe('every message type has an arbitrary', () => {
@@ -103,14 +108,7 @@ describe('decode(encode(m)) is m', () => {
   });
 
   it('a decoded payload is a copy, not a view into the input', () => {
-    const bytes = encode({
-      type: MessageType.Data,
-      slice: 2,
-      seq: 9,
-      bloom: [0, 0, 0, 0],
-      hops: 1,
-      payload: Uint8Array.of(10, 20, 30),
-    });
+    const bytes = dataBytes(Uint8Array.of(10, 20, 30));
     const result = decode(bytes);
     if (!result.ok || result.message.type !== MessageType.Data) throw new Error('expected a data message');
     bytes.fill(0xff);
@@ -147,26 +145,12 @@ describe('decode(encode(m)) is m', () => {
   });
 
   it('reports an allocator that returns the wrong size as a decode error, and never throws', () => {
-    const bytes = encode({
-      type: MessageType.Data,
-      slice: 2,
-      seq: 9,
-      bloom: [0, 0, 0, 0],
-      hops: 1,
-      payload: Uint8Array.of(10, 20, 30),
-    });
+    const bytes = dataBytes(Uint8Array.of(10, 20, 30));
     const result = decode(bytes, (size) => new Uint8Array(size + 1));
     expect(result.ok).toBe(false);
     if (!result.ok) expect(result.error.message).toContain('payload allocator returned 4 bytes for 3');
     // An empty payload asks the allocator for nothing.
-    const empty = encode({
-      type: MessageType.Data,
-      slice: 0,
-      seq: 0,
-      bloom: [0, 0, 0, 0],
-      hops: 1,
-      payload: new Uint8Array(0),
-    });
+    const empty = dataBytes(new Uint8Array(0));
     expect(
       decode(empty, () => {
         throw new Error('not asked');
