@@ -99,7 +99,7 @@ export const IDLE_LINK_CLOSE_MS = 20_000;
  * viewer keeps a packet ~20 s (the slice rings, the segment store), and with one allocation per
  * packet Chromium kept 3.3 MiB per viewer of freed payload slots resident beside 2.3 MiB of live
  * ones (issue 17, 16 viewers, after a full collection). 256 KiB is 16 packets of 16 KiB, ~2 s of a
- * 1 Mbit/s stream, so a slab is let go about 2 s after the payloads it holds.
+ * 1 Mbit/s stream: a slab goes back whole once its last payload is let go, ~2 s after its first.
  */
 export const PAYLOAD_SLAB_BYTES = 256 * 1024;
 /** Failed peers remembered at most (older entries are pruned first; each lapses DIAL_BACKOFF_MS after its wait). */
