@@ -1,7 +1,7 @@
 /** bench:cost's figures, goals (issue 17) and Markdown report. */
 import type { ThreadCpu, ThreadCpuRow } from '../bench-compare/browser-threads.js';
 import type { CompareRun } from '../bench-compare/report.js';
-import { MEMORY_PARTS, type MemoryByPart } from '../lib/memory-dump.js';
+import { ARRAY_BUFFER_PARTITION, MEMORY_PARTS, type MemoryByPart } from '../lib/memory-dump.js';
 
 export interface CostRow {
   readonly viewers: number;
@@ -49,7 +49,8 @@ export interface CostRow {
   } | null;
   /**
    * The renderers' memory by allocator from a memory-infra dump at the end of the window, MiB ÷
-   * viewers (all renderers, like rendererMemPerViewerMB). Null: no dump (or it failed).
+   * viewers (every process the dump names `Renderer`: one per viewer page, as the first viewer takes
+   * the blank page). Null: no dump (or it failed).
    */
   readonly rendererMemoryByPart: MemoryByPart | null;
   /** The same after a full garbage collection in every page: what the pages still hold. */
@@ -264,7 +265,7 @@ export function memoryPartsTable(
     [
       ...MEMORY_PARTS.flatMap((part): ArmsRow[] => {
         const row: ArmsRow = [`${part.name}: ${part.what}`, of((m) => m.partsMiB[part.name] ?? null)];
-        if (part.name !== 'array buffers') return [row];
+        if (part.path !== ARRAY_BUFFER_PARTITION) return [row];
         // Within that part, not a part of its own: what live buffers occupy of it.
         return [
           row,

@@ -40,7 +40,7 @@ export interface ProcessMemory {
 }
 
 /** PartitionAlloc's partition of ArrayBuffer contents. */
-const ARRAY_BUFFER_PARTITION = 'partition_alloc/partitions/array_buffer';
+export const ARRAY_BUFFER_PARTITION = 'partition_alloc/partitions/array_buffer';
 
 /**
  * The parts a renderer's memory is reported in: allocator paths whose sizes do not overlap. The
@@ -97,8 +97,8 @@ export function processMemoryFromTrace(events: readonly TraceEvent[]): ProcessMe
     const name = record(e.args)?.name;
     if (e.ph === 'M' && e.name === 'process_name' && typeof name === 'string') names.set(e.pid, name);
   }
-  const partsByPid = new Map<number, Record<string, number>>();
-  const inUseByPid = new Map<number, number | null>();
+  // A process's allocators and its totals come as two events: the footprint is joined in at the end.
+  const allocatorsByPid = new Map<number, Pick<ProcessMemory, 'partsMiB' | 'arrayBuffersInUseMiB'>>();
   const footprintByPid = new Map<number, number>();
   for (const e of events) {
     if (e.ph !== 'v') continue;
@@ -111,20 +111,15 @@ export function processMemoryFromTrace(events: readonly TraceEvent[]): ProcessMe
       hexBytes(record(record(record(allocators[path])?.attrs)?.[name])?.value);
     const partsMiB: Record<string, number> = {};
     for (const part of MEMORY_PARTS) partsMiB[part.name] = mib(attribute(part.path, 'size') ?? 0);
-    partsByPid.set(e.pid, partsMiB);
     const inUse = attribute(ARRAY_BUFFER_PARTITION, 'allocated_objects_size');
-    inUseByPid.set(e.pid, inUse === null ? null : mib(inUse));
+    allocatorsByPid.set(e.pid, { partsMiB, arrayBuffersInUseMiB: inUse === null ? null : mib(inUse) });
   }
-  const byPid = new Map<number, ProcessMemory>();
-  for (const [pid, partsMiB] of partsByPid)
-    byPid.set(pid, {
-      pid,
-      processName: names.get(pid) ?? 'unknown',
-      privateFootprintMiB: footprintByPid.get(pid) ?? null,
-      partsMiB,
-      arrayBuffersInUseMiB: inUseByPid.get(pid) ?? null,
-    });
-  return [...byPid.values()];
+  return [...allocatorsByPid].map(([pid, allocators]) => ({
+    pid,
+    processName: names.get(pid) ?? 'unknown',
+    privateFootprintMiB: footprintByPid.get(pid) ?? null,
+    ...allocators,
+  }));
 }
 
 export interface MemoryByPart {
