@@ -174,6 +174,19 @@ export interface ProtocolConfig {
    */
   readonly latencyTriggers: number;
   /**
+   * 1: the thesis's load phase (§4.2, fine-tuning load: "an overloaded parent (above the parent's
+   * ULT)"): a parent sheds children only above its ULT, and no load switch moves a child between
+   * members inside their LLT–ULT ranges. 0, the default: a parent above its TL also moves a child to
+   * a neighbour below its LLT, which fills members below their range sooner; with latency switches
+   * that fill a target to its ULT the two phases trade children to the end of a run (see
+   * latencyPhaseEnds). With 1 the latency phase runs down by itself: at 5000 members, with
+   * latencyTriggers, 4 switches in flight and a 60 s window, `join` ends switching by 112–113 s
+   * (seeds 1–3; the default switches to the end), but 82–87% of members end inside LLT–ULT against
+   * 97%, and latency is no better (docs/reproduction.md, "The thesis's load rule"). Issue 16,
+   * part 2; off by default.
+   */
+  readonly loadShedAboveUlt: number;
+  /**
    * Anti-implosion set size: a parent picks at random among this many best candidates, not the
    * single best (thesis §4.2, fine-tuning latency, size not given). 3 spreads simultaneous requests over 3 targets while
    * staying near the best.
@@ -339,6 +352,7 @@ export const DEFAULT_PROTOCOL: ProtocolConfig = Object.freeze({
   latencyWindowMs: 0,
   latencySwitchesInFlight: 1,
   latencyTriggers: 0,
+  loadShedAboveUlt: 0,
   handoffLeadMs: 2000,
   switchAbortLoadDelta: 1,
   floodCollectMs: 100,
@@ -538,6 +552,7 @@ export function resolveConfig(init: EngineInit): ResolvedConfig {
   checkInteger('latencyPhaseEnds', protocol.latencyPhaseEnds, 0, 1);
   checkInteger('latencySwitchesInFlight', protocol.latencySwitchesInFlight, 1, 64);
   checkInteger('latencyTriggers', protocol.latencyTriggers, 0, 1);
+  checkInteger('loadShedAboveUlt', protocol.loadShedAboveUlt, 0, 1);
   checkInteger('candidateSetSize', protocol.candidateSetSize, 1, 64);
   checkInteger('switchAbortLoadDelta', protocol.switchAbortLoadDelta, 0, 1000);
   checkInteger('resendWindowPackets', protocol.resendWindowPackets, 1, 4096);

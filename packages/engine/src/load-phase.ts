@@ -88,11 +88,18 @@ export class LoadPhase {
       this.host.sendForced(s, msg.target, ForcedReason.ParentQuit);
   }
 
+  /** The load above which a member sheds children: its TL, or its ULT (loadShedAboveUlt). */
+  private shedAbove(member: { readonly targetLoad: number; readonly upperLatencyThreshold: number }): number {
+    return this.host.config.protocol.loadShedAboveUlt === 1
+      ? member.upperLatencyThreshold
+      : member.targetLoad;
+  }
+
   /** Overloaded parent: pick one reported child among a set of good candidates (thesis §4.2, fine-tuning load). */
   parentDecision(): void {
     const reports = this.reports;
     this.reports = [];
-    if (this.host.load <= this.host.config.targetLoad || reports.length === 0) return;
+    if (this.host.load <= this.shedAbove(this.host.config) || reports.length === 0) return;
     const overloaded = this.host.load > this.host.config.upperLatencyThreshold;
     // Above ML our children report neighbours below their ULT as well (childLoadReports).
     const overMax = this.host.load > this.host.config.maxLoad;
@@ -165,7 +172,7 @@ export class LoadPhase {
       const parentId = st.parent;
       if (parentId === null || st.isSliceSource || st.pending !== null || st.oldParent !== null) continue;
       const parent = this.host.peers.get(parentId);
-      if (parent?.hasAdvert !== true || parent.load <= parent.targetLoad) continue;
+      if (parent?.hasAdvert !== true || parent.load <= this.shedAbove(parent)) continue;
       // One report per parent per round (thesis §4.2, fine-tuning load), but one per slice to a parent above ML, which
       // moves up to load − ML children a round (parentLoadDecision): one report per child and round
       // let a root left with two or three children shed one slice per child every few seconds.

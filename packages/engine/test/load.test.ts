@@ -181,3 +181,107 @@ describe('hand-offs in a row', () => {
     expect(new Set(seqs).size).toBe(seqs.length);
   });
 });
+
+describe('which parents shed load (thesis §4.2, fine-tuning load)', () => {
+  const [PARENT, SPARE] = [101, 102];
+  /** TL 8, Lat2: LLT 7, ULT 9, ML 12, as N's own. */
+  const thresholds = { target: 8, lower: 7, upper: 9, maxLoad: 12 };
+
+  /**
+   * Child side. N (TL 8) gets slice 0 from PARENT, now at `parentLoad`; SPARE, below its LLT, gets
+   * slice 0 too and could take N. Returns the load reports N sent PARENT over two decision rounds.
+   */
+  function reportsTo(parentLoad: number, loadShedAboveUlt: number): number {
+    const solo = new Solo({ id: 50, role: 'member', targetLoadSlices: 8, protocol: { loadShedAboveUlt } });
+    solo.startWith([PARENT, SPARE]);
+    solo.advance(1000);
+    solo.feed(
+      PARENT,
+      solo.advertFrom(PARENT, { ...thresholds, load: 4, slices: { 0: { receiving: true } } }),
+    );
+    expect(solo.sendsOf(MessageType.ForcedParentRequest).map((r) => r.to)).toEqual([PARENT]);
+    solo.feed(PARENT, {
+      type: MessageType.SwitchReply,
+      slice: 0,
+      handoffSeq: 0,
+      accepted: true,
+      rejectReason: RejectReason.None,
+      load: 5,
+    });
+    const since = solo.mark();
+    for (let seq = 0; seq < 30; seq++) {
+      solo.advance(1100 + seq * 100);
+      solo.feed(PARENT, dataMessage(0, seq));
+      if (seq % 10 === 0) {
+        solo.feed(
+          PARENT,
+          solo.advertFrom(PARENT, { ...thresholds, load: parentLoad, slices: { 0: { receiving: true } } }),
+        );
+        solo.feed(
+          SPARE,
+          solo.advertFrom(SPARE, { ...thresholds, load: 2, slices: { 0: { receiving: true } } }),
+        );
+      }
+    }
+    expect(solo.engine.parents()[0]).toBe(PARENT);
+    const reports = solo.sendsOf(MessageType.LoadReport, since).filter((r) => r.to === PARENT);
+    for (const r of reports) expect(r.message.candidates.map((c) => c.peer)).toEqual([SPARE]);
+    return reports.length;
+  }
+
+  it('by default a child reports a parent above its TL; with loadShedAboveUlt only one above its ULT', () => {
+    // Load 9: above TL 8, at ULT 9.
+    expect(reportsTo(9, 0)).toBeGreaterThan(0);
+    expect(reportsTo(9, 1)).toBe(0);
+    // Load 10: above ULT.
+    expect(reportsTo(10, 0)).toBeGreaterThan(0);
+    expect(reportsTo(10, 1)).toBeGreaterThan(0);
+  });
+
+  /**
+   * Parent side. N (TL 8, ULT 9) holds `load` children on slice 0, and one of them reports SPARE,
+   * below its LLT. Returns the instructions N sent at its next decision round.
+   */
+  function instructionsWith(load: number, loadShedAboveUlt: number): number {
+    const solo = new Solo({ id: 50, role: 'member', targetLoadSlices: 8, protocol: { loadShedAboveUlt } });
+    const children = Array.from({ length: load }, (_, i) => 201 + i);
+    solo.startWith([PARENT, SPARE, ...children]);
+    solo.advance(1000);
+    solo.feed(
+      PARENT,
+      solo.advertFrom(PARENT, { ...thresholds, load: 4, slices: { 0: { receiving: true } } }),
+    );
+    solo.feed(PARENT, {
+      type: MessageType.SwitchReply,
+      slice: 0,
+      handoffSeq: 0,
+      accepted: true,
+      rejectReason: RejectReason.None,
+      load: 5,
+    });
+    solo.feed(PARENT, dataMessage(0, 0));
+    for (const child of children)
+      solo.feed(child, {
+        type: MessageType.ForcedParentRequest,
+        slice: 0,
+        reason: ForcedReason.Join,
+        fromSeq: 1,
+      });
+    expect(solo.engine.currentLoad).toBe(load);
+    const since = solo.mark();
+    solo.feed(children[0]!, {
+      type: MessageType.LoadReport,
+      slice: 0,
+      candidates: [{ peer: SPARE, load: 2, lowerLatencyThreshold: 7, targetLoad: 8 }],
+    });
+    solo.advance(3100);
+    return solo.sendsOf(MessageType.Instruction, since).length;
+  }
+
+  it('by default a parent between TL and ULT sheds to a neighbour below its LLT; with loadShedAboveUlt it does not', () => {
+    expect(instructionsWith(9, 0)).toBe(1);
+    expect(instructionsWith(9, 1)).toBe(0);
+    expect(instructionsWith(10, 0)).toBe(1);
+    expect(instructionsWith(10, 1)).toBe(1);
+  });
+});
