@@ -180,10 +180,10 @@ export interface ProtocolConfig {
    * a neighbour below its LLT, which fills members below their range sooner; with latency switches
    * that fill a target to its ULT the two phases trade children to the end of a run (see
    * latencyPhaseEnds). With 1 the latency phase runs down by itself: at 5000 members, with
-   * latencyTriggers, 4 switches in flight and a 60 s window, `join` ends switching by 112–113 s
-   * (seeds 1–3; the default switches to the end), but 82–87% of members end inside LLT–ULT against
-   * 97%, and latency is no better (docs/reproduction.md, "The thesis's load rule"). Issue 16,
-   * part 2; off by default.
+   * latencyTriggers, 4 switches in flight and a 60 s window, `join` ends switching by 111–112 s
+   * and `static` by 65–74 s (seeds 1–3; the default switches to the end), but 82–87% of members
+   * end inside LLT–ULT against 97%, and `join`'s average latency is 3–5% worse
+   * (docs/reproduction.md, "The thesis's load rule"). Issue 16, part 2; off by default.
    */
   readonly loadShedAboveUlt: number;
   /**
