@@ -1,12 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import {
-  ForcedReason,
-  MessageType,
-  RejectReason,
-  TreeRole,
-  type Message,
-  type PeerId,
-} from '@chunkycast/wire';
+import { ForcedReason, MessageType, TreeRole, type Message, type PeerId } from '@chunkycast/wire';
 import { bloomOr } from '@chunkycast/wire';
 import { bloomMaskFor } from '../src/index.js';
 import { accept, dataMessage, Solo, type AdvertSpec } from './solo.js';
@@ -28,14 +21,7 @@ describe('failure detection (4 s, thesis §4.4, experimental setup)', () => {
     solo.startWith([A, B, C]);
     solo.advance(1000);
     solo.feed(A, solo.advertFrom(A, spec(true)));
-    solo.feed(A, {
-      type: MessageType.SwitchReply,
-      slice: 0,
-      handoffSeq: 0,
-      accepted: true,
-      rejectReason: RejectReason.None,
-      load: 5,
-    });
+    solo.feed(A, accept(0));
     expect(solo.engine.parents()[0]).toBe(A);
     solo.feed(B, solo.advertFrom(B, spec(true)));
     solo.feed(C, solo.advertFrom(C, spec(false)));

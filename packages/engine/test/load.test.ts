@@ -9,7 +9,7 @@ import {
   type Message,
   type PeerId,
 } from '@chunkycast/wire';
-import { dataMessage, Solo } from './solo.js';
+import { accept, dataMessage, Solo } from './solo.js';
 
 describe('switch request admission', () => {
   const PARENT = 101;
@@ -35,14 +35,7 @@ describe('switch request admission', () => {
       }),
     );
     expect(solo.sendsOf(MessageType.ForcedParentRequest).map((r) => r.to)).toEqual([PARENT]);
-    solo.feed(PARENT, {
-      type: MessageType.SwitchReply,
-      slice: 0,
-      handoffSeq: 0,
-      accepted: true,
-      rejectReason: RejectReason.None,
-      load: 5,
-    });
+    solo.feed(PARENT, accept(0));
     for (let seq = 0; seq < 5; seq++) {
       solo.advance(solo.now + 100);
       solo.feed(PARENT, dataMessage(0, seq));
@@ -109,14 +102,7 @@ describe('hand-offs in a row', () => {
     solo.advance(1000);
     const receiving = { load: 4, lower: 7, upper: 9, maxLoad: 12, slices: { 0: { receiving: true } } };
     solo.feed(A, solo.advertFrom(A, receiving));
-    solo.feed(A, {
-      type: MessageType.SwitchReply,
-      slice: 0,
-      handoffSeq: 0,
-      accepted: true,
-      rejectReason: RejectReason.None,
-      load: 5,
-    });
+    solo.feed(A, accept(0));
     solo.feed(B, solo.advertFrom(B, receiving));
     solo.feed(C2, solo.advertFrom(C2, receiving));
     expect(solo.engine.parents()[0]).toBe(A);
@@ -191,23 +177,22 @@ describe('which parents shed load (thesis §4.2, fine-tuning load)', () => {
    * Child side. N (TL 8) gets slice 0 from PARENT, now at `parentLoad`; SPARE, below its LLT, gets
    * slice 0 too and could take N. Returns the load reports N sent PARENT over two decision rounds.
    */
-  function reportsTo(parentLoad: number, loadShedAboveUlt: number): number {
+  /** N (TL 8) with `others` as neighbours besides PARENT, whose child it has become on slice 0. */
+  function childOfParent(loadShedAboveUlt: number, others: readonly PeerId[]): Solo {
     const solo = new Solo({ id: 50, role: 'member', targetLoadSlices: 8, protocol: { loadShedAboveUlt } });
-    solo.startWith([PARENT, SPARE]);
+    solo.startWith([PARENT, ...others]);
     solo.advance(1000);
     solo.feed(
       PARENT,
       solo.advertFrom(PARENT, { ...thresholds, load: 4, slices: { 0: { receiving: true } } }),
     );
     expect(solo.sendsOf(MessageType.ForcedParentRequest).map((r) => r.to)).toEqual([PARENT]);
-    solo.feed(PARENT, {
-      type: MessageType.SwitchReply,
-      slice: 0,
-      handoffSeq: 0,
-      accepted: true,
-      rejectReason: RejectReason.None,
-      load: 5,
-    });
+    solo.feed(PARENT, accept(0));
+    return solo;
+  }
+
+  function reportsTo(parentLoad: number, loadShedAboveUlt: number): number {
+    const solo = childOfParent(loadShedAboveUlt, [SPARE]);
     const since = solo.mark();
     for (let seq = 0; seq < 30; seq++) {
       solo.advance(1100 + seq * 100);
@@ -243,22 +228,8 @@ describe('which parents shed load (thesis §4.2, fine-tuning load)', () => {
    * below its LLT. Returns the instructions N sent at its next decision round.
    */
   function instructionsWith(load: number, loadShedAboveUlt: number): number {
-    const solo = new Solo({ id: 50, role: 'member', targetLoadSlices: 8, protocol: { loadShedAboveUlt } });
     const children = Array.from({ length: load }, (_, i) => 201 + i);
-    solo.startWith([PARENT, SPARE, ...children]);
-    solo.advance(1000);
-    solo.feed(
-      PARENT,
-      solo.advertFrom(PARENT, { ...thresholds, load: 4, slices: { 0: { receiving: true } } }),
-    );
-    solo.feed(PARENT, {
-      type: MessageType.SwitchReply,
-      slice: 0,
-      handoffSeq: 0,
-      accepted: true,
-      rejectReason: RejectReason.None,
-      load: 5,
-    });
+    const solo = childOfParent(loadShedAboveUlt, [SPARE, ...children]);
     solo.feed(PARENT, dataMessage(0, 0));
     for (const child of children)
       solo.feed(child, {
