@@ -173,10 +173,6 @@ describe('which parents shed load (thesis §4.2, fine-tuning load)', () => {
   /** TL 8, Lat2: LLT 7, ULT 9, ML 12, as N's own. */
   const thresholds = { target: 8, lower: 7, upper: 9, maxLoad: 12 };
 
-  /**
-   * Child side. N (TL 8) gets slice 0 from PARENT, now at `parentLoad`; SPARE, below its LLT, gets
-   * slice 0 too and could take N. Returns the load reports N sent PARENT over two decision rounds.
-   */
   /** N (TL 8) with `others` as neighbours besides PARENT, whose child it has become on slice 0. */
   function childOfParent(loadShedAboveUlt: number, others: readonly PeerId[]): Solo {
     const solo = new Solo({ id: 50, role: 'member', targetLoadSlices: 8, protocol: { loadShedAboveUlt } });
@@ -191,6 +187,11 @@ describe('which parents shed load (thesis §4.2, fine-tuning load)', () => {
     return solo;
   }
 
+  /**
+   * Child side. N gets slice 0 from PARENT, now at `parentLoad`; SPARE, below its LLT, gets slice 0
+   * too and could take N. Returns the load reports N sent PARENT over the next 3 s (three decision
+   * rounds).
+   */
   function reportsTo(parentLoad: number, loadShedAboveUlt: number): number {
     const solo = childOfParent(loadShedAboveUlt, [SPARE]);
     const since = solo.mark();
