@@ -89,17 +89,19 @@ function publishRows(
   return { timer, published: () => published };
 }
 
-/** Whether `received` holds a packet of every slice at sequence `from` or later. */
-/** Whether `received` holds a packet of slice `s` at sequence `from` or later. */
-function sliceFrom(received: ReadonlyMap<string, Uint8Array>, s: number, from: number): boolean {
-  return [...received.keys()].some((k) => {
+/** The slices of which `received` holds no packet at sequence `from` or later. */
+function slicesLackingFrom(received: ReadonlyMap<string, Uint8Array>, from: number): number[] {
+  const have = new Set<number>();
+  for (const k of received.keys()) {
     const [slice, seq] = k.split(':').map(Number) as [number, number];
-    return slice === s && seq >= from;
-  });
+    if (seq >= from) have.add(slice);
+  }
+  return Array.from({ length: 16 }, (_, s) => s).filter((s) => !have.has(s));
 }
 
+/** Whether `received` holds a packet of every slice at sequence `from` or later. */
 function everySliceFrom(received: ReadonlyMap<string, Uint8Array>, from: number): boolean {
-  return Array.from({ length: 16 }, (_, s) => s).every((s) => sliceFrom(received, s, from));
+  return slicesLackingFrom(received, from).length === 0;
 }
 
 let running: MeshNode[] = [];
@@ -227,9 +229,7 @@ describe('MeshNode over WebRTC on loopback', () => {
         // Which member lacks which slice, and whom it takes each from: a timeout alone (seen once
         // on CI's loaded run, not again in 9 runs alone or beside a simulation) says nothing.
         const lacking = [...members.entries()].flatMap(([id, m]) => {
-          const slices = Array.from({ length: 16 }, (_, s) => s).filter(
-            (s) => !sliceFrom(m.received, s, from),
-          );
+          const slices = slicesLackingFrom(m.received, from);
           return slices.length === 0
             ? []
             : [
