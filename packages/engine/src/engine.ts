@@ -65,6 +65,16 @@ function movedBy(previous: number | null, next: number | null, stepMs: number): 
   return Math.abs(previous - next) >= stepMs;
 }
 
+/** Puts `value` into `sorted[0..count]` (ascending, `count` values held): at most M values, mostly in order already. */
+function insertSorted(sorted: Float64Array, count: number, value: number): void {
+  let i = count;
+  while (i > 0 && (sorted[i - 1] ?? 0) > value) {
+    sorted[i] = sorted[i - 1] ?? 0;
+    i--;
+  }
+  sorted[i] = value;
+}
+
 /**
  * The sequence window (not in the thesis, whose members are honest). The true source deals packets
  * to the slices in turn (thesis §4.2, slice sources), so every slice's sequence advances in step; a data packet's
@@ -204,8 +214,9 @@ export class Engine {
   private readonly trust = new Trust();
   /** A trusted word on where the stream is (`liveSequence`), and when it came. */
   private liveSeqHint: { readonly seq: number; readonly at: number } | null = null;
-  /** Scratch for the sequence window's per-slice estimates. */
+  /** Scratch for the sequence window's per-slice estimates, and for the slices' highest sequences. */
   private readonly windowScratch: Float64Array;
+  private readonly seqScratch: Float64Array;
   /**
    * A lower bound of `seqWindowEnd()` (or −Infinity): the WINDOW_REFERENCE_RANK-th highest slice
    * sequence at its last computation, plus SEQ_WINDOW_SLACK. Sequences only rise but for
@@ -274,6 +285,7 @@ export class Engine {
     );
     this.offsets = new ArrivalOffsets(this.sliceStates, this.config.protocol.offsetSmoothing);
     this.windowScratch = new Float64Array(slices);
+    this.seqScratch = new Float64Array(slices);
     const links = this.config.role === 'source' ? 0 : this.config.linksPerDirection;
     this.swaplinks = new Swaplinks(
       {
@@ -1218,30 +1230,13 @@ export class Engine {
     const intervalMs =
       fastestMs === Infinity ? MIN_SEQ_INTERVAL_MS : Math.max(MIN_SEQ_INTERVAL_MS, fastestMs / 2);
     const ends = this.windowScratch;
+    const seqs = this.seqScratch;
     let n = 0;
-    // The three highest sequences, for seqWindowFloor (WINDOW_REFERENCE_RANK is 3).
-    let first = -1;
-    let second = -1;
-    let third = -1;
     for (const st of this.sliceStates) {
       if (st.highestSeq < 0) continue;
-      const seq = st.highestSeq;
-      if (seq > first) {
-        third = second;
-        second = first;
-        first = seq;
-      } else if (seq > second) {
-        third = second;
-        second = seq;
-      } else if (seq > third) third = seq;
-      const end = st.highestSeq + Math.ceil((this.now - st.highestSeqAt) / intervalMs);
-      // Insertion sort: at most M values, mostly in order already.
-      let i = n++;
-      while (i > 0 && (ends[i - 1] ?? 0) > end) {
-        ends[i] = ends[i - 1] ?? 0;
-        i--;
-      }
-      ends[i] = end;
+      insertSorted(seqs, n, st.highestSeq);
+      insertSorted(ends, n, st.highestSeq + Math.ceil((this.now - st.highestSeqAt) / intervalMs));
+      n++;
     }
     // The trusted word on the live edge, carried forward at the stream's own rate once a playout
     // clock gives it (else at MIN_SEQ_INTERVAL_MS): a member whose slices all lag the stream (its
@@ -1255,7 +1250,8 @@ export class Engine {
         : hint.seq + Math.ceil((this.now - hint.at) / (playoutIntervalMs ?? MIN_SEQ_INTERVAL_MS));
     if (n === 0) return hint === null ? Infinity : hintEnd + SEQ_WINDOW_SLACK;
     // With fewer slices the reference is the highest, which a slice's first packet may lower.
-    if (n >= WINDOW_REFERENCE_RANK) this.seqWindowFloor = third + SEQ_WINDOW_SLACK;
+    if (n >= WINDOW_REFERENCE_RANK)
+      this.seqWindowFloor = (seqs[n - WINDOW_REFERENCE_RANK] ?? -Infinity) + SEQ_WINDOW_SLACK;
     const reference = ends[n >= WINDOW_REFERENCE_RANK ? n - WINDOW_REFERENCE_RANK : n - 1] ?? 0;
     return Math.max(reference, hintEnd) + SEQ_WINDOW_SLACK;
   }
