@@ -81,6 +81,14 @@ describe('bench:cost goals', () => {
     expect(markdown).toContain('Threads were not read.');
     expect(markdown).toContain('No memory dump was taken.');
   });
+  it('share the tracker’s and the true source’s CPU out per viewer beside their totals', () => {
+    const { markdown } = costReport(
+      runOf([row(8, 'http', { trackerCpuPct: 4 }), row(8, 'mesh', { trackerCpuPct: 6, sourceCpuPct: 3.2 })]),
+    );
+    expect(markdown).toContain('| tracker CPU % (per viewer) | true source CPU % (per viewer, per slice) |');
+    expect(markdown).toContain('| 4.0 (0.50) | — (—, —) | 100% |');
+    expect(markdown).toContain('| 6.0 (0.75) | 3.2 (0.40, 0.20) | 100% |');
+  });
   it('write the renderers’ memory by allocator per viewer count, http → mesh', () => {
     const parts = (v8: number, arrayBuffers: number, footprint: number): CostRow['rendererMemoryByPart'] => ({
       processes: 2,

@@ -165,6 +165,9 @@ export function costGoals(rows: readonly CostRow[]): CostGoal[] {
   return goals;
 }
 
+/** A server's CPU shared out over the viewers it served (null: not measured). */
+const perViewer = (pct: number | null, viewers: number): number | null =>
+  pct === null || viewers <= 0 ? null : pct / viewers;
 const num = (x: number | null | undefined, digits = 1): string =>
   x === null || x === undefined || !Number.isFinite(x) ? '—' : x.toFixed(digits);
 const pct = (x: number | null): string => (x === null ? '—' : `${(100 * x).toFixed(1)}%`);
@@ -286,7 +289,7 @@ export function costReport(run: CostRun): { markdown: string; goals: CostGoal[] 
   const goals = costGoals(run.rows);
   const rows = run.rows.map(
     (r) =>
-      `| ${r.viewers} | ${r.arm} | ${num(r.rendererCpuPerViewerPct)} | ${num(r.chromiumCpuPerViewerPct)} | ${num(r.rendererMemPerViewerMB, 0)} | ${num(r.rendererFootprintPerViewerMB, 0)} | ${num(r.jsHeapPerViewerMB)} | ${r.droppedFrames ?? '—'} / ${r.totalFrames ?? '—'} | ${r.stalls}${r.neverPlayed > 0 ? ` (+${r.neverPlayed} never played)` : ''} | ${pct(r.p2pShare)} | ${num(r.streamCopiesFromOrigin, 2)} | ${num(r.trackerCpuPct)} | ${num(r.sourceCpuPct)} (${num(r.sourceCpuPerSlicePct, 2)}) | ${r.machineBusyPct ?? '—'}% |`,
+      `| ${r.viewers} | ${r.arm} | ${num(r.rendererCpuPerViewerPct)} | ${num(r.chromiumCpuPerViewerPct)} | ${num(r.rendererMemPerViewerMB, 0)} | ${num(r.rendererFootprintPerViewerMB, 0)} | ${num(r.jsHeapPerViewerMB)} | ${r.droppedFrames ?? '—'} / ${r.totalFrames ?? '—'} | ${r.stalls}${r.neverPlayed > 0 ? ` (+${r.neverPlayed} never played)` : ''} | ${pct(r.p2pShare)} | ${num(r.streamCopiesFromOrigin, 2)} | ${num(r.trackerCpuPct)} (${num(perViewer(r.trackerCpuPct, r.viewers), 2)}) | ${num(r.sourceCpuPct)} (${num(perViewer(r.sourceCpuPct, r.viewers), 2)}, ${num(r.sourceCpuPerSlicePct, 2)}) | ${r.machineBusyPct ?? '—'}% |`,
   );
   const types = [...new Set(run.rows.flatMap((r) => Object.keys(r.cpuByProcessTypePct)))].sort();
   const typeRows = run.rows.map(
@@ -349,7 +352,7 @@ below is judged on it), and the private footprint beside it is Chromium's own me
 (resident anonymous memory and swap, from /proc/PID/status; shared anonymous pages in full, the
 binary's pages not at all), averaged likewise. The true source runs as its own process.
 
-| viewers | arm | renderer CPU % / viewer | all Chromium CPU % / viewer | renderer MiB / viewer | renderer footprint MiB / viewer | JS heap MiB / viewer | dropped / total frames | stalls | p2p share | origin copies | tracker CPU % | true source CPU % (per slice) | machine busy |
+| viewers | arm | renderer CPU % / viewer | all Chromium CPU % / viewer | renderer MiB / viewer | renderer footprint MiB / viewer | JS heap MiB / viewer | dropped / total frames | stalls | p2p share | origin copies | tracker CPU % (per viewer) | true source CPU % (per viewer, per slice) | machine busy |
 |---|---|---|---|---|---|---|---|---|---|---|---|---|---|
 ${rows.join('\n')}
 
