@@ -225,6 +225,8 @@ export class Engine {
    * simulation's time, once per tree packet (issue 16).
    */
   private seqWindowFloor = -Infinity;
+  /** When a peer last became our Swaplinks neighbour (latencyWindowFromNeighbours). */
+  private newestNeighbourAt = -Infinity;
   /** Violations of peers without a PeerState (a parent that is not a Swaplinks neighbour, say). */
   private readonly strangerViolations = new Map<PeerId, number>();
   private readonly masks = new Map<PeerId, Bloom128>();
@@ -329,6 +331,9 @@ export class Engine {
         return engine.load;
       },
       slices: this.sliceStates,
+      get newestNeighbourAt() {
+        return engine.newestNeighbourAt;
+      },
       peers: this.peers,
       offsets: this.offsets,
       neighbours: () => this.swaplinks.neighbours(),
@@ -1622,6 +1627,7 @@ export class Engine {
   // ───────────────────────────── neighbours and liveness ─────────────────────────────
 
   private onNeighbourAdded(peerId: PeerId): void {
+    this.newestNeighbourAt = this.now;
     const p = this.peer(peerId);
     p.needsFullAdvert = true;
     this.emit({ type: 'neighbourUp', peer: peerId });

@@ -17,6 +17,8 @@ export interface PhaseHost {
   /** Tree streams this member sends (slices × active children). */
   readonly load: number;
   readonly slices: readonly SliceState[];
+  /** When a peer last became our Swaplinks neighbour (−Infinity: never; latencyWindowFromNeighbours). */
+  readonly newestNeighbourAt: number;
   /** What we know of each peer, adverts included. */
   readonly peers: ReadonlyMap<PeerId, PeerState>;
   readonly offsets: ArrivalOffsets;

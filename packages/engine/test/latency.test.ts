@@ -1,6 +1,8 @@
 import { describe, expect, it } from 'vitest';
 import {
   ForcedReason,
+  LinkDirection,
+  LinkOp,
   MessageType,
   RejectReason,
   SEQ_NONE,
@@ -409,6 +411,22 @@ describe('a latency phase that ends (issue 16; off by default)', () => {
     const open = new LatencyRig({ latencyWindowMs: 0 });
     open.run(8000);
     expect(open.permissionRequests().length).toBeGreaterThanOrEqual(1);
+  });
+
+  it('with latencyWindowFromNeighbours, a new neighbour opens the closed windows again', () => {
+    // Windows of 1 s close at 2 s; at 5 s a peer F links to N. Only with the option does N then
+    // look for latency again (E is 200 ms earlier on slice 0, as above).
+    const F = 104;
+    for (const fromNeighbours of [1, 0]) {
+      const rig = new LatencyRig({ latencyWindowMs: 1000, latencyWindowFromNeighbours: fromNeighbours });
+      rig.run(5000);
+      expect(rig.permissionRequests()).toEqual([]);
+      const since = rig.solo.mark();
+      rig.solo.feed(F, { type: MessageType.Link, op: LinkOp.Add, direction: LinkDirection.Out, walkId: 0 });
+      rig.run(8000);
+      const asks = rig.permissionRequests(since).map((r) => [r.to, r.message.slice, r.message.target]);
+      expect(asks).toEqual(fromNeighbours === 1 ? [[A, 0, E]] : []);
+    }
   });
 
   it('several slices may look at once, but never two towards one target', () => {
