@@ -214,8 +214,9 @@ export class Engine {
   private readonly trust = new Trust();
   /** A trusted word on where the stream is (`liveSequence`), and when it came. */
   private liveSeqHint: { readonly seq: number; readonly at: number } | null = null;
-  /** Scratch for the sequence window's per-slice estimates, and for the slices' highest sequences. */
+  /** Scratch for the sequence window's per-slice estimates. */
   private readonly windowScratch: Float64Array;
+  /** Scratch for the slices' highest sequences, sorted (seqWindowFloor's rank). */
   private readonly seqScratch: Float64Array;
   /**
    * A lower bound of `seqWindowEnd()` (or −Infinity): the WINDOW_REFERENCE_RANK-th highest slice
