@@ -118,13 +118,6 @@ export class LatencyPhase {
     this.host.sendSwitchRequest(s, msg.target, q, from, 'latency');
   }
 
-  /** Where a slice's latency window (latencyWindowMs) counts from. */
-  private windowOpenedAt(st: SliceState): number {
-    return this.host.config.protocol.latencyWindowFromNeighbours === 1
-      ? Math.max(st.placedAt, this.host.newestNeighbourAt)
-      : st.placedAt;
-  }
-
   /**
    * Latency phase (thesis §4.2, fine-tuning latency): for a slice whose parent is inside its LLT–ULT range, move it to a
    * neighbour that receives it earlier, by more than the margin, if the parent stays in its range and
@@ -148,13 +141,20 @@ export class LatencyPhase {
     if (inFlight >= p.latencySwitchesInFlight) return;
     const options: { slice: number; parent: PeerId; target: PeerId; gain: number }[] = [];
     const neighbours = this.host.neighbours();
+    // A slice's latency window counts from its placement, or from our newest neighbour if later
+    // (latencyWindowFromNeighbours).
+    const windowReopenedAt = p.latencyWindowFromNeighbours === 1 ? this.host.newestNeighbourAt : -Infinity;
     for (let s = 0; s < slices; s++) {
       const st = this.slice(s);
       if (st.isSliceSource || st.parent === null || st.pending !== null || st.oldParent !== null) continue;
       // With offsets, our own measurement must have caught up with the current parent first.
       if (!byPath && !st.offsetSettled()) continue;
       if (this.host.now < st.latencyFrozenUntil) continue;
-      if (p.latencyWindowMs > 0 && this.host.now - this.windowOpenedAt(st) > p.latencyWindowMs) continue;
+      if (
+        p.latencyWindowMs > 0 &&
+        this.host.now - Math.max(st.placedAt, windowReopenedAt) > p.latencyWindowMs
+      )
+        continue;
       const parent = this.host.peers.get(st.parent);
       // The parent must be inside its range and stay there without us (thesis §4.2, fine-tuning latency). We gate per
       // slice: requiring all 16 parents in range at once would, with 10% of nodes outside, leave
